@@ -1,0 +1,157 @@
+#include "core/sau/feature_map.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "core/sau/counter_rng.h"
+#include "core/sau/kernels.h"
+
+namespace streamlearn::sau {
+
+namespace {
+
+// Rows of g (n x n, row-major) made orthonormal by modified Gram-Schmidt, run twice for
+// orthogonality to working precision.
+void OrthonormaliseRows(std::vector<double>& g, int n) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < n; ++i) {
+      double* gi = &g[static_cast<size_t>(i) * n];
+      for (int j = 0; j < i; ++j) {
+        const double* gj = &g[static_cast<size_t>(j) * n];
+        const double proj = Dot(gi, gj, n);
+        for (int l = 0; l < n; ++l) gi[l] -= proj * gj[l];
+      }
+      const double norm = std::sqrt(Dot(gi, gi, n));
+      for (int l = 0; l < n; ++l) gi[l] /= norm;
+    }
+  }
+}
+
+std::vector<double> DrawRows(const SauSpec& spec, int rows) {
+  const int d = spec.d;
+  std::vector<double> w(static_cast<size_t>(rows) * d);
+  CounterRng gauss(spec.seed, kStreamW);
+  if (spec.features == FeatureKind::kIid) {
+    for (double& x : w) x = gauss.NextNormal();
+    return w;
+  }
+  CounterRng chi(spec.seed, kStreamChiNorms);
+  std::vector<double> block(static_cast<size_t>(d) * d);
+  for (int start = 0; start < rows; start += d) {
+    for (double& x : block) x = gauss.NextNormal();
+    OrthonormaliseRows(block, d);
+    const int take = std::min(d, rows - start);
+    for (int i = 0; i < take; ++i) {
+      double norm2 = 0;
+      for (int l = 0; l < d; ++l) {
+        const double z = chi.NextNormal();
+        norm2 += z * z;
+      }
+      const double norm = std::sqrt(norm2);
+      for (int l = 0; l < d; ++l) {
+        w[static_cast<size_t>(start + i) * d + l] = norm * block[static_cast<size_t>(i) * d + l];
+      }
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+FeatureMap FeatureMap::Draw(const SauSpec& spec) {
+  FeatureMap m;
+  m.r_ = spec.r;
+  m.d_ = spec.d;
+  m.mode_ = spec.input_mode;
+  m.input_scale_ = spec.input_scale;
+  m.inv_sqrt_tau_ = 1.0 / std::sqrt(spec.tau);
+  m.inv_two_tau_ = 1.0 / (2.0 * spec.tau);
+  m.inv_sqrt_r_ = 1.0 / std::sqrt(static_cast<double>(spec.r));
+  m.c_lo_ = spec.c_lo;
+  m.c_hi_ = spec.c_hi;
+  if (spec.antithetic) {
+    const std::vector<double> half = DrawRows(spec, spec.r / 2);
+    m.w_.resize(static_cast<size_t>(spec.r) * spec.d);
+    for (int j = 0; j < spec.r / 2; ++j) {
+      for (int l = 0; l < spec.d; ++l) {
+        const double x = half[static_cast<size_t>(j) * spec.d + l];
+        m.w_[static_cast<size_t>(2 * j) * spec.d + l] = x;
+        m.w_[static_cast<size_t>(2 * j + 1) * spec.d + l] = -x;
+      }
+    }
+  } else {
+    m.w_ = DrawRows(spec, spec.r);
+  }
+  Sha256 h;
+  h.Update("streamlearn.sau.W.v1");
+  h.U64(static_cast<uint64_t>(m.r_));
+  h.U64(static_cast<uint64_t>(m.d_));
+  h.F64s(m.w_);
+  m.digest_ = h.Finish();
+  return m;
+}
+
+absl::Status FeatureMap::CheckInput(std::span<const double> x, std::string_view what) const {
+  if (static_cast<int>(x.size()) != d_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s has %d values; the model expects d = %d", what, x.size(), d_));
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s[%d] is %s; inputs must be finite", what, i, std::isnan(x[i]) ? "NaN" : "Inf"));
+    }
+  }
+  if (mode_ == InputMode::kRaw) {
+    double norm2 = 0;
+    for (double v : x) norm2 += v * v;
+    if (!std::isfinite(norm2)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "||%s||^2 overflows a double; scale the input or use L2_SCALED inputs", what));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void FeatureMap::Condition(std::span<const double> x, double* out) const {
+  if (mode_ == InputMode::kRaw) {
+    std::copy(x.begin(), x.end(), out);
+    return;
+  }
+  // a * x / ||x||, computed as a * y / ||y|| with y = x / max|x_i| so that no square overflows.
+  double max_abs = 0;
+  for (double v : x) max_abs = std::max(max_abs, std::fabs(v));
+  if (max_abs == 0) {
+    std::fill(out, out + d_, 0.0);
+    return;
+  }
+  double norm2 = 0;
+  for (int i = 0; i < d_; ++i) {
+    out[i] = x[i] / max_abs;
+    norm2 += out[i] * out[i];
+  }
+  const double scale = input_scale_ / std::sqrt(norm2);
+  for (int i = 0; i < d_; ++i) out[i] *= scale;
+}
+
+FeatureMap::ClipStats FeatureMap::Features(const double* x, double* phi) const {
+  ClipStats stats;
+  const double half_norm2 = Dot(x, x, d_) * inv_two_tau_;
+  for (int i = 0; i < r_; ++i) {
+    const double g = Dot(&w_[static_cast<size_t>(i) * d_], x, d_) * inv_sqrt_tau_ - half_norm2;
+    stats.max_exponent = std::max(stats.max_exponent, g);
+    double gc = g;
+    if (g > c_hi_) {
+      gc = c_hi_;
+      ++stats.clipped;
+    } else if (g < c_lo_) {
+      gc = c_lo_;
+      ++stats.clipped;
+    }
+    phi[i] = std::exp(gc) * inv_sqrt_r_;
+  }
+  return stats;
+}
+
+}  // namespace streamlearn::sau

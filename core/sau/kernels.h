@@ -1,0 +1,59 @@
+// Inner-loop kernels of the SAU: dot products and the compensated decayed rank-1 update.
+//
+// Every kernel fixes its summation order (kLanes independent partial sums, combined pairwise),
+// and uses only explicit std::fma, so the result is the same bit for bit whether the build uses
+// hardware FMA (-mfma: GCC vectorises the lanes) or the correctly rounded libm fallback. The
+// build passes -ffp-contract=off so the compiler adds no contractions of its own.
+#ifndef STREAMLEARN_CORE_SAU_KERNELS_H_
+#define STREAMLEARN_CORE_SAU_KERNELS_H_
+
+#include <cmath>
+
+namespace streamlearn::sau {
+
+inline constexpr int kLanes = 8;
+
+// sum_i a[i] * b[i] in a fixed order. REQUIRES: n >= 0.
+inline double Dot(const double* a, const double* b, int n) {
+  double acc[kLanes] = {};
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] = std::fma(a[i + l], b[i + l], acc[l]);
+  }
+  for (int l = 0; i < n; ++i, ++l) acc[l] = std::fma(a[i], b[i], acc[l]);
+  const double s01 = acc[0] + acc[1], s23 = acc[2] + acc[3];
+  const double s45 = acc[4] + acc[5], s67 = acc[6] + acc[7];
+  return (s01 + s23) + (s45 + s67);
+}
+
+// acc[j] += a * x[j] for j < n (one fma each; vectorises across j).
+inline void Axpy(double a, const double* x, double* acc, int n) {
+  for (int j = 0; j < n; ++j) acc[j] = std::fma(a, x[j], acc[j]);
+}
+
+// One compensated decayed update of a row: for each j the pair (s[j], c[j]) represents
+// s + c, and becomes gamma * (s + c) + a * x[j] with the rounding error of the decay product
+// (exact, by fma) and of the addition (TwoSum, exact) carried into c; c itself decays by gamma.
+// Seed 000 eqs. (6)-(8) with the compensation of sec. 11 carried through the decay.
+inline void CompensatedDecayAdd(double gamma, double a, const double* x, double* s, double* c,
+                                int n) {
+  for (int j = 0; j < n; ++j) {
+    const double p = gamma * s[j];
+    const double e_mul = std::fma(gamma, s[j], -p);  // gamma*s - p, exactly
+    const double inc = a * x[j];
+    const double t = p + inc;                        // TwoSum(p, inc)
+    const double z = t - p;
+    const double e_add = (p - (t - z)) + (inc - z);
+    s[j] = t;
+    c[j] = std::fma(gamma, c[j], e_mul + e_add);
+  }
+}
+
+// The same update without compensation (the plain sums that the Kahan test compares against).
+inline void PlainDecayAdd(double gamma, double a, const double* x, double* s, int n) {
+  for (int j = 0; j < n; ++j) s[j] = gamma * s[j] + a * x[j];
+}
+
+}  // namespace streamlearn::sau
+
+#endif  // STREAMLEARN_CORE_SAU_KERNELS_H_

@@ -1,0 +1,122 @@
+#include "core/sau/mixture_eprocess.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace streamlearn::sau {
+
+namespace {
+
+double LogSumExp(const std::vector<double>& x) {
+  const double m = *std::max_element(x.begin(), x.end());
+  double s = 0;
+  for (double v : x) s += std::exp(v - m);
+  return m + std::log(s);
+}
+
+double EpochAlpha(const SauSpec& spec, uint64_t epoch) {
+  const double j = static_cast<double>(std::max<uint64_t>(epoch, 1));
+  return spec.alpha / (j * (j + 1));
+}
+
+}  // namespace
+
+MixtureEProcess::MixtureEProcess(const SauSpec& spec)
+    : mu_(spec.r, 0.0), v_(spec.r, 0.0), log_e_(spec.tilts.size(), 0.0) {
+  margin_ = std::log(1.0 / EpochAlpha(spec, 1));
+}
+
+std::vector<double> MixtureEProcess::ProjectedTilts(const SauSpec& spec) const {
+  std::vector<double> out(spec.tilts);
+  const double bprime = bprime_hat();
+  if (bprime > 0) {
+    const double cap = (1.0 - spec.xi) / bprime;
+    for (double& l : out) l = std::min(l, cap);
+  }
+  return out;
+}
+
+MixtureEProcess::Step MixtureEProcess::Observe(const double* phi, const SauSpec& spec) {
+  Step step;
+  const int r = spec.r;
+  ++observed_;
+  // Z_t from the standardisation of step t-1 (needs two earlier events for a variance).
+  if (observed_ >= 3) {
+    const double eps = spec.whiten_eps / r;
+    double z = 0;
+    for (int i = 0; i < r; ++i) {
+      const double dlt = phi[i] - mu_[i];
+      z += dlt * dlt / (v_[i] + eps);
+    }
+    step.has_z = true;
+    step.z = z / r;
+  }
+  if (step.has_z && observed_ > static_cast<uint64_t>(spec.warmup)) {
+    if (epoch_ == 0 || restart_pending_) {
+      ++epoch_;
+      epoch_events_ = 0;
+      restart_pending_ = false;
+      std::fill(log_e_.begin(), log_e_.end(), 0.0);
+    }
+    const std::vector<double> lambdas = ProjectedTilts(spec);  // predictable: envelope of t-1
+    const double bprime = bprime_hat();
+    const double b_bar = 1.0 + spec.kappa;
+    for (size_t k = 0; k < lambdas.size(); ++k) {
+      const double l = lambdas[k];
+      const double psi = nu2_ * l * l / (2.0 * (1.0 - bprime * l));  // eq. (33)
+      log_e_[k] += l * (step.z - b_bar) - psi;                        // eq. (34)
+    }
+    ++epoch_events_;
+    log_e_mix_ = LogSumExp(log_e_) - std::log(static_cast<double>(log_e_.size()));  // (35)
+    margin_ = std::log(1.0 / EpochAlpha(spec, epoch_)) - log_e_mix_;
+    step.tested = true;
+    step.alarm = margin_ < 0;
+    if (step.alarm || epoch_events_ >= static_cast<uint64_t>(spec.epoch_length)) {
+      restart_pending_ = true;
+    }
+  }
+  // Envelope update with Z_t, for use from t+1 on.
+  if (step.has_z) {
+    ++z_count_;
+    const double beta = std::max(spec.beta_envelope, 1.0 / static_cast<double>(z_count_));
+    const double dz = step.z - zbar_;
+    const double decay = 1.0 - spec.beta_envelope / 10.0;
+    zmax_ = z_count_ == 1 ? 0.0 : std::max(zmax_ * decay, std::fabs(dz));
+    zbar_ += beta * dz;
+    nu2_ = (1.0 - beta) * (nu2_ + beta * dz * dz);
+  }
+  // mu~, v~ (eqs. (30)-(31)) with rate max(beta~, 1/n): exact running moments at first.
+  const double beta = std::max(spec.beta_tilde, 1.0 / static_cast<double>(observed_));
+  for (int i = 0; i < r; ++i) {
+    const double dlt = phi[i] - mu_[i];
+    mu_[i] += beta * dlt;
+    v_[i] = (1.0 - beta) * (v_[i] + beta * dlt * dlt);
+  }
+  return step;
+}
+
+double MixtureEProcess::RidgeWeight(const SauSpec& spec) const {
+  if (epoch_ == 0) return 0.0;
+  const double lse = LogSumExp(log_e_);
+  double w = 0;
+  for (size_t k = 0; k < log_e_.size(); ++k) w += std::exp(log_e_[k] - lse) * spec.ridge[k];
+  return w;  // eqs. (36)-(37), paired with the ridge grid (DESIGN decision 1)
+}
+
+void MixtureEProcess::Hash(Sha256& h) const {
+  h.U64(observed_);
+  h.U64(z_count_);
+  h.F64s(mu_);
+  h.F64s(v_);
+  h.F64(zbar_);
+  h.F64(nu2_);
+  h.F64(zmax_);
+  h.F64s(log_e_);
+  h.U64(epoch_);
+  h.U64(epoch_events_);
+  h.U64(restart_pending_ ? 1 : 0);
+  h.F64(log_e_mix_);
+  h.F64(margin_);
+}
+
+}  // namespace streamlearn::sau

@@ -1,0 +1,276 @@
+#include "core/sau/sau_estimator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "absl/strings/str_format.h"
+#include "core/sau/counter_rng.h"
+#include "core/sau/kernels.h"
+
+namespace streamlearn::sau {
+
+namespace {
+
+// Per-thread scratch for the hot paths, so Ingest and Query allocate nothing once warm.
+struct Scratch {
+  std::vector<double> x, phi, phiw, num1, num2, rhat;
+  void Reserve(const SauSpec& s) {
+    x.resize(s.d);
+    phi.resize(s.r);
+    phiw.resize(s.r);
+    const size_t width = std::max(s.d_v, s.r_v);
+    num1.resize(width);
+    num2.resize(width);
+    rhat.resize(std::max(s.r_v, 1));
+  }
+};
+
+Scratch& ThreadScratch(const SauSpec& spec) {
+  thread_local Scratch scratch;
+  scratch.Reserve(spec);
+  return scratch;
+}
+
+// U drawn from the seed: Gaussian d_v x r_v (column-major, stream kStreamU) with columns
+// orthonormalised by modified Gram-Schmidt (two passes).
+std::vector<double> DrawU(const SauSpec& spec) {
+  const int dv = spec.d_v, rv = spec.r_v;
+  std::vector<double> u(static_cast<size_t>(dv) * rv);
+  CounterRng rng(spec.seed, kStreamU);
+  for (double& x : u) x = rng.NextNormal();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int a = 0; a < rv; ++a) {
+      double* ca = &u[static_cast<size_t>(a) * dv];
+      for (int b = 0; b < a; ++b) {
+        const double* cb = &u[static_cast<size_t>(b) * dv];
+        const double proj = Dot(ca, cb, dv);
+        for (int l = 0; l < dv; ++l) ca[l] -= proj * cb[l];
+      }
+      const double norm = std::sqrt(Dot(ca, ca, dv));
+      for (int l = 0; l < dv; ++l) ca[l] /= norm;
+    }
+  }
+  return u;
+}
+
+// Half-split readout of one feature vector against a row-major r x width statistic.
+// num1/num2 get the numerators over rows [0, r/2) and [r/2, r); den1/den2 the denominators
+// over the compensated s, accumulated in extended precision (seed 001 R1, seed 000 A9).
+struct HalfReadout {
+  long double den1 = 0, den2 = 0;
+};
+
+HalfReadout ReadHalves(const double* f, const std::vector<double>& stat, int width,
+                       const SauState& st, int r, double* num1, double* num2) {
+  HalfReadout out;
+  std::fill(num1, num1 + width, 0.0);
+  std::fill(num2, num2 + width, 0.0);
+  const int half = r / 2;
+  for (int i = 0; i < r; ++i) {
+    double* acc = i < half ? num1 : num2;
+    Axpy(f[i], &stat[static_cast<size_t>(i) * width], acc, width);
+    const long double term = static_cast<long double>(f[i]) *
+                             (static_cast<long double>(st.s[i]) + st.s_c[i]);
+    (i < half ? out.den1 : out.den2) += term;
+  }
+  return out;
+}
+
+// RJ half-split discrepancy (docs/SAU.md): 0.5 ||y1 - y2|| / (||y|| + eps), and seed 000
+// eq. (16) literally: ||y - (y1 + y2)/2|| / (||y|| + eps). y, y1, y2 share the floor and the
+// ridge, halved for the halves since each half sums about half of the mass.
+struct RjGaps {
+  double gap = 0, gap_eq16 = 0;
+};
+
+RjGaps HalfSplitGaps(const double* num1, const double* num2, long double den1, long double den2,
+                     double floor, double lambda, int width) {
+  constexpr double kEps = 1e-12;
+  const long double den = std::max(den1 + den2, static_cast<long double>(floor)) + lambda;
+  const long double d1 = std::max(den1, static_cast<long double>(floor) / 2) + lambda / 2;
+  const long double d2 = std::max(den2, static_cast<long double>(floor) / 2) + lambda / 2;
+  if (!(den > 0) || !(d1 > 0) || !(d2 > 0)) return {};
+  double norm_y = 0, diff12 = 0, diff16 = 0;
+  for (int j = 0; j < width; ++j) {
+    const double y = static_cast<double>((num1[j] + static_cast<long double>(num2[j])) / den);
+    const double y1 = static_cast<double>(num1[j] / d1);
+    const double y2 = static_cast<double>(num2[j] / d2);
+    norm_y += y * y;
+    diff12 += (y1 - y2) * (y1 - y2);
+    const double e = y - 0.5 * (y1 + y2);
+    diff16 += e * e;
+  }
+  const double denom = std::sqrt(norm_y) + kEps;
+  return {0.5 * std::sqrt(diff12) / denom, std::sqrt(diff16) / denom};
+}
+
+}  // namespace
+
+absl::StatusOr<SauEstimator> SauEstimator::Create(const SauSpec& raw) {
+  SauSpec spec = ResolveDefaults(raw);
+  if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
+  auto params = std::make_shared<Params>(Params{spec, FeatureMap::Draw(spec), {}});
+  if (spec.r_v > 0) params->u = spec.u.empty() ? DrawU(spec) : spec.u;
+  SauState state(spec);
+  return SauEstimator(std::move(params), std::move(state));
+}
+
+absl::Status SauEstimator::CheckEvent(std::span<const double> k,
+                                      std::span<const double> v) const {
+  if (absl::Status s = params_->features.CheckInput(k, "k"); !s.ok()) return s;
+  const int dv = params_->spec.d_v;
+  if (static_cast<int>(v.size()) != dv) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("v has %d values; the model expects d_v = %d", v.size(), dv));
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i])) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "v[%d] is %s; inputs must be finite", i, std::isnan(v[i]) ? "NaN" : "Inf"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SauEstimator::CheckQuery(std::span<const double> q) const {
+  return params_->features.CheckInput(q, "q");
+}
+
+EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const double> v) {
+  const SauSpec& spec = params_->spec;
+  const int r = spec.r, dv = spec.d_v, rv = spec.r_v;
+  SauState& st = state_;
+  Scratch& sc = ThreadScratch(spec);
+
+  // phi(k_t), eq. (4), with clipping statistics (DESIGN decision 4).
+  params_->features.Condition(k, sc.x.data());
+  const FeatureMap::ClipStats clip = params_->features.Features(sc.x.data(), sc.phi.data());
+  st.clipped += static_cast<uint64_t>(clip.clipped);
+  st.features += static_cast<uint64_t>(r);
+  st.max_exponent = std::max(st.max_exponent, clip.max_exponent);
+
+  // Prequential readout at k_t with the whitening, floor and ridge of step t-1 (DESIGN
+  // decision 3), fused with the update of each row of R (eq. (6)) so R is read once.
+  st.whitening.Whiten(sc.phi.data(), sc.phiw.data());
+  std::fill(sc.num1.begin(), sc.num1.begin() + dv, 0.0);
+  std::fill(sc.num2.begin(), sc.num2.begin() + dv, 0.0);
+  long double den1 = 0, den2 = 0;
+  const int half = r / 2;
+  const double gamma = spec.gamma;
+  for (int i = 0; i < r; ++i) {
+    const size_t row = static_cast<size_t>(i) * dv;
+    Axpy(sc.phiw[i], &st.R[row], i < half ? sc.num1.data() : sc.num2.data(), dv);
+    const long double term = static_cast<long double>(sc.phiw[i]) *
+                             (static_cast<long double>(st.s[i]) + st.s_c[i]);
+    (i < half ? den1 : den2) += term;
+    CompensatedDecayAdd(gamma, sc.phi[i], v.data(), &st.R[row], &st.R_c[row], dv);
+  }
+  // s_t, eq. (7); H_t, eq. (8) with rhat = U^T v.
+  const double one = 1.0;
+  for (int i = 0; i < r; ++i) CompensatedDecayAdd(gamma, sc.phi[i], &one, &st.s[i], &st.s_c[i], 1);
+  if (rv > 0) {
+    const std::vector<double>& u = params_->u;
+    for (int j = 0; j < rv; ++j) sc.rhat[j] = Dot(&u[static_cast<size_t>(j) * dv], v.data(), dv);
+    for (int i = 0; i < r; ++i) {
+      const size_t row = static_cast<size_t>(i) * rv;
+      CompensatedDecayAdd(gamma, sc.phi[i], sc.rhat.data(), &st.H[row], &st.H_c[row], rv);
+    }
+  }
+
+  EventDiagnostics diag;
+  const double floor = st.floor.floor();
+  const double lambda = st.lambda_star;
+  const RjGaps gaps = HalfSplitGaps(sc.num1.data(), sc.num2.data(), den1, den2, floor, lambda, dv);
+  const double raw_den = static_cast<double>(den1 + den2);
+  const double n = static_cast<double>(st.events + 1);
+  diag.rj_gap = gaps.gap;
+  diag.rj_gap_eq16 = gaps.gap_eq16;
+  diag.rj_threshold =
+      spec.c_rj * std::sqrt(std::log(std::max(n, std::numbers::e) / spec.rj_delta) / r);  // (39)
+  diag.rj_level = st.rj.Push(diag.rj_gap > diag.rj_threshold);
+  diag.den = raw_den;
+  diag.shr = raw_den + lambda > 0 ? raw_den / (raw_den + lambda) : 1.0;
+  if (st.events > 0) {
+    st.den_min = std::min(st.den_min, raw_den);
+    if (raw_den < floor) ++st.den_below_floor;
+  }
+
+  // Statistics that take phi_t only after it was used predictably.
+  st.whitening.Observe(sc.phi.data());
+  const MixtureEProcess::Step step = st.eprocess.Observe(sc.phi.data(), spec);
+  st.median_den.Push(raw_den);
+  diag.floor_raised =
+      st.floor.Update(diag.rj_level == RjLevel::kRed || step.alarm, st.median_den.value(), spec);
+  st.lambda_star = st.median_den.value() * st.eprocess.RidgeWeight(spec);  // DESIGN decision 1
+  ++st.events;
+
+  diag.margin = st.eprocess.margin();
+  diag.log_e_mix = st.eprocess.log_e_mix();
+  diag.alarm = step.alarm;
+  diag.epoch = st.eprocess.epoch();
+  diag.nu2_hat = st.eprocess.nu2_hat();
+  diag.bprime_hat = st.eprocess.bprime_hat();
+  diag.beta_floor = st.floor.floor();
+  diag.lambda_star = st.lambda_star;
+  diag.clip_rate = st.clip_rate();
+  diag.max_exponent = st.max_exponent;
+  return diag;
+}
+
+QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
+                                bool low_rank) const {
+  const SauSpec& spec = params_->spec;
+  const int r = spec.r;
+  const SauState& st = state_;
+  Scratch& sc = ThreadScratch(spec);
+
+  params_->features.Condition(q, sc.x.data());
+  params_->features.Features(sc.x.data(), sc.phi.data());
+  const bool stabilized = path == ReadoutPath::kStabilized;
+  const double* f = sc.phi.data();
+  if (stabilized) {
+    st.whitening.Whiten(sc.phi.data(), sc.phiw.data());  // eq. (11)
+    f = sc.phiw.data();
+  }
+  const double floor = stabilized ? st.floor.floor() : 0.0;
+  const double lambda = stabilized ? st.lambda_star : 0.0;
+  const int width = low_rank ? spec.r_v : spec.d_v;
+  const HalfReadout h = ReadHalves(f, low_rank ? st.H : st.R, width, st, r, sc.num1.data(),
+                                   sc.num2.data());
+
+  QueryResult out;
+  const long double raw = h.den1 + h.den2;
+  // eq. (19) on the correctness path; eqs. (12)-(13) with R7's floor on the stabilized path.
+  const long double den = stabilized ? std::max(raw, static_cast<long double>(floor)) + lambda : raw;
+  out.raw_den = static_cast<double>(raw);
+  out.den = static_cast<double>(den);
+  std::vector<double> z(width, 0.0);
+  if (den > 0) {
+    for (int j = 0; j < width; ++j) {
+      z[j] = static_cast<double>((sc.num1[j] + static_cast<long double>(sc.num2[j])) / den);
+    }
+  }
+  if (low_rank) {  // eqs. (14), (21): y = U z
+    const int dv = spec.d_v;
+    out.y_hat.assign(dv, 0.0);
+    for (int j = 0; j < width; ++j) {
+      Axpy(z[j], &params_->u[static_cast<size_t>(j) * dv], out.y_hat.data(), dv);
+    }
+  } else {
+    out.y_hat = std::move(z);
+  }
+  out.rj_gap = HalfSplitGaps(sc.num1.data(), sc.num2.data(), h.den1, h.den2, floor, lambda, width).gap;
+  out.margin = st.eprocess.margin();
+  out.shr = raw + lambda > 0 ? static_cast<double>(raw / (raw + lambda)) : 1.0;
+  return out;
+}
+
+Digest SauEstimator::StateDigest() const {
+  Sha256 h;
+  h.Update(params_->features.digest().data(), params_->features.digest().size());
+  state_.Hash(h);
+  return h.Finish();
+}
+
+}  // namespace streamlearn::sau

@@ -1,0 +1,105 @@
+// SauEstimator: the Streaming Attention Unit of seed 000, O(1) time and memory per event.
+//
+// It estimates decayed softmax attention y_t(q) = A_t(q) / B_t(q) (seed 000 eqs. (1)-(3)) from
+// positive random features, keeps the decayed statistics R_t, s_t (and H_t) with compensated
+// summation, whitening statistics, the RJ half-split window and the mixture e-process, and
+// answers queries on the correctness path (eq. (19)) or the stabilized path (eqs. (20)-(21)).
+//
+//   auto est = SauEstimator::Create(spec);          // validates the spec, draws W
+//   if (auto s = est->CheckEvent(k, v); !s.ok()) ...// dimensions, NaN/Inf
+//   EventDiagnostics diag = est->Ingest(k, v);      // O(r (d + d_v)) time
+//   QueryResult y = est->Query(q, ReadoutPath::kCorrectness, /*low_rank=*/false);
+//
+// The immutable parameters (spec, W, U) are shared between copies; copying an estimator copies
+// only its mutable state (state_bytes()), which is how a shard publishes versions.
+// Thread safety: const methods may run concurrently; Ingest needs exclusive access.
+#ifndef STREAMLEARN_CORE_SAU_SAU_ESTIMATOR_H_
+#define STREAMLEARN_CORE_SAU_SAU_ESTIMATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/common/digest.h"
+#include "core/sau/feature_map.h"
+#include "core/sau/sau_spec.h"
+#include "core/sau/sau_state.h"
+
+namespace streamlearn::sau {
+
+// Diagnostics of one ingested event (DESIGN decision 3: read out at the event's own key
+// before the update).
+struct EventDiagnostics {
+  double margin = 0;        // m_t = log(1/alpha_j) - log E_mix(t)
+  double log_e_mix = 0;
+  double rj_gap = 0;        // half-split discrepancy, docs/SAU.md
+  double rj_gap_eq16 = 0;   // seed 000 eq. (16) taken literally, logged for comparison
+  double rj_threshold = 0;  // eq. (39)
+  RjLevel rj_level = RjLevel::kGreen;
+  double beta_floor = 0;    // in force for the next event
+  double lambda_star = 0;   // in force for the next event
+  double clip_rate = 0;     // cumulative rho_clip
+  double max_exponent = 0;  // largest unclipped log-feature seen
+  double den = 0;           // raw whitened denominator phi_w(k)^T s_{t-1}
+  double shr = 0;           // den / (den + lambda_star), seed 001 M1
+  double nu2_hat = 0;
+  double bprime_hat = 0;
+  uint64_t epoch = 0;
+  bool alarm = false;       // margin < 0 at this event; a new epoch starts next event
+  bool floor_raised = false;  // RJ red raised beta_floor at this event
+};
+
+struct QueryResult {
+  std::vector<double> y_hat;  // length d_v
+  double den = 0;             // the denominator divided by (after floor and ridge)
+  double raw_den = 0;         // phi^T s (correctness) or phi_w^T s (stabilized)
+  double rj_gap = 0;
+  double margin = 0;
+  double shr = 0;
+};
+
+class SauEstimator {
+ public:
+  // Resolves defaults, validates (INVALID_ARGUMENT naming the field) and draws W (and U).
+  static absl::StatusOr<SauEstimator> Create(const SauSpec& spec);
+
+  // Dimension and finiteness checks, with messages naming the offending field and index.
+  absl::Status CheckEvent(std::span<const double> k, std::span<const double> v) const;
+  absl::Status CheckQuery(std::span<const double> q) const;
+
+  // REQUIRES: CheckEvent(k, v).ok().
+  EventDiagnostics Ingest(std::span<const double> k, std::span<const double> v);
+
+  // REQUIRES: CheckQuery(q).ok(); low_rank only when spec().r_v > 0.
+  QueryResult Query(std::span<const double> q, ReadoutPath path, bool low_rank) const;
+
+  const SauSpec& spec() const { return params_->spec; }
+  const FeatureMap& features() const { return params_->features; }
+  const Digest& w_digest() const { return params_->features.digest(); }
+  const std::vector<double>& u() const { return params_->u; }
+  const SauState& state() const { return state_; }
+  uint64_t events() const { return state_.events; }
+  size_t state_bytes() const { return state_.Bytes(); }
+
+  // SHA-256 over the canonical byte layout of the whole mutable state (docs/SAU.md).
+  Digest StateDigest() const;
+
+ private:
+  struct Params {
+    SauSpec spec;
+    FeatureMap features;
+    std::vector<double> u;  // d_v x r_v column-major, empty if r_v == 0
+  };
+  SauEstimator(std::shared_ptr<const Params> params, SauState state)
+      : params_(std::move(params)), state_(std::move(state)) {}
+
+  std::shared_ptr<const Params> params_;
+  SauState state_;
+};
+
+}  // namespace streamlearn::sau
+
+#endif  // STREAMLEARN_CORE_SAU_SAU_ESTIMATOR_H_

@@ -1,0 +1,89 @@
+// SauSpec: everything that defines one Streaming Attention Unit, with defaults and validation.
+//
+// A spec is plain data. `ResolveDefaults` fills unset fields with the documented defaults
+// (docs/SAU.md), and `ValidateSpec` checks every field, returning INVALID_ARGUMENT that names
+// the field and its allowed range. Two estimators built from equal resolved specs and fed the
+// same events in the same order hold bit-identical state.
+#ifndef STREAMLEARN_CORE_SAU_SAU_SPEC_H_
+#define STREAMLEARN_CORE_SAU_SAU_SPEC_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace streamlearn::sau {
+
+enum class FeatureKind { kIid, kOrthogonal };
+enum class InputMode { kL2Scaled, kRaw };
+enum class ReadoutPath { kStabilized, kCorrectness };
+enum class RjLevel { kGreen = 0, kYellow = 1, kRed = 2 };
+
+struct SauSpec {
+  // Dimensions and kernel (seed 000 sec. 0, 3).
+  int d = 64;
+  int d_v = 64;
+  int r = 256;
+  double tau = 0.0;    // 0 => sqrt(d)
+  double gamma = 0.99; // decay in (0, 1]
+
+  // Random features (seed 000 eq. (4), seed 001 R8, DESIGN decision 9).
+  FeatureKind features = FeatureKind::kOrthogonal;
+  bool antithetic = false;  // rows in adjacent pairs (w, -w); needs r % 4 == 0
+  uint64_t seed = 1;
+
+  // Input conditioning (seed 001 A1, C2; DESIGN decision 8).
+  InputMode input_mode = InputMode::kL2Scaled;
+  double input_scale = 1.0;  // a
+
+  // Log-domain clipping of g = w^T x / sqrt(tau) - ||x||^2 / (2 tau) (DESIGN decision 4).
+  // Both 0 => calibrated: in kL2Scaled mode g ~ N(-a^2/(2 tau), a^2/tau) per feature, so
+  // c_hi = mean + 3 sd (rho_clip ~ 0.13%) and c_lo = mean - 8 sd; in kRaw mode [-30, 30].
+  double c_lo = 0.0;
+  double c_hi = 0.0;
+
+  // Optional low-rank values (seed 000 eq. (8)). r_v == 0 disables H. u is d_v x r_v,
+  // column-major, orthonormal columns; empty => drawn from `seed` and orthonormalised.
+  int r_v = 0;
+  std::vector<double> u;
+
+  // Whitening statistics (seed 000 eqs. (9)-(10)).
+  double beta_mu = 0.01;
+  double beta_sigma = 0.01;
+  double whiten_eps = 1e-30;  // the epsilon of eqs. (10)-(11), relative to r^{-1}
+
+  // Mixture e-process (seed 000 eqs. (29)-(37); DESIGN decisions 1-2).
+  double alpha = 0.05;
+  double kappa = 0.25;          // b_bar = 1 + kappa
+  double xi = 0.1;              // domain slack
+  double beta_tilde = 0.01;     // EWM rate of mu~, v~ (eqs. (30)-(31))
+  double beta_envelope = 0.01;  // EWM rate of the envelope estimates (nu^2, b')
+  int warmup = 200;             // events before the first test epoch starts
+  int epoch_length = 2000;      // events per test epoch (alpha spent as alpha/(j(j+1)))
+  std::vector<double> tilts = {0.5, 1.0, 2.0, 4.0};  // lambda_k before projection
+  std::vector<double> ridge = {0.0, 0.005, 0.01, 0.02};  // rho_k, paired with tilts
+
+  // RJ half-split policy (seed 000 sec. 10, eq. (39)).
+  double c_rj = 0.0;  // 0 => kDefaultCrj
+  double rj_delta = 0.05;
+
+  // Denominator floor and its policy (seed 000 eq. (28), sec. 10).
+  double beta_floor = 1e-12;        // base floor
+  double red_floor_frac = 0.05;     // on red: floor >= frac * median den
+  double max_floor_frac = 0.5;      // floor <= frac * median den (and >= base)
+  int floor_cooldown = 50;          // events without red before the floor decays
+  double floor_decay = 0.95;        // per-event decay towards the base after cooldown
+};
+
+// C_RJ used when the spec leaves c_rj at 0; how it was calibrated is in docs/SAU.md.
+inline constexpr double kDefaultCrj = 0.6;
+
+// Fills unset fields (tau, c_lo/c_hi, c_rj) with their documented defaults.
+SauSpec ResolveDefaults(SauSpec spec);
+
+// Checks a resolved spec. Errors are INVALID_ARGUMENT naming the field and allowed range.
+absl::Status ValidateSpec(const SauSpec& spec);
+
+}  // namespace streamlearn::sau
+
+#endif  // STREAMLEARN_CORE_SAU_SAU_SPEC_H_

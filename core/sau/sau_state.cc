@@ -1,0 +1,45 @@
+#include "core/sau/sau_state.h"
+
+namespace streamlearn::sau {
+
+SauState::SauState(const SauSpec& spec)
+    : R(static_cast<size_t>(spec.r) * spec.d_v, 0.0),
+      R_c(R.size(), 0.0),
+      s(spec.r, 0.0),
+      s_c(spec.r, 0.0),
+      H(static_cast<size_t>(spec.r) * spec.r_v, 0.0),
+      H_c(H.size(), 0.0),
+      whitening(spec.r, spec.beta_mu, spec.beta_sigma, spec.whiten_eps / spec.r),
+      eprocess(spec),
+      floor(spec.beta_floor) {}
+
+size_t SauState::Bytes() const {
+  return (R.size() + R_c.size() + s.size() + s_c.size() + H.size() + H_c.size()) *
+             sizeof(double) +
+         whitening.Bytes() + eprocess.Bytes() + sizeof(SauState);
+}
+
+void SauState::Hash(Sha256& h) const {
+  h.Update("streamlearn.sau.state.v1");
+  h.U64(events);
+  h.F64s(R);
+  h.F64s(R_c);
+  h.F64s(s);
+  h.F64s(s_c);
+  h.F64s(H);
+  h.F64s(H_c);
+  whitening.Hash(h);
+  eprocess.Hash(h);
+  h.U64(rj.bits());
+  h.F64(floor.floor());
+  h.U64(floor.since_trigger());
+  h.F64(median_den.value());
+  h.F64(lambda_star);
+  h.U64(clipped);
+  h.U64(features);
+  h.F64(max_exponent);
+  h.U64(den_below_floor);
+  h.F64(den_min);
+}
+
+}  // namespace streamlearn::sau

@@ -1,0 +1,52 @@
+// SauState: the mutable state of one SAU, O(r (d_v + r_v)) doubles, independent of the
+// stream length (seed 000 sec. 14).
+//
+// Each decayed statistic is a pair (value, compensation) whose sum is the compensated value:
+// R/R_c (r x d_v, row-major), s/s_c (r), H/H_c (r x r_v). Plain value type: copying it is how a
+// shard publishes a version.
+#ifndef STREAMLEARN_CORE_SAU_SAU_STATE_H_
+#define STREAMLEARN_CORE_SAU_SAU_STATE_H_
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "core/common/digest.h"
+#include "core/sau/floor_policy.h"
+#include "core/sau/mixture_eprocess.h"
+#include "core/sau/rj_window.h"
+#include "core/sau/sau_spec.h"
+#include "core/sau/streaming_median.h"
+#include "core/sau/whitening_stats.h"
+
+namespace streamlearn::sau {
+
+struct SauState {
+  explicit SauState(const SauSpec& spec);
+
+  uint64_t events = 0;
+  std::vector<double> R, R_c;  // eq. (6)
+  std::vector<double> s, s_c;  // eq. (7)
+  std::vector<double> H, H_c;  // eq. (8), empty when r_v == 0
+  WhiteningStats whitening;    // eqs. (9)-(10)
+  MixtureEProcess eprocess;    // eqs. (29)-(37)
+  RjWindow rj;                 // sec. 10
+  FloorPolicy floor;           // eq. (28), sec. 10
+  StreamingMedian median_den;  // DESIGN decision 1
+  double lambda_star = 0;      // in force for the next event / query
+  uint64_t clipped = 0;        // clipped log-features at ingest
+  uint64_t features = 0;       // log-features computed at ingest
+  double max_exponent = -std::numeric_limits<double>::infinity();
+  uint64_t den_below_floor = 0;  // events whose raw denominator was under beta_floor
+  double den_min = std::numeric_limits<double>::infinity();
+
+  double clip_rate() const {
+    return features == 0 ? 0.0 : static_cast<double>(clipped) / static_cast<double>(features);
+  }
+  size_t Bytes() const;
+  void Hash(Sha256& h) const;
+};
+
+}  // namespace streamlearn::sau
+
+#endif  // STREAMLEARN_CORE_SAU_SAU_STATE_H_

@@ -1,0 +1,78 @@
+#include "core/shard/model_registry.h"
+
+#include "absl/strings/str_format.h"
+#include "core/shard/routing.h"
+
+namespace streamlearn {
+
+absl::Status ValidateModelSpec(const ModelSpec& spec) {
+  if (spec.name.empty() || spec.name.size() > 64) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "name '%s' has %d characters; allowed 1..64 of [A-Za-z0-9_.-]", spec.name,
+        spec.name.size()));
+  }
+  for (char c : spec.name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "name '%s' contains '%c'; allowed characters are [A-Za-z0-9_.-]", spec.name, c));
+    }
+  }
+  if (spec.shards < 1 || spec.shards > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shards = %d is out of range; allowed 1..1024", spec.shards));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Model>> Model::Create(ModelSpec spec) {
+  if (absl::Status s = ValidateModelSpec(spec); !s.ok()) return s;
+  absl::StatusOr<sau::SauEstimator> est = sau::SauEstimator::Create(spec.sau);
+  if (!est.ok()) return est.status();
+  std::shared_ptr<Model> m(new Model());
+  spec.sau = est->spec();  // resolved
+  m->spec_ = std::move(spec);
+  m->w_digest_ = est->w_digest();
+  m->state_bytes_ = est->state_bytes();
+  m->shards_.reserve(m->spec_.shards);
+  for (uint32_t i = 0; i < m->spec_.shards; ++i) {
+    m->shards_.push_back(std::make_unique<SauShard>(*est));
+  }
+  return m;
+}
+
+uint32_t Model::ShardOf(std::string_view routing_key) const {
+  return ShardFor(routing_key, num_shards());
+}
+
+absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Create(ModelSpec spec) {
+  absl::StatusOr<std::shared_ptr<Model>> m = Model::Create(std::move(spec));
+  if (!m.ok()) return m.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string& name = (*m)->spec().name;
+  if (models_.contains(name)) {
+    return absl::AlreadyExistsError(absl::StrFormat("model '%s' already exists", name));
+  }
+  models_.emplace(name, *m);
+  return m;
+}
+
+absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Find(std::string_view name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = models_.find(name);
+  if (it == models_.end()) {
+    return absl::NotFoundError(absl::StrFormat("model '%s' not found", name));
+  }
+  return it->second;
+}
+
+std::vector<std::shared_ptr<Model>> ModelRegistry::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<Model>> out;
+  out.reserve(models_.size());
+  for (const auto& [name, m] : models_) out.push_back(m);
+  return out;
+}
+
+}  // namespace streamlearn
