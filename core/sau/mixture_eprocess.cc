@@ -14,6 +14,8 @@ double LogSumExp(const std::vector<double>& x) {
   return m + std::log(s);
 }
 
+constexpr double kEnvelopeGrowth = 0.1;
+
 double EpochAlpha(const SauSpec& spec, uint64_t epoch) {
   const double j = static_cast<double>(std::max<uint64_t>(epoch, 1));
   return spec.alpha / (j * (j + 1));
@@ -71,17 +73,26 @@ MixtureEProcess::Step MixtureEProcess::Observe(const double* phi, const SauSpec&
     margin_ = std::log(1.0 / EpochAlpha(spec, epoch_)) - log_e_mix_;
     step.tested = true;
     step.alarm = margin_ < 0;
-    if (step.alarm || epoch_events_ >= static_cast<uint64_t>(spec.epoch_length)) {
+    if (step.alarm || log_e_mix_ < spec.log_e_floor ||
+        epoch_events_ >= static_cast<uint64_t>(spec.epoch_length)) {
       restart_pending_ = true;
     }
   }
-  // Envelope update with Z_t, for use from t+1 on.
-  if (step.has_z) {
+  // Envelope update with Z_t, for use from t+1 on. The first Z values standardise by
+  // variances of a handful of events and say nothing about the envelope, so the estimates
+  // learn only from the second half of the warm-up on.
+  if (step.has_z && observed_ > static_cast<uint64_t>(spec.warmup / 2)) {
     ++z_count_;
     const double beta = std::max(spec.beta_envelope, 1.0 / static_cast<double>(z_count_));
-    const double dz = step.z - zbar_;
+    // Winsorised at (1 + kEnvelopeGrowth) M: the envelope describes the null, so one extreme
+    // Z (typically the change the test is looking for) may widen it only gradually.
+    double dz = step.z - zbar_;
+    if (z_count_ > 1) {
+      const double cap = (1.0 + kEnvelopeGrowth) * zmax_;
+      dz = std::clamp(dz, -cap, cap);
+    }
     const double decay = 1.0 - spec.beta_envelope / 10.0;
-    zmax_ = z_count_ == 1 ? 0.0 : std::max(zmax_ * decay, std::fabs(dz));
+    zmax_ = z_count_ == 1 ? std::fabs(dz) : std::max(zmax_ * decay, std::fabs(dz));
     zbar_ += beta * dz;
     nu2_ = (1.0 - beta) * (nu2_ + beta * dz * dz);
   }

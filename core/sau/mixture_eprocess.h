@@ -9,14 +9,20 @@
 //   E_mix(t) = sum_k pi_k E_t(lambda_k),  pi_k = 1/K,  margin m_t = log(1/alpha_j) - log E_mix.
 // The envelope (nu^2, b') is estimated predictably from Z_1..Z_{t-1}: nu^2 is an EWM variance
 // and b' = M/3 with M a slowly decaying running maximum of |Z - Zbar| (Bernstein's form of
-// (33) holds with b' = M/3 for increments bounded by M). Each tilt is projected to
+// (33) holds with b' = M/3 for increments bounded by M). Each new deviation is winsorised at
+// 1.1 M before it enters the estimates, so a change widens the envelope only gradually and
+// does not blunt the test that should detect it. Both learn from the second half of
+// the warm-up on, when the standardisation has settled. Each tilt is projected to
 // min(lambda_k, (1 - xi)/b'_hat) before use (seed 000 sec. 9).
 //
-// Epochs: testing starts after `warmup` events. An epoch ends at an alarm (m_t < 0) or after
-// `epoch_length` events; the next event starts epoch j+1 with E reset to 1. Epoch j spends
-// alpha_j = alpha / (j (j+1)), so sum_j alpha_j = alpha and Ville's inequality (38) bounds the
-// probability that any epoch of a null stream ever alarms by alpha. Without the epochs a long
-// null stretch drives log E far below zero and delays detection without bound.
+// Epochs: testing starts after `warmup` events. An epoch ends at an alarm (m_t < 0), when
+// log E_mix falls below `log_e_floor`, or after `epoch_length` events; the next event starts
+// epoch j+1 with E reset to 1. Each end is a stopping time and epoch j spends
+// alpha_j = alpha / (j (j+1)), so by Ville's inequality (38) per epoch and a union bound the
+// probability that a null stream ever alarms is at most sum_j alpha_j = alpha. Without the
+// restarts a long null stretch drives log E far below zero (about -0.1 per event) and delays
+// detection of a later change without bound; with them the delay is bounded and the price is
+// a threshold log(1/alpha_j) that grows like 2 log j.
 //
 // Not thread-safe; a value type copied with the estimator state.
 #ifndef STREAMLEARN_CORE_SAU_MIXTURE_EPROCESS_H_

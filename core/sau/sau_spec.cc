@@ -90,6 +90,9 @@ absl::Status ValidateSpec(const SauSpec& s) {
   if (!Finite(s.xi) || s.xi <= 0 || s.xi >= 1) return OutOfRange("xi", s.xi, "(0, 1)");
   if (s.warmup < 2) return OutOfRange("warmup", s.warmup, ">= 2");
   if (s.epoch_length < 1) return OutOfRange("epoch_length", s.epoch_length, ">= 1");
+  if (!Finite(s.log_e_floor) || s.log_e_floor >= 0 || s.log_e_floor < -1000) {
+    return OutOfRange("log_e_floor", s.log_e_floor, "[-1000, 0)");
+  }
   if (s.tilts.empty() || s.tilts.size() > 16 || s.tilts.size() != s.ridge.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "sau.tilts and sau.ridge must have the same length, 1..16 (got %d and %d)",

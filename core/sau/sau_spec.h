@@ -59,8 +59,9 @@ struct SauSpec {
   double beta_tilde = 0.01;     // EWM rate of mu~, v~ (eqs. (30)-(31))
   double beta_envelope = 0.01;  // EWM rate of the envelope estimates (nu^2, b')
   int warmup = 200;             // events before the first test epoch starts
-  int epoch_length = 2000;      // events per test epoch (alpha spent as alpha/(j(j+1)))
-  std::vector<double> tilts = {0.5, 1.0, 2.0, 4.0};  // lambda_k before projection
+  int epoch_length = 2000;      // events per test epoch at most (alpha_j = alpha/(j(j+1)))
+  double log_e_floor = -5.0;    // an epoch also ends when log E_mix falls below this
+  std::vector<double> tilts = {0.25, 0.5, 1.0, 2.0};  // lambda_k before projection
   std::vector<double> ridge = {0.0, 0.005, 0.01, 0.02};  // rho_k, paired with tilts
 
   // RJ half-split policy (seed 000 sec. 10, eq. (39)).

@@ -1,0 +1,51 @@
+// The synthetic streams of seed 000 sec. 16, reproducible from a seed (CounterRng), for tests,
+// benchmarks, calibration and the demo.
+//   DGP-A  k ~ N(0, I_d), v ~ N(0, I_{d_v}).
+//   DGP-B  k ~ N(0, I_d), v = U* c with U* orthonormal (d_v x r_v), c ~ N(0, I_{r_v}).
+//   DGP-C  K cluster centres mu_c ~ N(0, I_d) and value means m_c ~ N(0, I_{d_v}); phases of
+//          `phase_length` events cycle through the clusters; k = mu_c + spread * N(0, I),
+//          v = m_c + spread * N(0, I).
+// Not thread-safe.
+#ifndef STREAMLEARN_CORE_SAU_DGP_H_
+#define STREAMLEARN_CORE_SAU_DGP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/sau/counter_rng.h"
+
+namespace streamlearn::sau {
+
+struct DgpEvent {
+  std::vector<double> k, v;
+};
+
+class Dgp {
+ public:
+  enum class Kind { kA, kB, kC };
+  struct Options {
+    Kind kind = Kind::kA;
+    int d = 64, d_v = 64;
+    int r_v = 8;               // DGP-B
+    int clusters = 4;          // DGP-C
+    int phase_length = 2000;   // DGP-C
+    double spread = 0.3;       // DGP-C
+  };
+  Dgp(const Options& opt, uint64_t seed);
+
+  DgpEvent Next();
+  std::vector<double> Gaussian(int n);  // N(0, I_n) from the same stream
+  const std::vector<double>& u_star() const { return u_star_; }  // DGP-B, column-major
+  int cluster() const;                   // DGP-C: the cluster of the next event
+
+ private:
+  Options opt_;
+  CounterRng rng_;
+  uint64_t t_ = 0;
+  std::vector<double> u_star_;
+  std::vector<std::vector<double>> centres_, value_means_;
+};
+
+}  // namespace streamlearn::sau
+
+#endif  // STREAMLEARN_CORE_SAU_DGP_H_

@@ -1,0 +1,158 @@
+// Statistical accuracy of the SAU against exact decayed softmax attention (seed 000 sec. 16,
+// DGP-A and DGP-B; seed 001 sec. 11 sweeps). Every figure is printed so a failure shows the
+// measured numbers.
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "core/sau/dgp.h"
+#include "core/sau/exact_attention.h"
+#include "core/sau/kernels.h"
+#include "core/sau/sau_estimator.h"
+#include "gtest/gtest.h"
+
+namespace streamlearn::sau {
+namespace {
+
+double RelErr(const std::vector<double>& y_hat, const std::vector<double>& y) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    num += (y_hat[i] - y[i]) * (y_hat[i] - y[i]);
+    den += y[i] * y[i];
+  }
+  return std::sqrt(num) / (std::sqrt(den) + 1e-12);
+}
+
+struct StreamRun {
+  SauEstimator est;
+  Dgp dgp;
+  ExactAttentionProbes exact;
+};
+
+// An estimator, a stream and exact attention for `probes` conditioned N(0, I) queries.
+StreamRun MakeRun(SauSpec spec, Dgp::Options opt, int probes, uint64_t data_seed) {
+  auto est = SauEstimator::Create(spec);
+  EXPECT_TRUE(est.ok()) << est.status();
+  Dgp dgp(opt, data_seed);
+  std::vector<std::vector<double>> qs;
+  for (int p = 0; p < probes; ++p) {
+    std::vector<double> raw = dgp.Gaussian(opt.d), q(opt.d);
+    est->features().Condition(raw, q.data());
+    qs.push_back(q);
+  }
+  ExactAttentionProbes exact(std::move(qs), opt.d_v, est->spec().tau, est->spec().gamma);
+  return StreamRun{std::move(*est), std::move(dgp), std::move(exact)};
+}
+
+void Feed(StreamRun& run, int n) {
+  std::vector<double> kc(run.est.spec().d);
+  for (int i = 0; i < n; ++i) {
+    DgpEvent e = run.dgp.Next();
+    run.est.Ingest(e.k, e.v);
+    run.est.features().Condition(e.k, kc.data());
+    run.exact.Add(kc, e.v);
+  }
+}
+
+// Mean relative error of the correctness path (eq. (19)) over the probes. The probes are
+// conditioned already; conditioning is idempotent, so the estimator sees the same queries.
+double MeanRelErr(const StreamRun& run, ReadoutPath path = ReadoutPath::kCorrectness) {
+  double sum = 0;
+  for (size_t p = 0; p < run.exact.probes(); ++p) {
+    sum += RelErr(run.est.Query(run.exact.probe(p), path, false).y_hat, run.exact.Value(p));
+  }
+  return sum / static_cast<double>(run.exact.probes());
+}
+
+SauSpec DgpASpec(int r, double a, uint64_t seed) {
+  SauSpec s;
+  s.d = 64;
+  s.d_v = 64;
+  s.r = r;
+  s.gamma = 0.99;
+  s.input_scale = a;
+  s.seed = seed;
+  return s;
+}
+
+double Slope(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double lx = std::log(x[i]), ly = std::log(y[i]);
+    sx += lx;
+    sy += ly;
+    sxx += lx * lx;
+    sxy += lx * ly;
+  }
+  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
+}
+
+TEST(SauAccuracy, CorrectnessPathErrorFallsAsRToTheMinusHalf) {
+  const std::vector<int> rs = {64, 128, 256, 512, 1024};
+  for (double a : {1.0, 2.0}) {
+    std::vector<double> xs, errs;
+    for (int r : rs) {
+      double err = 0;
+      const int seeds = 3;
+      for (int s = 0; s < seeds; ++s) {
+        StreamRun run = MakeRun(DgpASpec(r, a, 100 + s), {}, 32, 7 + s);
+        Feed(run, 1000);
+        err += MeanRelErr(run) / seeds;
+      }
+      std::printf("a=%.0f r=%4d mean relative error %.4f\n", a, r, err);
+      xs.push_back(r);
+      errs.push_back(err);
+    }
+    const double slope = Slope(xs, errs);
+    std::printf("a=%.0f log-log slope %.3f\n", a, slope);
+    EXPECT_GE(slope, -0.65) << "a=" << a;
+    EXPECT_LE(slope, -0.35) << "a=" << a;
+  }
+}
+
+TEST(SauAccuracy, ErrorIsLengthFreeWithDecay) {
+  double err_short = 0, err_long = 0;
+  const int seeds = 2;
+  for (int s = 0; s < seeds; ++s) {
+    StreamRun run = MakeRun(DgpASpec(256, 1.0, 300 + s), {}, 48, 11 + s);
+    Feed(run, 1000);
+    err_short += MeanRelErr(run) / seeds;
+    Feed(run, 99000);
+    err_long += MeanRelErr(run) / seeds;
+  }
+  std::printf("r=256 gamma=0.99: error at t=1000 %.4f, at t=100000 %.4f\n", err_short, err_long);
+  EXPECT_LE(err_long, 1.3 * err_short);
+}
+
+TEST(SauAccuracy, PreAsymptoticRegimeIsFlaggedRedAndInRegimeStaysQuiet) {
+  for (double a : {1.0, 8.0}) {
+    StreamRun run = MakeRun(DgpASpec(1024, a, 500), {}, 16, 21);
+    std::vector<double> kc(64);
+    int red = 0, yellow_or_red = 0, counted = 0;
+    for (int i = 0; i < 1500; ++i) {
+      DgpEvent e = run.dgp.Next();
+      const EventDiagnostics diag = run.est.Ingest(e.k, e.v);
+      run.est.features().Condition(e.k, kc.data());
+      run.exact.Add(kc, e.v);
+      if (i >= 500) {
+        ++counted;
+        red += diag.rj_level == RjLevel::kRed;
+        yellow_or_red += diag.rj_level != RjLevel::kGreen;
+      }
+    }
+    const double err = MeanRelErr(run);
+    std::printf("a=%.0f r=1024: relative error %.3f, red %.3f, yellow or red %.3f\n", a, err,
+                static_cast<double>(red) / counted, static_cast<double>(yellow_or_red) / counted);
+    if (a == 1.0) {
+      EXPECT_LT(err, 0.1);
+      EXPECT_LE(yellow_or_red, counted / 100);
+    } else {
+      EXPECT_GT(err, 0.5);
+      EXPECT_GE(red, counted / 2);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace streamlearn::sau
