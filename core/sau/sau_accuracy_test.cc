@@ -154,5 +154,101 @@ TEST(SauAccuracy, PreAsymptoticRegimeIsFlaggedRedAndInRegimeStaysQuiet) {
   }
 }
 
+// Seed 000 DGP-B and eq. (27): with fixed orthonormal U, the low-rank readout's error is at
+// most the geometric error ||(I - U U^T) y|| plus the full readout's PRF error (err_ridge = 0
+// on the correctness path). With U = U* the geometric term vanishes; with a drawn U it is
+// measured separately, as the seed asks.
+TEST(SauAccuracy, LowRankErrorSplitsIntoGeometricAndFeatureTerms) {
+  const int d = 32, dv = 32, rv = 4, r = 512;
+  Dgp::Options opt{.kind = Dgp::Kind::kB, .d = d, .d_v = dv, .r_v = rv};
+  for (bool matched : {true, false}) {
+    SauSpec spec;
+    spec.d = d;
+    spec.d_v = dv;
+    spec.r = r;
+    spec.r_v = rv;
+    spec.seed = 41;
+    if (matched) spec.u = Dgp(opt, 77).u_star();  // the DGP's own subspace
+    StreamRun run = MakeRun(spec, opt, 24, 77);
+    Feed(run, 1500);
+    const std::vector<double>& u = run.est.u();
+    double sum_low = 0, sum_full = 0, sum_geo = 0;
+    for (size_t p = 0; p < run.exact.probes(); ++p) {
+      const std::vector<double> y = run.exact.Value(p);
+      const auto low = run.est.Query(run.exact.probe(p), ReadoutPath::kCorrectness, true).y_hat;
+      const auto full = run.est.Query(run.exact.probe(p), ReadoutPath::kCorrectness, false).y_hat;
+      // (I - U U^T) y
+      std::vector<double> proj(dv, 0.0);
+      for (int j = 0; j < rv; ++j) {
+        const double c = Dot(&u[j * dv], y.data(), dv);
+        Axpy(c, &u[j * dv], proj.data(), dv);
+      }
+      double geo = 0, e_low = 0, e_full = 0;
+      for (int i = 0; i < dv; ++i) {
+        geo += (y[i] - proj[i]) * (y[i] - proj[i]);
+        e_low += (low[i] - y[i]) * (low[i] - y[i]);
+        e_full += (full[i] - y[i]) * (full[i] - y[i]);
+      }
+      geo = std::sqrt(geo);
+      e_low = std::sqrt(e_low);
+      e_full = std::sqrt(e_full);
+      EXPECT_LE(e_low, geo + e_full + 1e-12) << "probe " << p;  // eq. (27)
+      sum_low += e_low;
+      sum_full += e_full;
+      sum_geo += geo;
+    }
+    const double n = static_cast<double>(run.exact.probes());
+    std::printf("DGP-B %s U: mean error low-rank %.4f, full %.4f, geometric %.4f\n",
+                matched ? "matched" : "drawn", sum_low / n, sum_full / n, sum_geo / n);
+    if (matched) {
+      EXPECT_LT(sum_geo / n, 1e-12);
+      EXPECT_LE(sum_low, sum_full * (1 + 1e-9));  // projecting onto span(U*) only removes error
+    } else {
+      EXPECT_GT(sum_geo / n, 0.1 * sum_low / n);  // the drawn U misses part of the values
+    }
+  }
+}
+
+// Seed 000 sec. 10: E[RJ_gap] = Theta(r^{-1/2}).
+TEST(SauAccuracy, RjGapScalesAsRToTheMinusHalf) {
+  std::vector<double> xs, gaps;
+  for (int r : {64, 256, 1024}) {
+    StreamRun run = MakeRun(DgpASpec(r, 1.0, 600), {}, 1, 31);
+    double sum = 0, sum16 = 0;
+    int n = 0;
+    for (int i = 0; i < 1500; ++i) {
+      DgpEvent e = run.dgp.Next();
+      const EventDiagnostics diag = run.est.Ingest(e.k, e.v);
+      if (i >= 500) {
+        sum += diag.rj_gap;
+        sum16 += diag.rj_gap_eq16;
+        ++n;
+      }
+    }
+    // eq. (16) taken literally is 0.5 |b1 - b2| / (b1 + b2) ||y1 - y2|| / ||y||: a product of
+    // two r^{-1/2} terms, so it falls like 1/r (docs/SAU.md).
+    std::printf("r=%4d mean RJ gap %.5f; eq. (16) literally %.3g\n", r, sum / n, sum16 / n);
+    xs.push_back(r);
+    gaps.push_back(sum / n);
+  }
+  const double slope = Slope(xs, gaps);
+  std::printf("RJ gap log-log slope %.3f\n", slope);
+  EXPECT_GE(slope, -0.65);
+  EXPECT_LE(slope, -0.35);
+}
+
+// DESIGN decision 4: the calibrated clipping keeps rho_clip in [0.1%, 1%] on DGP-A.
+TEST(SauAccuracy, CalibratedClippingRateSitsInTheTargetBand) {
+  for (double a : {1.0, 2.0}) {
+    StreamRun run = MakeRun(DgpASpec(256, a, 700), {}, 1, 33);
+    Feed(run, 2000);
+    const double rate = run.est.state().clip_rate();
+    std::printf("a=%.0f clip rate %.4f%%, max exponent %.3f (c_hi %.3f)\n", a, 100 * rate,
+                run.est.state().max_exponent, run.est.spec().c_hi);
+    EXPECT_GE(rate, 0.001);
+    EXPECT_LE(rate, 0.01);
+  }
+}
+
 }  // namespace
 }  // namespace streamlearn::sau

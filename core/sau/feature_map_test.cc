@@ -1,0 +1,118 @@
+#include "core/sau/feature_map.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/sau/counter_rng.h"
+#include "core/sau/kernels.h"
+#include "gtest/gtest.h"
+
+namespace streamlearn::sau {
+namespace {
+
+SauSpec UnclippedSpec(FeatureKind kind, bool antithetic, uint64_t seed) {
+  SauSpec s;
+  s.d = 8;
+  s.d_v = 1;
+  s.r = 16;
+  s.tau = std::sqrt(8.0);
+  s.features = kind;
+  s.antithetic = antithetic;
+  s.seed = seed;
+  s.input_mode = InputMode::kRaw;
+  s.c_lo = -700;  // Theorem 3.1 is stated without clipping
+  s.c_hi = 700;
+  return s;
+}
+
+// Seed 000 Thm 3.1: E_W[phi(q)^T phi(k)] = exp(q^T k / tau), for every way of drawing W.
+TEST(FeatureMap, KernelEstimateIsUnbiasedOverDrawsOfW) {
+  std::vector<double> q = {0.3, -0.5, 0.2, 0.1, 0.4, -0.2, 0.0, 0.6};
+  std::vector<double> k = {0.1, 0.4, -0.3, 0.5, 0.2, 0.1, -0.4, 0.3};
+  const double target = std::exp(Dot(q.data(), k.data(), 8) / std::sqrt(8.0));
+  struct Case {
+    FeatureKind kind;
+    bool antithetic;
+    const char* name;
+  };
+  for (const Case& c : {Case{FeatureKind::kIid, false, "iid"},
+                        Case{FeatureKind::kOrthogonal, false, "orthogonal"},
+                        Case{FeatureKind::kIid, true, "iid antithetic"}}) {
+    SCOPED_TRACE(c.name);
+    const int draws = 4000;
+    double sum = 0, sum2 = 0;
+    std::vector<double> pq(16), pk(16);
+    for (int s = 0; s < draws; ++s) {
+      FeatureMap m = FeatureMap::Draw(UnclippedSpec(c.kind, c.antithetic, 1 + s));
+      m.Features(q.data(), pq.data());
+      m.Features(k.data(), pk.data());
+      const double est = Dot(pq.data(), pk.data(), 16);
+      sum += est;
+      sum2 += est * est;
+    }
+    const double mean = sum / draws;
+    const double se = std::sqrt((sum2 / draws - mean * mean) / draws);
+    std::printf("%s: mean %.5f target %.5f (standard error %.5f)\n", c.name, mean, target, se);
+    EXPECT_NEAR(mean, target, 4 * se);
+  }
+}
+
+TEST(FeatureMap, OrthogonalBlocksHaveOrthogonalRowsAndChiNorms) {
+  SauSpec s = UnclippedSpec(FeatureKind::kOrthogonal, false, 3);
+  s.r = 16;  // two blocks of d = 8
+  FeatureMap m = FeatureMap::Draw(s);
+  const double* w = m.w().data();
+  for (int i = 0; i < 8; ++i) {
+    for (int j = 0; j < i; ++j) EXPECT_NEAR(Dot(w + i * 8, w + j * 8, 8), 0.0, 1e-12);
+  }
+  // Norms are chi(8): mean about 2.74 over many rows.
+  s.r = 4096;
+  s.d = 8;
+  FeatureMap big = FeatureMap::Draw(s);
+  double mean_norm = 0;
+  for (int i = 0; i < 4096; ++i) mean_norm += std::sqrt(Dot(&big.w()[i * 8], &big.w()[i * 8], 8)) / 4096;
+  EXPECT_NEAR(mean_norm, 2.7360, 0.03);
+}
+
+TEST(FeatureMap, AntitheticRowsComeInNegatedPairs) {
+  FeatureMap m = FeatureMap::Draw(UnclippedSpec(FeatureKind::kOrthogonal, true, 5));
+  for (int j = 0; j < 8; ++j) {
+    for (int l = 0; l < 8; ++l) EXPECT_EQ(m.w()[(2 * j) * 8 + l], -m.w()[(2 * j + 1) * 8 + l]);
+  }
+}
+
+TEST(FeatureMap, SameSeedSameDigestOtherSeedOtherDigest) {
+  const SauSpec a = UnclippedSpec(FeatureKind::kOrthogonal, false, 9);
+  SauSpec b = a;
+  b.seed = 10;
+  EXPECT_EQ(FeatureMap::Draw(a).digest(), FeatureMap::Draw(a).digest());
+  EXPECT_EQ(FeatureMap::Draw(a).w(), FeatureMap::Draw(a).w());
+  EXPECT_NE(FeatureMap::Draw(a).digest(), FeatureMap::Draw(b).digest());
+}
+
+TEST(FeatureMap, ConditioningScalesToTheInputScaleAndKeepsZero) {
+  SauSpec s = UnclippedSpec(FeatureKind::kIid, false, 1);
+  s.input_mode = InputMode::kL2Scaled;
+  s.input_scale = 2.0;
+  FeatureMap m = FeatureMap::Draw(s);
+  std::vector<double> x = {1e300, -1e300, 3e299, 0, 0, 0, 0, 0}, out(8);
+  m.Condition(x, out.data());
+  EXPECT_NEAR(std::sqrt(Dot(out.data(), out.data(), 8)), 2.0, 1e-12);
+  std::vector<double> zero(8, 0.0);
+  m.Condition(zero, out.data());
+  for (double v : out) EXPECT_EQ(v, 0.0);
+}
+
+TEST(FeatureMap, CheckInputNamesTheProblem) {
+  FeatureMap m = FeatureMap::Draw(UnclippedSpec(FeatureKind::kIid, false, 1));
+  std::vector<double> short_k(3, 0.0);
+  EXPECT_EQ(m.CheckInput(short_k, "k").message(), "k has 3 values; the model expects d = 8");
+  std::vector<double> nan_k(8, 0.0);
+  nan_k[5] = std::nan("");
+  EXPECT_EQ(m.CheckInput(nan_k, "k").message(), "k[5] is NaN; inputs must be finite");
+  std::vector<double> huge(8, 1e200);
+  EXPECT_TRUE(absl::IsInvalidArgument(m.CheckInput(huge, "q")));  // ||q||^2 overflows (raw)
+}
+
+}  // namespace
+}  // namespace streamlearn::sau
