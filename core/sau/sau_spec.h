@@ -77,7 +77,7 @@ struct SauSpec {
 };
 
 // C_RJ used when the spec leaves c_rj at 0; how it was calibrated is in docs/SAU.md.
-inline constexpr double kDefaultCrj = 0.6;
+inline constexpr double kDefaultCrj = 1.0;
 
 // Fills unset fields (tau, c_lo/c_hi, c_rj) with their documented defaults.
 SauSpec ResolveDefaults(SauSpec spec);
