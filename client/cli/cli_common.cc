@@ -1,0 +1,79 @@
+#include "client/cli/cli_common.h"
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "client/lib/grpc_status.h"
+#include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
+
+namespace streamlearn::cli {
+
+int ReportError(const absl::Status& status, int exit_code) {
+  std::cerr << "error: " << StatusCodeName(status.code()) << ": " << status.message() << "\n";
+  return exit_code;
+}
+
+std::unique_ptr<Client> ConnectOrReport(const GlobalOptions& options) {
+  Client::Options client_options;
+  client_options.connect_timeout = std::chrono::milliseconds(5000);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect(options.server, client_options);
+  if (!client.ok()) {
+    ReportError(client.status());
+    return nullptr;
+  }
+  return std::move(*client);
+}
+
+std::string ProtoToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string out;
+  // Cannot fail for a well-formed message (no Any fields here).
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+absl::Status JsonToProto(const std::string& json, const std::string& source,
+                         google::protobuf::Message* message) {
+  // Syntax first, with nlohmann's line/column position (protobuf's message has none).
+  try {
+    const nlohmann::json syntax_check = nlohmann::json::parse(json);
+    (void)syntax_check;
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line..."
+    if (const size_t bracket = what.find("] "); bracket != std::string::npos) {
+      what = what.substr(bracket + 2);
+    }
+    return absl::InvalidArgumentError(source + ": malformed JSON: " + what);
+  }
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto status = google::protobuf::util::JsonStringToMessage(json, message, options);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(source + ": invalid " + message->GetTypeName() +
+                                      " JSON: " + std::string(status.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  if (path == "-") {
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError("cannot open '" + path + "'");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return absl::DataLossError("read error in '" + path + "'");
+  return text;
+}
+
+}  // namespace streamlearn::cli

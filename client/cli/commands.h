@@ -1,0 +1,26 @@
+// The `streamlearn` subcommands. Each takes the arguments after its name and returns the
+// process exit code (cli_common.h); each prints its own usage for --help.
+//
+//   create    create a model from flags or a JSON ModelSpec      (cmd_create.cc)
+//   describe  one model in detail; list: all models              (cmd_models.cc)
+//   ingest    stream a CSV or JSONL file of events into a model  (cmd_ingest.cc)
+//   query     read attention at a query vector                   (cmd_query.cc)
+#ifndef STREAMLEARN_CLIENT_CLI_COMMANDS_H_
+#define STREAMLEARN_CLIENT_CLI_COMMANDS_H_
+
+#include <span>
+#include <string>
+
+#include "client/cli/cli_common.h"
+
+namespace streamlearn::cli {
+
+int RunCreate(const GlobalOptions& options, std::span<const std::string> args);
+int RunDescribe(const GlobalOptions& options, std::span<const std::string> args);
+int RunList(const GlobalOptions& options, std::span<const std::string> args);
+int RunIngest(const GlobalOptions& options, std::span<const std::string> args);
+int RunQuery(const GlobalOptions& options, std::span<const std::string> args);
+
+}  // namespace streamlearn::cli
+
+#endif  // STREAMLEARN_CLIENT_CLI_COMMANDS_H_

@@ -1,0 +1,57 @@
+// streamlearn: the command-line client (docs/CLIENT.md).
+//
+//   streamlearn [--server HOST:PORT] create|describe|list|ingest|query ...
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "client/cli/commands.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: streamlearn [--server HOST:PORT] COMMAND [ARGS]\n"
+    "  --server defaults to localhost:50051 (may also follow the command)\n"
+    "commands:\n"
+    "  create    --name N [--shards S] [--d .. --dv .. --r .. ...] | --spec-json FILE|-\n"
+    "  describe  MODEL [--json]\n"
+    "  list      [--long] [--json]\n"
+    "  ingest    MODEL FILE [--routing-key K] [--batch 256] [--format csv|jsonl]\n"
+    "  query     MODEL --q \"0.1,0.2,...\" | --q-json '[...]' [--path stabilized|correctness]\n"
+    "            [--low-rank] [--routing-key K]\n"
+    "run 'streamlearn COMMAND --help' for the flags of a command\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace streamlearn::cli;
+  GlobalOptions options;
+  std::vector<std::string> rest;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--server") {
+      if (i + 1 >= argc) {
+        return ReportError(absl::InvalidArgumentError("--server needs a value"), kExitUsage);
+      }
+      options.server = argv[++i];
+    } else if (arg.rfind("--server=", 0) == 0) {
+      options.server = arg.substr(9);
+    } else {
+      rest.push_back(arg);
+    }
+  }
+  if (rest.empty() || rest[0] == "help" || rest[0] == "--help" || rest[0] == "-h") {
+    std::cout << kUsage;
+    return rest.empty() ? kExitUsage : kExitOk;
+  }
+  const std::string command = rest[0];
+  const std::span<const std::string> args(rest.data() + 1, rest.size() - 1);
+  if (command == "create") return RunCreate(options, args);
+  if (command == "describe") return RunDescribe(options, args);
+  if (command == "list") return RunList(options, args);
+  if (command == "ingest") return RunIngest(options, args);
+  if (command == "query") return RunQuery(options, args);
+  std::cerr << kUsage;
+  return ReportError(absl::InvalidArgumentError("unknown command '" + command + "'"), kExitUsage);
+}

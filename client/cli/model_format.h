@@ -1,0 +1,26 @@
+// Human-readable text for models: `streamlearn describe` (one model, every setting and each
+// shard) and `streamlearn list` (one row per model).
+//
+//   std::cout << DescribeModel(info);
+//
+// Thread safety: plain functions.
+#ifndef STREAMLEARN_CLIENT_CLI_MODEL_FORMAT_H_
+#define STREAMLEARN_CLIENT_CLI_MODEL_FORMAT_H_
+
+#include <string>
+#include <vector>
+
+#include "admin.pb.h"
+
+namespace streamlearn::cli {
+
+// Spec (dimensions, features, kernel, inputs, clipping, monitors), W digest, state size and a
+// table of shards (version, events, last t, state digest).
+std::string DescribeModel(const v1::ModelInfo& info);
+
+// A table: name, shards, d, d_v, r, tau, gamma, clipping, events, max version, W digest.
+std::string ModelTable(const std::vector<v1::ModelInfo>& models);
+
+}  // namespace streamlearn::cli
+
+#endif  // STREAMLEARN_CLIENT_CLI_MODEL_FORMAT_H_

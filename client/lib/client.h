@@ -1,0 +1,108 @@
+// Client: the C++ client of a streamlearn server (Admin and SAU services).
+//
+// A Client owns one gRPC channel to one server address. Unary calls (CreateModel, GetModel,
+// ListModels, Query) return absl::Status / absl::StatusOr with the server's gRPC code and
+// message unchanged; each has a deadline of Options::rpc_timeout. Ingest runs over an
+// IngestSession (ingest_session.h), one pipelined bidi stream per session.
+//
+// Routing: a model's state is split into shards, shard = ShardFor(routing key, shards)
+// (core/shard/routing.h, the function the server uses). ShardOf() reads a model's shard count
+// once with GetModel and caches it (shard counts never change), so a deployment with one
+// process per group of shards can route every request to its owner.
+//
+//   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect("localhost:50051");
+//   if (!client.ok()) return client.status();
+//   v1::ModelSpec spec;
+//   spec.set_name("demo");
+//   spec.mutable_sau()->set_d(16);
+//   spec.mutable_sau()->set_d_v(4);
+//   absl::StatusOr<v1::ModelInfo> info = (*client)->CreateModel(spec);
+//   std::vector<double> q(16, 0.25);
+//   auto y = (*client)->Query("demo", "user-42", q, v1::READOUT_PATH_CORRECTNESS);
+//
+// Thread safety: all methods are thread-safe; sessions it opens are independent of it.
+#ifndef STREAMLEARN_CLIENT_LIB_CLIENT_H_
+#define STREAMLEARN_CLIENT_LIB_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "admin.grpc.pb.h"
+#include "client/lib/ingest_session.h"
+#include "grpcpp/channel.h"
+#include "sau.grpc.pb.h"
+
+namespace streamlearn {
+
+class Client {
+ public:
+  struct Options {
+    // Connect waits this long for the channel to become ready.
+    std::chrono::milliseconds connect_timeout{10000};
+    // Deadline of each unary RPC.
+    std::chrono::milliseconds rpc_timeout{30000};
+  };
+
+  // Opens a channel to `address` (host:port, insecure) and waits until it is ready.
+  // Errors: UNAVAILABLE naming the address if the server cannot be reached in time.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& address,
+                                                         const Options& options);
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& address) {
+    return Connect(address, Options());
+  }
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Errors from the server: INVALID_ARGUMENT naming the field, ALREADY_EXISTS.
+  absl::StatusOr<v1::ModelInfo> CreateModel(const v1::ModelSpec& spec);
+  // NOT_FOUND naming the model.
+  absl::StatusOr<v1::ModelInfo> GetModel(std::string_view name);
+  absl::StatusOr<std::vector<v1::ModelInfo>> ListModels();
+
+  // Reads attention at q from the shard of `routing_key`; read-only. With min_version > 0
+  // the server fails with FAILED_PRECONDITION if the shard has not reached that version
+  // (pass an ack's ver_sau to read your own writes).
+  absl::StatusOr<v1::QueryResponse> Query(
+      std::string_view model, std::string_view routing_key, std::span<const double> q,
+      v1::ReadoutPath path = v1::READOUT_PATH_STABILIZED, bool low_rank = false,
+      uint64_t min_version = 0);
+
+  // Opens an ingest stream for `model` (reads its shard count first: NOT_FOUND if absent).
+  absl::StatusOr<std::unique_ptr<IngestSession>> OpenIngest(std::string_view model,
+                                                            IngestSession::Options options);
+  absl::StatusOr<std::unique_ptr<IngestSession>> OpenIngest(std::string_view model) {
+    return OpenIngest(model, IngestSession::Options());
+  }
+
+  // The shard of `routing_key` in `model`, as the server computes it.
+  absl::StatusOr<uint32_t> ShardOf(std::string_view model, std::string_view routing_key);
+
+  const std::string& address() const { return address_; }
+
+ private:
+  Client(std::string address, Options options, std::shared_ptr<grpc::Channel> channel);
+  absl::StatusOr<uint32_t> ShardCount(std::string_view model);
+  std::unique_ptr<grpc::ClientContext> NewContext() const;
+
+  const std::string address_;
+  const Options options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Admin::Stub> admin_;
+  std::unique_ptr<v1::SAU::Stub> sau_;
+
+  std::mutex mu_;
+  std::map<std::string, uint32_t, std::less<>> shard_counts_;  // model -> shards
+};
+
+}  // namespace streamlearn
+
+#endif  // STREAMLEARN_CLIENT_LIB_CLIENT_H_

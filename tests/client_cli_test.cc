@@ -1,0 +1,367 @@
+// End to end: the `streamlearn` CLI, the demo and the Python example, each run as a child
+// process against an in-process server.
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "server/server.h"
+
+namespace streamlearn {
+namespace {
+
+const std::string kCli = STREAMLEARN_BINARY_DIR "/client/streamlearn";
+const std::string kDemo = STREAMLEARN_BINARY_DIR "/client/streamlearn-demo";
+const std::string kPythonExample = STREAMLEARN_SOURCE_DIR "/client/python/example.py";
+const std::string kProtoDir = STREAMLEARN_SOURCE_DIR "/proto";
+constexpr size_t kServerMaxBatch = 1000;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string TempPath(const std::string& name) {
+  static std::atomic<int> counter{0};
+  return ::testing::TempDir() + "/client_cli_" + std::to_string(getpid()) + "_" +
+         std::to_string(counter++) + "_" + name;
+}
+
+// Runs `command` through the shell, capturing stdout and stderr.
+CommandResult RunCommand(const std::string& command) {
+  const std::string out = TempPath("out"), err = TempPath("err");
+  const int status = std::system((command + " > " + out + " 2> " + err).c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  std::remove(out.c_str());
+  std::remove(err.c_str());
+  return r;
+}
+
+std::string Describe(const CommandResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// A port nothing listens on: bound by the kernel's choice, then released.
+int UnusedPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return 1;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Deterministic, smooth pseudo-data: no RNG needed for a file format test.
+double Value(int i, int j) { return std::sin(0.37 * i + 1.3 * j); }
+
+class ClientCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server::Server::Options options;
+    options.listen = "127.0.0.1:0";
+    options.metrics = "";
+    options.max_batch = kServerMaxBatch;
+    server_ = new server::Server(options);
+    absl::StatusOr<int> port = server_->Start();
+    ASSERT_TRUE(port.ok()) << port.status();
+    address_ = "127.0.0.1:" + std::to_string(*port);
+  }
+  static void TearDownTestSuite() {
+    server_->Shutdown(absl::Seconds(5));
+    delete server_;
+    server_ = nullptr;
+  }
+
+  // `streamlearn --server ADDR <args>`
+  static CommandResult Cli(const std::string& args) {
+    return RunCommand(kCli + " --server " + address_ + " " + args);
+  }
+
+  static void CreateModel(const std::string& name, const std::string& extra = "") {
+    CommandResult r = Cli("create --name " + name + " --d 4 --dv 2 --r 64 " + extra);
+    ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  }
+
+  static server::Server* server_;
+  static std::string address_;
+};
+
+server::Server* ClientCliTest::server_ = nullptr;
+std::string ClientCliTest::address_;
+
+TEST_F(ClientCliTest, CreateThenDescribeShowsTheEffectiveSpec) {
+  CommandResult created = Cli("create --name cli_desc --shards 2 --d 4 --dv 2 --r 64 --gamma 0.95");
+  ASSERT_EQ(created.exit_code, 0) << Describe(created);
+  EXPECT_TRUE(Contains(created.out, "created model cli_desc")) << created.out;
+
+  CommandResult r = Cli("describe cli_desc");
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  for (const char* needle : {"model cli_desc", "d=4  d_v=2  r=64", "gamma=0.95", "tau=2",
+                             "clipping", "W digest", "state digest"}) {
+    EXPECT_TRUE(Contains(r.out, needle)) << needle << "\n" << r.out;
+  }
+
+  CommandResult json = Cli("describe cli_desc --json");
+  ASSERT_EQ(json.exit_code, 0) << Describe(json);
+  const nlohmann::json info = nlohmann::json::parse(json.out);
+  EXPECT_EQ(info["spec"]["name"], "cli_desc");
+  EXPECT_EQ(info["spec"]["sau"]["d_v"], 2);
+  EXPECT_EQ(info["shards"].size(), 2u);
+  EXPECT_EQ(info["w_digest"].get<std::string>().size(), 64u);
+
+  CommandResult list = Cli("list");
+  ASSERT_EQ(list.exit_code, 0) << Describe(list);
+  EXPECT_TRUE(Contains(list.out, "cli_desc")) << list.out;
+}
+
+TEST_F(ClientCliTest, CreateFromSpecJsonAndFlagsOverride) {
+  const std::string spec = TempPath("spec.json");
+  std::ofstream(spec) << R"({"name": "cli_json", "shards": 3, "sau": {"d": 5, "d_v": 1, "r": 32}})";
+  CommandResult r = Cli("create --spec-json " + spec + " --r 128 --json");
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  const nlohmann::json info = nlohmann::json::parse(r.out);
+  EXPECT_EQ(info["spec"]["shards"], 3);
+  EXPECT_EQ(info["spec"]["sau"]["d"], 5);
+  EXPECT_EQ(info["spec"]["sau"]["r"], 128);
+}
+
+TEST_F(ClientCliTest, CreateErrorsAreClear) {
+  struct Case {
+    std::string args;
+    int exit_code;
+    std::string needle;
+  };
+  const std::string malformed = TempPath("bad.json");
+  std::ofstream(malformed) << "{\"name\": \"x\",\n \"sau\": {d: 3}}";
+  const Case cases[] = {
+      {"create --spec-json " + malformed, 2,
+       "error: INVALID_ARGUMENT: " + malformed + ": malformed JSON: parse error at line 2"},
+      {"create --name cli_bad --d 0 --dv 2 --r 64", 1, "error: INVALID_ARGUMENT: sau.d"},
+      {"create --d 4", 2, "needs a name"},
+      {"create --name x --d four", 2, "--d: expected an unsigned integer"},
+      {"create --name x --bogus 1", 2, "unknown flag --bogus"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    CommandResult r = Cli(c.args);
+    EXPECT_EQ(r.exit_code, c.exit_code) << Describe(r);
+    EXPECT_TRUE(Contains(r.err, c.needle)) << Describe(r);
+  }
+  CreateModel("cli_twice");
+  CommandResult again = Cli("create --name cli_twice --d 4 --dv 2 --r 64");
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_TRUE(Contains(again.err, "error: ALREADY_EXISTS")) << Describe(again);
+}
+
+TEST_F(ClientCliTest, IngestCsvThenQueryPrintsYHat) {
+  CreateModel("cli_csv");
+  const std::string csv = TempPath("events.csv");
+  {
+    std::ofstream f(csv);
+    f << "t,k0,k1,k2,k3,v0,v1\n";
+    for (int i = 1; i <= 1000; ++i) {
+      f << i;
+      for (int j = 0; j < 6; ++j) f << "," << Value(i, j);
+      f << "\n";
+    }
+  }
+  CommandResult r = Cli("ingest cli_csv " + csv + " --batch 128");
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "1000 events read, 1000 applied, 0 duplicates, 0 of 8 batches rejected"))
+      << r.out;
+  EXPECT_TRUE(Contains(r.out, "final version: shard 0 -> v8")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "margin")) << r.out;
+
+  // The same file again: every t is old, so nothing is applied twice.
+  CommandResult again = Cli("ingest cli_csv " + csv);
+  ASSERT_EQ(again.exit_code, 0) << Describe(again);
+  EXPECT_TRUE(Contains(again.out, "0 applied, 1000 duplicates")) << again.out;
+
+  for (const std::string path : {"stabilized", "correctness"}) {
+    SCOPED_TRACE(path);
+    CommandResult q = Cli("query cli_csv --q 0.1,0.2,-0.3,0.4 --path " + path);
+    ASSERT_EQ(q.exit_code, 0) << Describe(q);
+    EXPECT_TRUE(Contains(q.out, "y_hat    [")) << q.out;
+    EXPECT_TRUE(Contains(q.out, "path     " + path)) << q.out;
+    EXPECT_TRUE(Contains(q.out, "1000 events")) << q.out;
+    for (const char* field : {"den ", "rj_gap ", "margin ", "shr ", "version "}) {
+      EXPECT_TRUE(Contains(q.out, field)) << field;
+    }
+  }
+  CommandResult json = Cli("query cli_csv --q-json '[0.1, 0.2, -0.3, 0.4]' --json");
+  ASSERT_EQ(json.exit_code, 0) << Describe(json);
+  EXPECT_EQ(nlohmann::json::parse(json.out)["y_hat"].size(), 2u);
+}
+
+TEST_F(ClientCliTest, IngestJsonlGroupsRoutingKeysAcrossShards) {
+  CreateModel("cli_jsonl", "--shards 4");
+  const std::string jsonl = TempPath("events.jsonl");
+  {
+    std::ofstream f(jsonl);
+    for (int i = 1; i <= 400; ++i) {
+      nlohmann::json line = {{"t", i},
+                             {"k", {Value(i, 0), Value(i, 1), Value(i, 2), Value(i, 3)}},
+                             {"v", {Value(i, 4), Value(i, 5)}},
+                             {"key", "user-" + std::to_string(i / 50)}};
+      f << line.dump() << "\n";
+    }
+  }
+  CommandResult r = Cli("ingest cli_jsonl " + jsonl);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  // 9 runs of consecutive equal keys (i / 50 = 0..8) -> 9 batches.
+  EXPECT_TRUE(Contains(r.out, "400 events read, 400 applied, 0 duplicates, 0 of 9 batches rejected"))
+      << r.out;
+  CommandResult d = Cli("describe cli_jsonl --json");
+  ASSERT_EQ(d.exit_code, 0);
+  uint64_t events = 0;
+  const nlohmann::json info = nlohmann::json::parse(d.out);
+  for (const auto& shard : info["shards"]) {
+    events += std::stoull(shard["events"].get<std::string>());
+  }
+  EXPECT_EQ(events, 400u);
+}
+
+TEST_F(ClientCliTest, IngestBadJsonlLineNamesFileLineAndColumn) {
+  CreateModel("cli_badline");
+  const std::string jsonl = TempPath("bad.jsonl");
+  {
+    std::ofstream f(jsonl);
+    f << R"({"k": [1, 2, 3, 4], "v": [1, 2]})" << "\n";
+    f << R"({"k": [1, 2, 3, 4], "v": [1, 2]})" << "\n";
+    f << "\n";
+    f << R"({"k": [1, 2, 3], "v": [1, 2]})" << "\n";
+    f << R"({"k": [1, 2, 3, 4], "v": [1, 2]})" << "\n";
+  }
+  CommandResult r = Cli("ingest cli_badline " + jsonl);
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "error: INVALID_ARGUMENT: " + jsonl +
+                                  ":4:2: field \"k\": expected an array of 4 numbers, got an array of 3"))
+      << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "2 events read, 2 applied")) << r.out;
+}
+
+TEST_F(ClientCliTest, IngestBadCsvFieldNamesTheColumn) {
+  CreateModel("cli_badcsv");
+  const std::string csv = TempPath("bad.csv");
+  std::ofstream(csv) << "k0,k1,k2,k3,v0,v1\n1,2,3,4,5,6\n1,2,x3,4,5,6\n";
+  CommandResult r = Cli("ingest cli_badcsv " + csv);
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, csv + ":3:5: column 'k2': expected a finite number, got 'x3'"))
+      << Describe(r);
+}
+
+TEST_F(ClientCliTest, BatchesRejectedByTheServerAreListedAndFailTheRun) {
+  CreateModel("cli_reject");
+  const std::string csv = TempPath("big.csv");
+  {
+    std::ofstream f(csv);
+    f << "k0,k1,k2,k3,v0,v1\n";
+    for (int i = 1; i <= 1500; ++i) f << "1,0,0,0,1,1\n";
+  }
+  // The test server takes at most kServerMaxBatch events per request.
+  CommandResult r = Cli("ingest cli_reject " + csv + " --batch 1200");
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "rejected batch 0 (lines 2-1201, routing key 'default'): INVALID_ARGUMENT"))
+      << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "300 applied")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "1 of 2 batches rejected")) << r.out;
+}
+
+TEST_F(ClientCliTest, QueryAndUsageErrors) {
+  CreateModel("cli_qerr");
+  struct Case {
+    std::string args;
+    int exit_code;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"query cli_qerr --q 0.1,0.2", 1, "error: INVALID_ARGUMENT"},
+      {"query no_such_model --q 0.1,0.2,0.3,0.4", 1, "error: NOT_FOUND"},
+      {"query cli_qerr --q 0.1,abc", 2, "--q: item 2 'abc'"},
+      {"query cli_qerr --q-json '[1, 2'", 2, "--q-json"},
+      {"query cli_qerr", 2, "exactly one of --q and --q-json"},
+      {"query cli_qerr --q 1,2,3,4 --path fast", 2, "--path"},
+      {"describe no_such_model", 1, "error: NOT_FOUND"},
+      {"ingest cli_qerr /nonexistent/events.csv", 2, "error: NOT_FOUND"},
+      {"ingest cli_qerr events.txt", 2, "--format"},
+      {"frobnicate", 2, "unknown command 'frobnicate'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    CommandResult r = Cli(c.args);
+    EXPECT_EQ(r.exit_code, c.exit_code) << Describe(r);
+    EXPECT_TRUE(Contains(r.err, c.needle)) << Describe(r);
+  }
+  CommandResult down =
+      RunCommand(kCli + " --server 127.0.0.1:" + std::to_string(UnusedPort()) + " list");
+  EXPECT_EQ(down.exit_code, 1);
+  EXPECT_TRUE(Contains(down.err, "error: UNAVAILABLE")) << Describe(down);
+}
+
+TEST_F(ClientCliTest, PythonExampleRunsGreen) {
+  ASSERT_EQ(access("/usr/bin/python3", X_OK), 0) << "/usr/bin/python3 is required";
+  CommandResult r = RunCommand("/usr/bin/python3 " + kPythonExample + " --server " + address_ +
+                        " --proto-dir " + kProtoDir + " --model cli_python");
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "created model 'cli_python'")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "ingested 100 events: 100 applied")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "y_hat [")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "\nok\n")) << r.out;
+
+  CommandResult bad = RunCommand("/usr/bin/python3 " + kPythonExample + " --server " + address_ +
+                          " --proto-dir /nonexistent");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_TRUE(Contains(bad.err, "error: no .proto files")) << Describe(bad);
+}
+
+TEST_F(ClientCliTest, DemoPrintsItsTableAndExitsZero) {
+  CommandResult r = RunCommand(kDemo + " --server " + address_ +
+                        " --model cli_demo --events 3000 --every 500");
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  for (const char* needle : {"created model 'cli_demo'", "SAU correctness", "SAU stabilized",
+                             "exact", "margin", "lambda*", "summary: 3000 events",
+                             "phase A (DGP-A)", "phase C (DGP-C drift)", "C:0 *"}) {
+    EXPECT_TRUE(Contains(r.out, needle)) << needle << "\n" << r.out;
+  }
+  // Reusing the model continues after its last t: nothing is a duplicate.
+  CommandResult again = RunCommand(kDemo + " --server " + address_ +
+                            " --model cli_demo --events 640 --quiet");
+  ASSERT_EQ(again.exit_code, 0) << Describe(again);
+  EXPECT_TRUE(Contains(again.out, "reusing model 'cli_demo'")) << again.out;
+  EXPECT_TRUE(Contains(again.out, "640 applied, 0 duplicates")) << again.out;
+  EXPECT_FALSE(Contains(again.out, "SAU correctness")) << again.out;  // --quiet
+}
+
+}  // namespace
+}  // namespace streamlearn

@@ -1,0 +1,203 @@
+// The client's event-file parsing (CSV, JSONL) and number parsing: no server needed.
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "client/lib/csv_events.h"
+#include "client/lib/event_file.h"
+#include "client/lib/jsonl_events.h"
+#include "client/lib/number_parse.h"
+#include "gtest/gtest.h"
+
+namespace streamlearn {
+namespace {
+
+TEST(ClientNumberParseTest, AcceptsAndRejects) {
+  struct Case {
+    std::string text;
+    bool ok;
+    double value;
+  };
+  const Case cases[] = {
+      {"0.25", true, 0.25}, {" -1e3 ", true, -1000}, {"+2", true, 2},  {"", false, 0},
+      {"1.5x", false, 0},   {"nan", false, 0},       {"inf", false, 0}, {"--1", false, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    double x = 0;
+    EXPECT_EQ(ParseFiniteDouble(c.text, &x), c.ok);
+    if (c.ok) {
+      EXPECT_EQ(x, c.value);
+    }
+  }
+  uint64_t u = 0;
+  EXPECT_TRUE(ParseUint64("18446744073709551615", &u));
+  EXPECT_FALSE(ParseUint64("18446744073709551616", &u));
+  EXPECT_FALSE(ParseUint64("-1", &u));
+}
+
+TEST(ClientNumberParseTest, DoubleListNamesTheBadItem) {
+  auto ok = ParseDoubleList("0.1, 0.2,0.3");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, (std::vector<double>{0.1, 0.2, 0.3}));
+  auto bad = ParseDoubleList("0.1,zz,0.3");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("item 2 'zz'"), std::string_view::npos);
+}
+
+TEST(ClientCsvEventParserTest, HeaderInAnyOrderWithOptionalColumns) {
+  CsvEventParser p(2, 1);
+  LineError err;
+  ASSERT_TRUE(p.ParseHeader("v0,key,k1,t,k0", &err)) << err.message;
+  EventRecord e;
+  ASSERT_TRUE(p.ParseRow("3.5, user-1 ,-1,17,0.5", &e, &err)) << err.message;
+  EXPECT_TRUE(e.has_t);
+  EXPECT_EQ(e.t, 17u);
+  EXPECT_TRUE(e.has_key);
+  EXPECT_EQ(e.key, "user-1");
+  EXPECT_EQ(e.k, (std::vector<double>{0.5, -1}));
+  EXPECT_EQ(e.v, (std::vector<double>{3.5}));
+}
+
+TEST(ClientCsvEventParserTest, BadHeadersNameTheColumn) {
+  struct Case {
+    std::string header;
+    size_t column;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"t,k0,k1,v0,x", 12, "unexpected column 'x'"},
+      {"k0,k1", 6, "missing column 'v0'"},
+      {"k0,v0,v0,k1", 7, "'v0' appears twice"},
+      {"k0,k2,v0", 4, "unexpected column 'k2'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.header);
+    CsvEventParser p(2, 1);
+    LineError err;
+    EXPECT_FALSE(p.ParseHeader(c.header, &err));
+    EXPECT_EQ(err.column, c.column);
+    EXPECT_NE(err.message.find(c.needle), std::string::npos) << err.message;
+  }
+}
+
+TEST(ClientCsvEventParserTest, BadRowsNameTheColumn) {
+  struct Case {
+    std::string row;
+    size_t column;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"1,0.5,abc,2", 7, "column 'k1': expected a finite number, got 'abc'"},
+      {"x,0.5,1,2", 1, "column 't': expected an unsigned integer"},
+      {"1,0.5,1", 8, "expected 4 fields, got 3"},
+      {"1,0.5,1,2,9", 11, "expected 4 fields, got 5"},
+      {"1,0.5,nan,2", 7, "got 'nan'"},
+  };
+  CsvEventParser p(2, 1);
+  LineError err;
+  ASSERT_TRUE(p.ParseHeader("t,k0,k1,v0", &err));
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.row);
+    EventRecord e;
+    EXPECT_FALSE(p.ParseRow(c.row, &e, &err));
+    EXPECT_EQ(err.column, c.column);
+    EXPECT_NE(err.message.find(c.needle), std::string::npos) << err.message;
+  }
+}
+
+TEST(ClientJsonlEventParserTest, ParsesOptionalFields) {
+  JsonlEventParser p(2, 1);
+  EventRecord e;
+  LineError err;
+  ASSERT_TRUE(p.ParseLine(R"({"t": 9, "k": [1, -2.5], "v": [3], "key": "a"})", &e, &err))
+      << err.message;
+  EXPECT_TRUE(e.has_t);
+  EXPECT_EQ(e.t, 9u);
+  EXPECT_EQ(e.key, "a");
+  EXPECT_EQ(e.k, (std::vector<double>{1, -2.5}));
+  ASSERT_TRUE(p.ParseLine(R"({"k": [0, 0], "v": [1]})", &e, &err)) << err.message;
+  EXPECT_FALSE(e.has_t);
+  EXPECT_FALSE(e.has_key);
+}
+
+TEST(ClientJsonlEventParserTest, ErrorsNameFieldAndColumn) {
+  struct Case {
+    std::string line;
+    size_t column;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {R"({"k": [1, 2], "v": [1],})", 24, "invalid JSON"},
+      {R"({"k": [1], "v": [1]})", 2, "field \"k\": expected an array of 2 numbers, got an array of 1"},
+      {R"({"k": [1, "x"], "v": [1]})", 2, "field \"k\"[1]: expected a finite number"},
+      {R"({"k": [1, 2]})", 1, "missing field \"v\""},
+      {R"({"t": -3, "k": [1, 2], "v": [1]})", 2, "field \"t\": expected an unsigned integer"},
+      {R"({"k": [1, 2], "v": [1], "keys": "a"})", 25, "unknown field \"keys\""},
+      {R"([1, 2])", 1, "expected a JSON object"},
+  };
+  JsonlEventParser p(2, 1);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.line);
+    EventRecord e;
+    LineError err;
+    EXPECT_FALSE(p.ParseLine(c.line, &e, &err));
+    EXPECT_EQ(err.column, c.column);
+    EXPECT_NE(err.message.find(c.needle), std::string::npos) << err.message;
+  }
+}
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ClientEventFileReaderTest, CsvDefaultsTToTheLineNumber) {
+  const std::string path = WriteTemp("reader.csv", "k0,v0\n1,2\n\n3,4\r\n");
+  auto reader = EventFileReader::Open(path, EventFormat::kCsv, 1, 1);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EventRecord e;
+  std::vector<uint64_t> ts;
+  while (true) {
+    auto more = (*reader)->Next(&e);
+    ASSERT_TRUE(more.ok()) << more.status();
+    if (!*more) break;
+    ts.push_back(e.t);
+  }
+  EXPECT_EQ(ts, (std::vector<uint64_t>{2, 4}));  // blank line 3 skipped, CRLF accepted
+  EXPECT_EQ((*reader)->bytes_read(), *(*reader)->size_bytes());
+}
+
+TEST(ClientEventFileReaderTest, ErrorsCarryFileLineAndColumn) {
+  const std::string path = WriteTemp("bad.jsonl",
+                                     "{\"k\": [1], \"v\": [2]}\n"
+                                     "{\"k\": [1], \"v\": [oops]}\n");
+  auto reader = EventFileReader::Open(path, EventFormat::kJsonl, 1, 1);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EventRecord e;
+  ASSERT_TRUE(*(*reader)->Next(&e));
+  auto more = (*reader)->Next(&e);
+  ASSERT_FALSE(more.ok());
+  EXPECT_EQ(more.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(more.status().message().find(path + ":2:18: invalid JSON"), std::string_view::npos)
+      << more.status();
+}
+
+TEST(ClientEventFileReaderTest, MissingFileAndUnknownExtension) {
+  auto missing = EventFileReader::Open("/nonexistent/x.csv", EventFormat::kCsv, 1, 1);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(EventFormatFromPath("data.txt").ok());
+  EXPECT_EQ(*EventFormatFromPath("a/b.jsonl"), EventFormat::kJsonl);
+  EXPECT_EQ(*EventFormatFromPath("b.csv"), EventFormat::kCsv);
+  auto header = EventFileReader::Open(WriteTemp("h.csv", "k0,w0\n"), EventFormat::kCsv, 1, 1);
+  ASSERT_FALSE(header.ok());
+  EXPECT_NE(header.status().message().find("h.csv:1:4: unexpected column 'w0'"),
+            std::string_view::npos)
+      << header.status();
+}
+
+}  // namespace
+}  // namespace streamlearn
