@@ -250,5 +250,28 @@ TEST(SauAccuracy, CalibratedClippingRateSitsInTheTargetBand) {
   }
 }
 
+// The stabilized path's ridge and floor stay on the scale of the denominators from the first
+// events on (a regression: early whitening weights of 1/sqrt(eps) once seeded the running
+// median with a value 10^10 times too large).
+TEST(SauAccuracy, RidgeAndFloorStayOnTheDenominatorScale) {
+  StreamRun run = MakeRun(DgpASpec(256, 1.0, 800), {}, 16, 35);
+  std::vector<double> kc(64);
+  double worst_ratio = 0;
+  for (int i = 0; i < 3000; ++i) {
+    DgpEvent e = run.dgp.Next();
+    const EventDiagnostics d = run.est.Ingest(e.k, e.v);
+    run.est.features().Condition(e.k, kc.data());
+    run.exact.Add(kc, e.v);
+    if (i >= 10) {
+      worst_ratio = std::max(worst_ratio, std::max(d.lambda_star, d.beta_floor) / d.den);
+    }
+  }
+  const double err = MeanRelErr(run, ReadoutPath::kStabilized);
+  std::printf("max (lambda_*, beta_floor) / den = %.4f; stabilized relative error %.4f\n",
+              worst_ratio, err);
+  EXPECT_LT(worst_ratio, 0.5);
+  EXPECT_LT(err, 0.2);
+}
+
 }  // namespace
 }  // namespace streamlearn::sau

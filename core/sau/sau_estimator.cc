@@ -199,7 +199,9 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
   // Statistics that take phi_t only after it was used predictably.
   st.whitening.Observe(sc.phi.data());
   const MixtureEProcess::Step step = st.eprocess.Observe(sc.phi.data(), spec);
-  st.median_den.Push(raw_den);
+  // The whitened denominator means something only once the whitening variances rest on a
+  // few events (before that its weights are 1/sqrt(eps)); the median starts after warm-up/2.
+  if (st.events >= static_cast<uint64_t>(spec.warmup / 2)) st.median_den.Push(raw_den);
   diag.floor_raised =
       st.floor.Update(diag.rj_level == RjLevel::kRed || step.alarm, st.median_den.value(), spec);
   st.lambda_star = st.median_den.value() * st.eprocess.RidgeWeight(spec);  // DESIGN decision 1

@@ -50,7 +50,7 @@ struct SauSpec {
   // Whitening statistics (seed 000 eqs. (9)-(10)).
   double beta_mu = 0.01;
   double beta_sigma = 0.01;
-  double whiten_eps = 1e-30;  // the epsilon of eqs. (10)-(11), relative to r^{-1}
+  double whiten_eps = 1e-8;  // the epsilon of eqs. (10)-(11), in units of 1/r (phi ~ r^{-1/2})
 
   // Mixture e-process (seed 000 eqs. (29)-(37); DESIGN decisions 1-2).
   double alpha = 0.05;
