@@ -9,24 +9,28 @@
 #include <cmath>
 #include <iostream>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "client/demo/ack_monitor.h"
-#include "client/demo/exact_attention_reference.h"
 #include "client/demo/report.h"
 #include "client/demo/workload.h"
 #include "client/lib/client.h"
 #include "client/lib/grpc_status.h"
+#include "core/sau/exact_attention.h"
+#include "core/sau/feature_map.h"
 #include "fmt/format.h"
 
 ABSL_FLAG(std::string, server, "localhost:50051", "server address host:port");
 ABSL_FLAG(std::string, model, "demo", "model name; created, or reused if it exists");
 ABSL_FLAG(uint64_t, events, 20000, "events to stream: the first half DGP-A, the rest DGP-C");
 ABSL_FLAG(bool, quiet, false, "print only the summary");
-ABSL_FLAG(uint64_t, seed, 20240601, "seed of the workload (std::mt19937_64 + Box-Muller)");
+ABSL_FLAG(uint64_t, seed, 20240601,
+          "seed of the workload (core DGP streams: DGP-A from seed, DGP-C from seed + 1)");
 ABSL_FLAG(uint64_t, every, 0, "events between table rows; 0 = events/20 (at least one batch)");
 ABSL_FLAG(uint32_t, r, 256, "random features of a newly created model");
 ABSL_FLAG(double, input_scale, 0, "input scale a of a newly created model; 0 = server default");
@@ -40,7 +44,7 @@ constexpr uint32_t kDv = 4;
 constexpr double kGamma = 0.99;
 constexpr int kBatch = 64;
 constexpr int kClusters = 4;
-constexpr uint64_t kClusterPeriod = 2000;
+constexpr int kClusterPeriod = 2000;
 
 int Fail(const absl::Status& status) {
   std::cerr << "error: " << StatusCodeName(status.code()) << ": " << status.message() << "\n";
@@ -73,16 +77,26 @@ absl::StatusOr<v1::ModelInfo> CreateOrReuse(Client& client, const std::string& n
   return info;
 }
 
-ExactAttentionReference::Options ReferenceOptions(const v1::SauSpec& s) {
-  ExactAttentionReference::Options o;
-  o.d = static_cast<int>(s.d());
-  o.d_v = static_cast<int>(s.d_v());
-  o.gamma = s.gamma() > 0 ? s.gamma() : kGamma;
-  o.tau = s.tau() > 0 ? s.tau() : std::sqrt(static_cast<double>(s.d()));
-  o.l2_normalize = s.input_mode() != v1::INPUT_MODE_RAW;
-  o.input_scale = s.input_scale() > 0 ? s.input_scale() : 1.0;
-  return o;
-}
+// What the exact reference needs of the model's effective spec: the kernel (gamma, tau) and
+// the input conditioning, which it applies to q and k exactly as the model does.
+struct ReferenceSpec {
+  double gamma, tau;
+  sau::InputMode input_mode;
+  double input_scale;  // a
+
+  explicit ReferenceSpec(const v1::SauSpec& s)
+      : gamma(s.gamma() > 0 ? s.gamma() : kGamma),
+        tau(s.tau() > 0 ? s.tau() : std::sqrt(static_cast<double>(s.d()))),
+        input_mode(s.input_mode() == v1::INPUT_MODE_RAW ? sau::InputMode::kRaw
+                                                        : sau::InputMode::kL2Scaled),
+        input_scale(s.input_scale() > 0 ? s.input_scale() : 1.0) {}
+
+  std::vector<double> Condition(std::span<const double> x) const {
+    std::vector<double> out(x.size());
+    sau::ConditionInput(input_mode, input_scale, x, out.data());
+    return out;
+  }
+};
 
 int Run() {
   const std::string model = absl::GetFlag(FLAGS_model);
@@ -114,13 +128,15 @@ int Run() {
   wo.clusters = kClusters;
   wo.cluster_period = kClusterPeriod;
   Workload workload(wo);
-  const ExactAttentionReference::Options ro = ReferenceOptions(sau);
-  ExactAttentionReference reference(ro, {workload.probe()});
+  const ReferenceSpec ro(sau);
+  sau::ExactAttentionProbes reference({ro.Condition(workload.probe())},
+                                      static_cast<int>(sau.d_v()), ro.tau, ro.gamma);
 
   std::cout << fmt::format(
       "{} model '{}': d={} d_v={} r={} gamma={:g} tau={:g} input_scale={:g}{} W {}\n",
       reused ? "reusing" : "created", model, sau.d(), sau.d_v(), sau.r(), ro.gamma, ro.tau,
-      ro.input_scale, ro.l2_normalize ? "" : " (raw inputs)", info->w_digest().substr(0, 16));
+      ro.input_scale, ro.input_mode == sau::InputMode::kRaw ? " (raw inputs)" : "",
+      info->w_digest().substr(0, 16));
   std::cout << fmt::format(
       "workload: seed {}, {} events in batches of {} on routing key '{}' (shard {}): DGP-A for "
       "{}, then DGP-C with {} clusters switching every {}\n",
@@ -148,7 +164,7 @@ int Run() {
   int last_cluster = -1;
   for (uint64_t i = 0; i < events; ++i) {
     workload.Next(&e);
-    reference.Add(e.k, e.v);
+    reference.Add(ro.Condition(e.k), e.v);
     if (request.events_size() == 0) request.set_routing_key(routing_key);
     v1::Event* ev = request.add_events();
     ev->set_t(t_offset + i + 1);
@@ -185,7 +201,7 @@ int Run() {
                                                     y.size(), sau.d_v())));
       }
     }
-    row.y_exact = reference.Output(0);
+    row.y_exact = reference.Value(0);
     report.Row(row);
   }
   const absl::Status finished = (*session)->Finish();

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "client/demo/exact_attention_reference.h"
+#include "core/sau/exact_attention.h"
 #include "fmt/format.h"
 
 namespace streamlearn::demo {
@@ -32,8 +32,8 @@ void Report::ErrorStats::Add(double e) {
 }
 
 void Report::Row(const CheckpointRow& row) {
-  const double err_c = RelativeError(row.y_correctness, row.y_exact);
-  const double err_s = RelativeError(row.y_stabilized, row.y_exact);
+  const double err_c = sau::RelativeError(row.y_correctness, row.y_exact);
+  const double err_s = sau::RelativeError(row.y_stabilized, row.y_exact);
   errors_[row.phase_c][0].Add(err_c);
   errors_[row.phase_c][1].Add(err_s);
   if (quiet_) return;

@@ -1,41 +1,41 @@
 #include "client/demo/workload.h"
 
 #include <cassert>
+#include <utility>
 
 namespace streamlearn::demo {
+namespace {
 
-Workload::Workload(const Options& options) : options_(options), rng_(options.seed) {
+sau::Dgp::Options PhaseOptions(const Workload::Options& o, sau::Dgp::Kind kind) {
+  return sau::Dgp::Options{.kind = kind,
+                           .d = o.d,
+                           .d_v = o.d_v,
+                           .clusters = o.clusters,
+                           .phase_length = o.cluster_period,
+                           .key_spread = o.key_noise,
+                           .value_spread = o.value_noise,
+                           .value_mean_scale = o.value_mean_scale};
+}
+
+}  // namespace
+
+Workload::Workload(const Options& options)
+    : phase_a_events_(options.phase_a_events),
+      phase_a_(PhaseOptions(options, sau::Dgp::Kind::kA), options.seed),
+      phase_c_(PhaseOptions(options, sau::Dgp::Kind::kC), options.seed + 1) {
   assert(options.d >= 1 && options.d_v >= 1 && options.clusters >= 1 &&
          options.cluster_period >= 1);
-  probe_.resize(options.d);
-  rng_.Fill(probe_);
-  key_centres_.assign(options.clusters, std::vector<double>(options.d));
-  for (auto& mu : key_centres_) rng_.Fill(mu);
-  value_means_.assign(options.clusters, std::vector<double>(options.d_v));
-  for (auto& m : value_means_) {
-    rng_.Fill(m);
-    for (double& x : m) x *= options.value_mean_scale;
-  }
+  probe_ = phase_a_.Gaussian(options.d);
 }
 
 void Workload::Next(Event* e) {
   e->index = next_index_++;
-  e->k.resize(options_.d);
-  e->v.resize(options_.d_v);
-  rng_.Fill(e->k);
-  rng_.Fill(e->v);
-  if (e->index < options_.phase_a_events) {
-    e->phase = Phase::kA;
-    e->cluster = -1;
-    return;
-  }
-  e->phase = Phase::kC;
-  e->cluster = static_cast<int>(((e->index - options_.phase_a_events) / options_.cluster_period) %
-                                static_cast<uint64_t>(options_.clusters));
-  const std::vector<double>& mu = key_centres_[e->cluster];
-  const std::vector<double>& m = value_means_[e->cluster];
-  for (int i = 0; i < options_.d; ++i) e->k[i] = mu[i] + options_.key_noise * e->k[i];
-  for (int j = 0; j < options_.d_v; ++j) e->v[j] = m[j] + options_.value_noise * e->v[j];
+  const bool phase_a = e->index < phase_a_events_;
+  e->phase = phase_a ? Phase::kA : Phase::kC;
+  e->cluster = phase_a ? -1 : phase_c_.cluster();
+  sau::DgpEvent drawn = phase_a ? phase_a_.Next() : phase_c_.Next();
+  e->k = std::move(drawn.k);
+  e->v = std::move(drawn.v);
 }
 
 }  // namespace streamlearn::demo

@@ -1,14 +1,19 @@
-// Workload: the demo's synthetic event stream, seed 000 section 16 DGP-A then DGP-C.
+// Workload: the demo's synthetic event stream, seed 000 section 16 DGP-A then DGP-C, drawn by
+// the core's generators (core/sau/dgp.h, hence CounterRng) so that the demo, the tests and the
+// benchmarks share one definition of each stream.
 //
-//   Phase A (events [0, phase_a_events)), DGP-A: k ~ N(0, I_d), v ~ N(0, I_{d_v}).
-//   Phase C (the rest), DGP-C drift: K clusters; cluster c has a key centre mu_c ~ N(0, I_d)
-//     and a value mean m_c ~ value_mean_scale * N(0, I_{d_v}). The active cluster cycles
-//     0, 1, ..., K-1, 0, ... every cluster_period events; an event of cluster c has
-//     k = mu_c + key_noise * z and v = m_c + value_noise * z' (z, z' standard normal).
-//     Each switch is a drift moment: attention moves to the new cluster's value mean.
+//   Phase A (events [0, phase_a_events)): a Dgp of kind kA seeded `seed`:
+//     k ~ N(0, I_d), v ~ N(0, I_{d_v}).
+//   Phase C (the rest): a Dgp of kind kC seeded `seed + 1`: K clusters; cluster c has a key
+//     centre mu_c ~ N(0, I_d) and a value mean m_c ~ value_mean_scale * N(0, I_{d_v}). The
+//     active cluster cycles 0, 1, ..., K-1, 0, ... every cluster_period events from the first
+//     phase-C event; an event of cluster c has k = mu_c + key_noise * z and
+//     v = m_c + value_noise * z'. Each switch is a drift moment: attention moves to the new
+//     cluster's value mean.
+//   The probe query: d draws of N(0, 1) from the phase-A Dgp, before its first event.
 //
-// Every draw comes from one NormalSource seeded with `seed`, in a fixed order: the probe
-// query, then mu_0..mu_{K-1}, then m_0..m_{K-1}, then per event k (d draws) and v (d_v).
+// Draw order within each Dgp is the one documented in dgp.h; the same seed gives the same
+// stream.
 //
 //   Workload w(Workload::Options{.d = 16, .d_v = 4, .seed = 7});
 //   Workload::Event e;
@@ -21,7 +26,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "client/demo/normal_source.h"
+#include "core/sau/dgp.h"
 
 namespace streamlearn::demo {
 
@@ -33,7 +38,7 @@ class Workload {
     uint64_t seed = 20240601;
     uint64_t phase_a_events = 10000;
     int clusters = 4;
-    uint64_t cluster_period = 2000;
+    int cluster_period = 2000;
     double key_noise = 0.5;
     double value_mean_scale = 2.0;
     double value_noise = 0.5;
@@ -53,18 +58,14 @@ class Workload {
 
   void Next(Event* event);
 
-  // A fixed query drawn from N(0, I_d) before anything else: the demo's probe.
+  // The demo's probe query (raw, as sent to the server).
   const std::vector<double>& probe() const { return probe_; }
-  const std::vector<double>& key_centre(int c) const { return key_centres_[c]; }
-  const std::vector<double>& value_mean(int c) const { return value_means_[c]; }
-  const Options& options() const { return options_; }
 
  private:
-  const Options options_;
-  NormalSource rng_;
+  const uint64_t phase_a_events_;
+  sau::Dgp phase_a_;
+  sau::Dgp phase_c_;
   std::vector<double> probe_;
-  std::vector<std::vector<double>> key_centres_;
-  std::vector<std::vector<double>> value_means_;
   uint64_t next_index_ = 0;
 };
 

@@ -27,6 +27,7 @@ Dgp::Dgp(const Options& opt, uint64_t seed) : opt_(opt), rng_(seed, 0x5eed) {
     for (int c = 0; c < opt_.clusters; ++c) {
       centres_.push_back(Gaussian(opt_.d));
       value_means_.push_back(Gaussian(opt_.d_v));
+      for (double& m : value_means_.back()) m *= opt_.value_mean_scale;  // exact when 1
     }
   }
 }
@@ -62,8 +63,8 @@ DgpEvent Dgp::Next() {
       const int c = cluster();
       e.k = Gaussian(opt_.d);
       e.v = Gaussian(opt_.d_v);
-      for (int i = 0; i < opt_.d; ++i) e.k[i] = centres_[c][i] + opt_.spread * e.k[i];
-      for (int i = 0; i < opt_.d_v; ++i) e.v[i] = value_means_[c][i] + opt_.spread * e.v[i];
+      for (int i = 0; i < opt_.d; ++i) e.k[i] = centres_[c][i] + opt_.key_spread * e.k[i];
+      for (int i = 0; i < opt_.d_v; ++i) e.v[i] = value_means_[c][i] + opt_.value_spread * e.v[i];
       break;
     }
   }

@@ -2,9 +2,14 @@
 // benchmarks, calibration and the demo.
 //   DGP-A  k ~ N(0, I_d), v ~ N(0, I_{d_v}).
 //   DGP-B  k ~ N(0, I_d), v = U* c with U* orthonormal (d_v x r_v), c ~ N(0, I_{r_v}).
-//   DGP-C  K cluster centres mu_c ~ N(0, I_d) and value means m_c ~ N(0, I_{d_v}); phases of
-//          `phase_length` events cycle through the clusters; k = mu_c + spread * N(0, I),
-//          v = m_c + spread * N(0, I).
+//   DGP-C  K cluster centres mu_c ~ N(0, I_d) and value means m_c ~ value_mean_scale *
+//          N(0, I_{d_v}); phases of `phase_length` events cycle through the clusters (event t,
+//          0-based, belongs to cluster (t / phase_length) mod K); k = mu_c + key_spread *
+//          N(0, I_d), v = m_c + value_spread * N(0, I_{d_v}).
+// Draw order: every normal comes from the one stream CounterRng(seed, 0x5eed). The constructor
+// draws U* (DGP-B: d_v * r_v entries, column-major, then orthonormalised) or mu_0, m_0, mu_1,
+// m_1, ..., mu_{K-1}, m_{K-1} (DGP-C); then each Next() draws k (d normals) and then v (d_v
+// normals; DGP-B: c, r_v normals), and Gaussian(n) draws n normals at the point it is called.
 // Not thread-safe.
 #ifndef STREAMLEARN_CORE_SAU_DGP_H_
 #define STREAMLEARN_CORE_SAU_DGP_H_
@@ -26,10 +31,12 @@ class Dgp {
   struct Options {
     Kind kind = Kind::kA;
     int d = 64, d_v = 64;
-    int r_v = 8;               // DGP-B
-    int clusters = 4;          // DGP-C
-    int phase_length = 2000;   // DGP-C
-    double spread = 0.3;       // DGP-C
+    int r_v = 8;                    // DGP-B
+    int clusters = 4;               // DGP-C
+    int phase_length = 2000;        // DGP-C
+    double key_spread = 0.3;        // DGP-C: noise scale of k around mu_c
+    double value_spread = 0.3;      // DGP-C: noise scale of v around m_c
+    double value_mean_scale = 1.0;  // DGP-C: m_c = value_mean_scale * N(0, I_{d_v})
   };
   Dgp(const Options& opt, uint64_t seed);
 

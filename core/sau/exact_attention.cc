@@ -68,4 +68,13 @@ std::vector<double> ExactAttentionProbes::Value(size_t p) const {
   return y;
 }
 
+double RelativeError(std::span<const double> y_hat, std::span<const double> y) {
+  double diff2 = 0, norm2 = 0;
+  for (size_t j = 0; j < y.size(); ++j) {
+    diff2 += (y_hat[j] - y[j]) * (y_hat[j] - y[j]);
+    norm2 += y[j] * y[j];
+  }
+  return std::sqrt(diff2) / (std::sqrt(norm2) + 1e-12);
+}
+
 }  // namespace streamlearn::sau

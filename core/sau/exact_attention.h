@@ -49,6 +49,10 @@ class ExactAttentionProbes {
   std::vector<double> a_;  // per probe, d_v: A_t / exp(m)
 };
 
+// The error measure of seed 000 sec. 16: ||y_hat - y|| / (||y|| + 1e-12).
+// REQUIRES: y_hat.size() == y.size().
+double RelativeError(std::span<const double> y_hat, std::span<const double> y);
+
 }  // namespace streamlearn::sau
 
 #endif  // STREAMLEARN_CORE_SAU_EXACT_ATTENTION_H_

@@ -114,25 +114,30 @@ absl::Status FeatureMap::CheckInput(std::span<const double> x, std::string_view 
   return absl::OkStatus();
 }
 
-void FeatureMap::Condition(std::span<const double> x, double* out) const {
-  if (mode_ == InputMode::kRaw) {
+void ConditionInput(InputMode mode, double input_scale, std::span<const double> x, double* out) {
+  if (mode == InputMode::kRaw) {
     std::copy(x.begin(), x.end(), out);
     return;
   }
   // a * x / ||x||, computed as a * y / ||y|| with y = x / max|x_i| so that no square overflows.
+  const size_t n = x.size();
   double max_abs = 0;
   for (double v : x) max_abs = std::max(max_abs, std::fabs(v));
   if (max_abs == 0) {
-    std::fill(out, out + d_, 0.0);
+    std::fill(out, out + n, 0.0);
     return;
   }
   double norm2 = 0;
-  for (int i = 0; i < d_; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     out[i] = x[i] / max_abs;
     norm2 += out[i] * out[i];
   }
-  const double scale = input_scale_ / std::sqrt(norm2);
-  for (int i = 0; i < d_; ++i) out[i] *= scale;
+  const double scale = input_scale / std::sqrt(norm2);
+  for (size_t i = 0; i < n; ++i) out[i] *= scale;
+}
+
+void FeatureMap::Condition(std::span<const double> x, double* out) const {
+  ConditionInput(mode_, input_scale_, x, out);
 }
 
 FeatureMap::ClipStats FeatureMap::Features(const double* x, double* phi) const {

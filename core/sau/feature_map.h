@@ -28,6 +28,15 @@
 
 namespace streamlearn::sau {
 
+// The input conditioning of seed 001 A1, C2 (DESIGN decision 8) into out[0..x.size()):
+//   kL2Scaled: a * x / ||x||, computed as a * y / ||y|| with y = x / max_i |x_i| so that no
+//              square overflows; the zero vector stays zero.
+//   kRaw:      x itself.
+// The one definition: FeatureMap::Condition (hence the estimator) calls it, and so does any
+// reference that must see inputs as a model does (ExactAttentionProbes takes conditioned q, k).
+// REQUIRES: every x_i finite (FeatureMap::CheckInput); out has x.size() entries.
+void ConditionInput(InputMode mode, double input_scale, std::span<const double> x, double* out);
+
 class FeatureMap {
  public:
   // REQUIRES: spec is resolved and valid.
@@ -41,6 +50,7 @@ class FeatureMap {
   // Size d, every entry finite, and (kRaw) a finite ||x||^2. `what` names the input in errors.
   absl::Status CheckInput(std::span<const double> x, std::string_view what) const;
 
+  // ConditionInput with the spec's input mode and scale.
   // REQUIRES: CheckInput(x).ok(); out has d entries.
   void Condition(std::span<const double> x, double* out) const;
 
