@@ -103,6 +103,20 @@ TEST(FeatureMap, ConditioningScalesToTheInputScaleAndKeepsZero) {
   for (double v : out) EXPECT_EQ(v, 0.0);
 }
 
+TEST(ConditionInput, RawCopiesAndScaledNormalisesToTheInputScale) {
+  const std::vector<double> x = {3, 4};
+  std::vector<double> out(2);
+  ConditionInput(InputMode::kRaw, 5.0, x, out.data());
+  EXPECT_EQ(out, x);
+  ConditionInput(InputMode::kL2Scaled, 5.0, x, out.data());
+  EXPECT_DOUBLE_EQ(out[0], 3.0);
+  EXPECT_DOUBLE_EQ(out[1], 4.0);
+  const std::vector<double> tiny = {3e-310, 4e-310};  // subnormal: no underflow to zero
+  ConditionInput(InputMode::kL2Scaled, 1.0, tiny, out.data());
+  EXPECT_NEAR(out[0], 0.6, 1e-12);
+  EXPECT_NEAR(out[1], 0.8, 1e-12);
+}
+
 TEST(FeatureMap, CheckInputNamesTheProblem) {
   FeatureMap m = FeatureMap::Draw(UnclippedSpec(FeatureKind::kIid, false, 1));
   std::vector<double> short_k(3, 0.0);

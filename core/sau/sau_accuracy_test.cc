@@ -14,15 +14,6 @@
 namespace streamlearn::sau {
 namespace {
 
-double RelErr(const std::vector<double>& y_hat, const std::vector<double>& y) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    num += (y_hat[i] - y[i]) * (y_hat[i] - y[i]);
-    den += y[i] * y[i];
-  }
-  return std::sqrt(num) / (std::sqrt(den) + 1e-12);
-}
-
 struct StreamRun {
   SauEstimator est;
   Dgp dgp;
@@ -56,10 +47,10 @@ void Feed(StreamRun& run, int n) {
 
 // Mean relative error of the correctness path (eq. (19)) over the probes. The probes are
 // conditioned already; conditioning is idempotent, so the estimator sees the same queries.
-double MeanRelErr(const StreamRun& run, ReadoutPath path = ReadoutPath::kCorrectness) {
+double MeanRelativeError(const StreamRun& run, ReadoutPath path = ReadoutPath::kCorrectness) {
   double sum = 0;
   for (size_t p = 0; p < run.exact.probes(); ++p) {
-    sum += RelErr(run.est.Query(run.exact.probe(p), path, false).y_hat, run.exact.Value(p));
+    sum += RelativeError(run.est.Query(run.exact.probe(p), path, false).y_hat, run.exact.Value(p));
   }
   return sum / static_cast<double>(run.exact.probes());
 }
@@ -98,7 +89,7 @@ TEST(SauAccuracy, CorrectnessPathErrorFallsAsRToTheMinusHalf) {
       for (int s = 0; s < seeds; ++s) {
         StreamRun run = MakeRun(DgpASpec(r, a, 100 + s), {}, 32, 7 + s);
         Feed(run, 1000);
-        err += MeanRelErr(run) / seeds;
+        err += MeanRelativeError(run) / seeds;
       }
       std::printf("a=%.0f r=%4d mean relative error %.4f\n", a, r, err);
       xs.push_back(r);
@@ -117,9 +108,9 @@ TEST(SauAccuracy, ErrorIsLengthFreeWithDecay) {
   for (int s = 0; s < seeds; ++s) {
     StreamRun run = MakeRun(DgpASpec(256, 1.0, 300 + s), {}, 48, 11 + s);
     Feed(run, 1000);
-    err_short += MeanRelErr(run) / seeds;
+    err_short += MeanRelativeError(run) / seeds;
     Feed(run, 99000);
-    err_long += MeanRelErr(run) / seeds;
+    err_long += MeanRelativeError(run) / seeds;
   }
   std::printf("r=256 gamma=0.99: error at t=1000 %.4f, at t=100000 %.4f\n", err_short, err_long);
   EXPECT_LE(err_long, 1.3 * err_short);
@@ -141,7 +132,7 @@ TEST(SauAccuracy, PreAsymptoticRegimeIsFlaggedRedAndInRegimeStaysQuiet) {
         yellow_or_red += diag.rj_level != RjLevel::kGreen;
       }
     }
-    const double err = MeanRelErr(run);
+    const double err = MeanRelativeError(run);
     std::printf("a=%.0f r=1024: relative error %.3f, red %.3f, yellow or red %.3f\n", a, err,
                 static_cast<double>(red) / counted, static_cast<double>(yellow_or_red) / counted);
     if (a == 1.0) {
@@ -266,7 +257,7 @@ TEST(SauAccuracy, RidgeAndFloorStayOnTheDenominatorScale) {
       worst_ratio = std::max(worst_ratio, std::max(d.lambda_star, d.beta_floor) / d.den);
     }
   }
-  const double err = MeanRelErr(run, ReadoutPath::kStabilized);
+  const double err = MeanRelativeError(run, ReadoutPath::kStabilized);
   std::printf("max (lambda_*, beta_floor) / den = %.4f; stabilized relative error %.4f\n",
               worst_ratio, err);
   EXPECT_LT(worst_ratio, 0.5);
