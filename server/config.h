@@ -1,0 +1,57 @@
+// ServerConfig: the server's JSON configuration file.
+//
+//   {
+//     "listen": "0.0.0.0:50051",      // optional; the --listen flag wins when given
+//     "metrics": "0.0.0.0:9464",      // optional; "" disables the exposer
+//     "data_dir": "./data",           // optional
+//     "max_batch": 4096,              // optional, >= 1
+//     "max_message_bytes": 16777216,  // optional, >= 1
+//     "models": [                     // optional; created at start-up
+//       {"name": "demo", "shards": 2, "sau": {"d": 64, "d_v": 64, "r": 256}}
+//     ]
+//   }
+//
+// Each model is an admin.proto ModelSpec in the protobuf JSON mapping (proto field names or
+// their lowerCamel forms; enums by name), parsed with google::protobuf::util::
+// JsonStringToMessage, so the schema is exactly the proto's and zeros mean "default" just as in
+// Admin.CreateModel. Unknown keys, wrong types and invalid models are errors; every error names
+// the file, the place (e.g. `models[1] ("demo")`) and the problem.
+//
+//   absl::StatusOr<ServerConfig> config = LoadServerConfig("/etc/streamlearn.json");
+//
+// Thread safety: plain data and functions without shared state.
+#ifndef STREAMLEARN_SERVER_CONFIG_H_
+#define STREAMLEARN_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/shard/model_registry.h"
+
+namespace streamlearn::server {
+
+struct ServerConfig {
+  // Settings; unset when the file does not give them.
+  std::optional<std::string> listen;
+  std::optional<std::string> metrics;
+  std::optional<std::string> data_dir;
+  std::optional<uint64_t> max_batch;
+  std::optional<uint64_t> max_message_bytes;
+  // Validated specs (ValidateModelSpec and sau::ValidateSpec pass), names distinct.
+  std::vector<ModelSpec> models;
+};
+
+// Errors: INVALID_ARGUMENT naming the place and the problem.
+absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view json_text);
+
+// Reads and parses `path`. Errors name the file: NOT_FOUND / PERMISSION_DENIED when it cannot
+// be read, INVALID_ARGUMENT when its content is wrong.
+absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path);
+
+}  // namespace streamlearn::server
+
+#endif  // STREAMLEARN_SERVER_CONFIG_H_

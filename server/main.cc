@@ -1,0 +1,134 @@
+// streamlearn-server: serves the Admin and SAU services (docs/SERVER.md).
+//
+// Exit codes: 0 after a graceful shutdown (SIGTERM / SIGINT), 2 for a bad flag or config
+// file, 1 when the server cannot start (address in use, data_dir not writable, ...).
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "server/config.h"
+#include "server/server.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC listen address, host:port");
+ABSL_FLAG(std::string, metrics, "0.0.0.0:9464",
+          "Prometheus exposer address (host:port, path /metrics); empty disables it");
+ABSL_FLAG(std::string, data_dir, "./data",
+          "state directory, created if missing (state is in memory only for now)");
+ABSL_FLAG(std::string, config, "",
+          "JSON config file (docs/SERVER.md); flags given on the command line override it");
+ABSL_FLAG(uint64_t, max_batch, 4096, "maximum events per IngestRequest");
+ABSL_FLAG(uint64_t, max_message_bytes, 16 << 20,
+          "maximum request size in bytes; larger requests get RESOURCE_EXHAUSTED");
+
+namespace {
+
+using streamlearn::server::Server;
+using streamlearn::server::ServerConfig;
+
+constexpr absl::Duration kDrainDeadline = absl::Seconds(10);
+constexpr int kExitUsage = 2;
+constexpr int kExitStartFailed = 1;
+
+// The flags named on the command line (before a "--"), so that those override the config
+// file. This abseil release keeps CommandLineFlag::IsSpecifiedOnCommandLine() private.
+absl::flat_hash_set<std::string> FlagsOnCommandLine(int argc, char** argv) {
+  absl::flat_hash_set<std::string> given;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--")) {
+      if (!absl::ConsumePrefix(&arg, "-")) continue;  // a value or a positional argument
+    }
+    given.insert(std::string(arg.substr(0, arg.find('='))));
+  }
+  return given;
+}
+
+// Flags given on the command line win over the config file, which wins over flag defaults.
+// (The file is read here for its settings; Server::Start reads it again for its models.)
+Server::Options MergeOptions(const ServerConfig& config, const std::string& config_path,
+                             const absl::flat_hash_set<std::string>& given) {
+  Server::Options o;
+  o.config_path = config_path;
+  o.listen = absl::GetFlag(FLAGS_listen);
+  o.metrics = absl::GetFlag(FLAGS_metrics);
+  o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.max_batch = absl::GetFlag(FLAGS_max_batch);
+  o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  if (config.listen && !given.contains("listen")) o.listen = *config.listen;
+  if (config.metrics && !given.contains("metrics")) o.metrics = *config.metrics;
+  if (config.data_dir && !given.contains("data_dir")) o.data_dir = *config.data_dir;
+  if (config.max_batch && !given.contains("max_batch")) o.max_batch = *config.max_batch;
+  if (config.max_message_bytes && !given.contains("max_message_bytes")) {
+    o.max_message_bytes = *config.max_message_bytes;
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("streamlearn gRPC server: Admin and SAU services");
+  const absl::flat_hash_set<std::string> given = FlagsOnCommandLine(argc, argv);
+  absl::ParseCommandLine(argc, argv);
+
+  // SIGTERM and SIGINT are blocked here, before any thread exists, so every thread inherits
+  // the mask and no handler ever runs; the main thread takes them synchronously with
+  // sigwait() below and does the drain in ordinary code.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  ServerConfig config;
+  if (!config_path.empty()) {
+    absl::StatusOr<ServerConfig> loaded = streamlearn::server::LoadServerConfig(config_path);
+    if (!loaded.ok()) {
+      spdlog::error("{}", std::string(loaded.status().message()));
+      return kExitUsage;
+    }
+    config = *std::move(loaded);
+  }
+  const Server::Options options = MergeOptions(config, config_path, given);
+
+  spdlog::info("streamlearn-server starting: listen {}, metrics {}, data_dir '{}', config '{}'",
+               options.listen, options.metrics.empty() ? "disabled" : options.metrics,
+               options.data_dir, config_path);
+  spdlog::warn(
+      "learned state is kept in memory only for now (persistence to data_dir lands "
+      "in a later change); a restart starts every model from scratch");
+
+  Server server(options);
+  absl::StatusOr<int> port = server.Start();
+  if (!port.ok()) {
+    spdlog::error("cannot start: {}", std::string(port.status().message()));
+    return port.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage
+                                                                      : kExitStartFailed;
+  }
+
+  int signal_number = 0;
+  if (int err = sigwait(&stop_signals, &signal_number); err != 0) {
+    spdlog::error("sigwait failed: {}; stopping", std::strerror(err));
+  } else {
+    spdlog::info("received {}; draining (deadline {} s)", strsignal(signal_number),
+                 absl::ToInt64Seconds(kDrainDeadline));
+  }
+  server.Shutdown(kDrainDeadline);
+  spdlog::info("drained, stopped");
+  return 0;
+}

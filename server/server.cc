@@ -1,0 +1,129 @@
+#include "server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <limits>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/admin_service.h"
+#include "server/config.h"
+#include "server/model_registration.h"
+#include "server/sau_request_handler.h"
+#include "server/sau_service.h"
+#include "spdlog/spdlog.h"
+
+namespace streamlearn::server {
+namespace {
+
+absl::Status CheckOptions(const Server::Options& o) {
+  if (o.listen.empty()) return absl::InvalidArgumentError("listen: address is empty");
+  if (o.max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
+  if (o.max_message_bytes < 1 ||
+      o.max_message_bytes > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat("max_message_bytes must be in 1..",
+                                                   std::numeric_limits<int>::max(), ", got ",
+                                                   o.max_message_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CreateDataDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::Status(absl::ErrnoToStatusCode(ec.value()),
+                        absl::StrCat("data_dir '", dir, "': cannot create: ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Server::Server(Options options) : options_(std::move(options)) {}
+
+Server::~Server() { Shutdown(absl::ZeroDuration()); }
+
+absl::StatusOr<int> Server::Start() {
+  if (absl::Status s = CheckOptions(options_); !s.ok()) return s;
+  if (!options_.data_dir.empty()) {
+    if (absl::Status s = CreateDataDir(options_.data_dir); !s.ok()) return s;
+  }
+  if (absl::Status s = CreateConfiguredModels(); !s.ok()) return s;
+  if (!options_.metrics.empty()) {
+    if (absl::Status s = metrics_.StartExposer(options_.metrics); !s.ok()) return s;
+  }
+
+  sau_handler_ = std::make_unique<SauRequestHandler>(&registry_, &metrics_, options_.max_batch);
+  admin_service_ = std::make_unique<AdminService>(&registry_, &metrics_);
+  sau_service_ = std::make_unique<SauService>(sau_handler_.get(), &metrics_, &draining_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
+  // gRPC sets SO_REUSEPORT by default, which would let a second server on the same port
+  // start and split the traffic; one process owns its shards, so a busy port is an error.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(admin_service_.get());
+  builder.RegisterService(sau_service_.get());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on '", options_.listen,
+                                               "' (address in use or not valid for this host)"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    server_ = std::move(server);
+  }
+  spdlog::info("serving gRPC on {} (port {}); metrics {}; max_batch {}; max_message_bytes {}",
+               options_.listen, port_,
+               options_.metrics.empty() ? std::string("disabled")
+                                        : absl::StrCat("on http://", options_.metrics, "/metrics"),
+               options_.max_batch, options_.max_message_bytes);
+  return port_;
+}
+
+absl::Status Server::CreateConfiguredModels() {
+  if (options_.config_path.empty()) return absl::OkStatus();
+  absl::StatusOr<ServerConfig> config = LoadServerConfig(options_.config_path);
+  if (!config.ok()) return config.status();
+  const std::string origin = absl::StrCat("config file '", options_.config_path, "'");
+  for (ModelSpec& spec : config->models) {
+    const std::string name = spec.name;
+    absl::StatusOr<std::shared_ptr<Model>> model =
+        RegisterModel(std::move(spec), &registry_, origin);
+    if (!model.ok()) {
+      return absl::Status(model.status().code(), absl::StrCat(origin, ": model \"", name,
+                                                              "\": ", model.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Server::Shutdown(absl::Duration grace) {
+  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  if (server_ == nullptr) return;
+  draining_.store(true, std::memory_order_release);
+  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+    health->SetServingStatus(false);
+  }
+  if (grace == absl::InfiniteDuration()) {
+    server_->Shutdown();
+  } else {
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                          absl::ToChronoNanoseconds(std::max(grace, absl::ZeroDuration()))));
+  }
+  server_->Wait();
+  server_.reset();
+}
+
+}  // namespace streamlearn::server

@@ -1,0 +1,94 @@
+// Server: one streamlearn server process's gRPC server, in a form tests can run in-process.
+//
+// Owns the model registry, the metrics, the services and the grpc::Server. Start() creates
+// the models of the config file, optionally starts the metrics exposer and listens;
+// Shutdown() drains: open Ingest streams acknowledge the batch in hand and end with
+// UNAVAILABLE, unary calls finish, and whatever is still open at the deadline is cancelled.
+// Also serves grpc.health.v1.Health ("" is SERVING until the drain starts) and server
+// reflection.
+//
+//   Server::Options options;
+//   options.listen = "127.0.0.1:0";
+//   Server server(options);
+//   absl::StatusOr<int> port = server.Start();       // the bound port
+//   ...
+//   server.Shutdown(absl::Seconds(10));
+//
+// Learned state lives in memory only; persistence under data_dir comes in a later change.
+// Thread safety: Start() once, before anything else; Shutdown() and the accessors are
+// thread-safe, and Shutdown() is idempotent (the destructor calls it with no grace).
+#ifndef STREAMLEARN_SERVER_SERVER_H_
+#define STREAMLEARN_SERVER_SERVER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/shard/model_registry.h"
+#include "server/metrics.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace streamlearn::server {
+
+class AdminService;
+class SauRequestHandler;
+class SauService;
+
+class Server {
+ public:
+  struct Options {
+    std::string listen = "0.0.0.0:50051";  // "host:port"; port 0 picks a free port
+    std::string metrics;                   // "host:port" of /metrics; empty = no exposer
+    std::string data_dir;                  // created if missing; empty = none
+    std::string config_path;               // its models are created by Start(); empty = none
+    size_t max_batch = 4096;               // events per IngestRequest
+    size_t max_message_bytes = 16 << 20;   // larger requests get RESOURCE_EXHAUSTED
+  };
+
+  explicit Server(Options options);
+  ~Server();
+
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Returns the bound port. Errors: INVALID_ARGUMENT (options, config file content),
+  // NOT_FOUND / PERMISSION_DENIED (config file, data_dir), UNAVAILABLE (address in use).
+  // REQUIRES: called once.
+  absl::StatusOr<int> Start();
+
+  // Drains and stops; returns when every call has ended (at the latest shortly after
+  // now + grace, when gRPC cancels what is left). No-op if not started or already stopped.
+  void Shutdown(absl::Duration grace);
+
+  const Options& options() const { return options_; }
+  int port() const { return port_; }
+  bool draining() const { return draining_.load(std::memory_order_acquire); }
+  ModelRegistry& registry() { return registry_; }
+  Metrics& metrics() { return metrics_; }
+
+ private:
+  absl::Status CreateConfiguredModels();
+
+  const Options options_;
+  ModelRegistry registry_;
+  Metrics metrics_;
+  std::atomic<bool> draining_{false};
+  std::unique_ptr<SauRequestHandler> sau_handler_;
+  std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<SauService> sau_service_;
+  int port_ = 0;
+
+  std::mutex shutdown_mu_;                // serialises Shutdown()
+  std::unique_ptr<grpc::Server> server_;  // null before Start() and after Shutdown()
+};
+
+}  // namespace streamlearn::server
+
+#endif  // STREAMLEARN_SERVER_SERVER_H_

@@ -1,0 +1,34 @@
+// Spec conversion: the wire ModelSpec (admin.proto) <-> the core streamlearn::ModelSpec.
+//
+// Proto3 cannot tell an unset field from zero, so a zero numeric field (and an UNSPECIFIED
+// enum) means "use the core default": the SauSpec default value is kept, and fields whose core
+// default is 0 (tau, c_lo, c_hi, c_rj) are resolved later by sau::ResolveDefaults exactly as
+// admin.proto documents. The dimensions d, d_v and r have no default (admin.proto: 1..4096,
+// 2..65536), so they are copied as given and a zero is rejected by validation, naming the
+// field. FEATURE_KIND_UNSPECIFIED => orthogonal, INPUT_MODE_UNSPECIFIED => L2_SCALED.
+//
+//   absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(request.spec());
+//   v1::ModelSpec wire = ModelSpecToProto(model->spec());   // effective spec, all fields set
+//
+// Conversion does not validate ranges; Model::Create (ValidateModelSpec, sau::ValidateSpec)
+// does. It fails only for what the core types cannot hold: enum values this server does not
+// know and integers that do not fit.
+// Thread safety: plain functions without shared state.
+#ifndef STREAMLEARN_SERVER_SPEC_CONVERSION_H_
+#define STREAMLEARN_SERVER_SPEC_CONVERSION_H_
+
+#include "absl/status/statusor.h"
+#include "admin.pb.h"
+#include "core/shard/model_registry.h"
+
+namespace streamlearn::server {
+
+// Errors: INVALID_ARGUMENT naming the field (unknown enum value, integer out of range).
+absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire);
+
+// Every field set from `spec` (normally a resolved spec, so no zero means "default").
+v1::ModelSpec ModelSpecToProto(const ModelSpec& spec);
+
+}  // namespace streamlearn::server
+
+#endif  // STREAMLEARN_SERVER_SPEC_CONVERSION_H_

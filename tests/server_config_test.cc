@@ -1,0 +1,271 @@
+// Tests of the server's logic that needs no channel: spec conversion and the config file.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "admin.pb.h"
+#include "core/sau/sau_spec.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "server/config.h"
+#include "server/server.h"
+#include "server/spec_conversion.h"
+
+namespace streamlearn::server {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+TEST(SpecConversionTest, ZeroAndUnspecifiedFieldsKeepTheCoreDefaults) {
+  v1::ModelSpec wire;
+  wire.set_name("m");
+  wire.mutable_sau()->set_d(8);
+  wire.mutable_sau()->set_d_v(4);
+  wire.mutable_sau()->set_r(32);
+  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+
+  const sau::SauSpec defaults;
+  EXPECT_EQ(spec->name, "m");
+  EXPECT_EQ(spec->shards, 1u);
+  EXPECT_EQ(spec->sau.d, 8);
+  EXPECT_EQ(spec->sau.d_v, 4);
+  EXPECT_EQ(spec->sau.r, 32);
+  EXPECT_EQ(spec->sau.tau, defaults.tau);
+  EXPECT_EQ(spec->sau.gamma, defaults.gamma);
+  EXPECT_EQ(spec->sau.features, sau::FeatureKind::kOrthogonal);
+  EXPECT_EQ(spec->sau.input_mode, sau::InputMode::kL2Scaled);
+  EXPECT_EQ(spec->sau.seed, defaults.seed);
+  EXPECT_EQ(spec->sau.input_scale, defaults.input_scale);
+  EXPECT_EQ(spec->sau.beta_mu, defaults.beta_mu);
+  EXPECT_EQ(spec->sau.beta_sigma, defaults.beta_sigma);
+  EXPECT_EQ(spec->sau.alpha, defaults.alpha);
+  EXPECT_EQ(spec->sau.kappa, defaults.kappa);
+  EXPECT_EQ(spec->sau.c_rj, defaults.c_rj);
+  EXPECT_EQ(spec->sau.rj_delta, defaults.rj_delta);
+  EXPECT_EQ(spec->sau.beta_floor, defaults.beta_floor);
+}
+
+TEST(SpecConversionTest, GivenFieldsAreCopied) {
+  v1::ModelSpec wire;
+  wire.set_name("m");
+  wire.set_shards(3);
+  v1::SauSpec* s = wire.mutable_sau();
+  s->set_d(8);
+  s->set_d_v(4);
+  s->set_r(32);
+  s->set_tau(2.5);
+  s->set_gamma(0.9);
+  s->set_features(v1::FEATURE_KIND_IID);
+  s->set_antithetic(true);
+  s->set_seed(77);
+  s->set_input_mode(v1::INPUT_MODE_RAW);
+  s->set_input_scale(2.0);
+  s->set_c_lo(-7);
+  s->set_c_hi(9);
+  s->set_r_v(2);
+  s->set_beta_mu(0.02);
+  s->set_beta_sigma(0.03);
+  s->set_alpha(0.01);
+  s->set_kappa(0.5);
+  s->set_c_rj(0.7);
+  s->set_rj_delta(0.1);
+  s->set_beta_floor(1e-9);
+  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->shards, 3u);
+  EXPECT_EQ(spec->sau.features, sau::FeatureKind::kIid);
+  EXPECT_EQ(spec->sau.input_mode, sau::InputMode::kRaw);
+  EXPECT_TRUE(spec->sau.antithetic);
+  EXPECT_EQ(spec->sau.seed, 77u);
+  EXPECT_EQ(spec->sau.r_v, 2);
+  // Every field given comes back unchanged.
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(ModelSpecToProto(*spec), wire))
+      << ModelSpecToProto(*spec).DebugString();
+}
+
+TEST(SpecConversionTest, ResolvedSpecSurvivesARoundTripUnchanged) {
+  ModelSpec spec;
+  spec.name = "round";
+  spec.shards = 4;
+  spec.sau.d = 16;
+  spec.sau.d_v = 8;
+  spec.sau.r = 64;
+  spec.sau = sau::ResolveDefaults(spec.sau);
+  absl::StatusOr<ModelSpec> back = ModelSpecFromProto(ModelSpecToProto(spec));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(ModelSpecToProto(*back),
+                                                                 ModelSpecToProto(spec)));
+  EXPECT_EQ(back->sau.tau, spec.sau.tau);
+  EXPECT_EQ(back->sau.c_lo, spec.sau.c_lo);
+  EXPECT_EQ(back->sau.c_hi, spec.sau.c_hi);
+}
+
+TEST(SpecConversionTest, UnknownEnumValuesAreInvalidArgumentsNamingTheField) {
+  v1::ModelSpec wire;
+  wire.mutable_sau()->set_features(static_cast<v1::FeatureKind>(9));
+  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(spec.status().message(), HasSubstr("sau.features"));
+
+  wire.mutable_sau()->set_features(v1::FEATURE_KIND_IID);
+  wire.mutable_sau()->set_input_mode(static_cast<v1::InputMode>(9));
+  spec = ModelSpecFromProto(wire);
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(spec.status().message(), HasSubstr("sau.input_mode"));
+}
+
+TEST(ServerConfigTest, FullConfigIsParsedWithProtoFieldNamesAndEnumNames) {
+  absl::StatusOr<ServerConfig> config = ParseServerConfig(R"({
+    "listen": "127.0.0.1:7000", "metrics": "", "data_dir": "/tmp/x",
+    "max_batch": 100, "max_message_bytes": 65536,
+    "models": [
+      {"name": "a", "shards": 2, "sau": {"d": 8, "d_v": 4, "r": 32,
+                                         "features": "FEATURE_KIND_IID", "gamma": 0.95}},
+      {"name": "b", "sau": {"d": 4, "dV": 2, "r": 16, "inputMode": "INPUT_MODE_RAW"}}
+    ]})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->listen, "127.0.0.1:7000");
+  EXPECT_EQ(config->metrics, "");
+  EXPECT_EQ(config->data_dir, "/tmp/x");
+  EXPECT_EQ(config->max_batch, 100u);
+  EXPECT_EQ(config->max_message_bytes, 65536u);
+  ASSERT_EQ(config->models.size(), 2u);
+  EXPECT_EQ(config->models[0].name, "a");
+  EXPECT_EQ(config->models[0].shards, 2u);
+  EXPECT_EQ(config->models[0].sau.features, sau::FeatureKind::kIid);
+  EXPECT_EQ(config->models[0].sau.gamma, 0.95);
+  EXPECT_EQ(config->models[1].shards, 1u);
+  EXPECT_EQ(config->models[1].sau.d_v, 2);
+  EXPECT_EQ(config->models[1].sau.input_mode, sau::InputMode::kRaw);
+}
+
+TEST(ServerConfigTest, EmptyObjectLeavesEverySettingUnset) {
+  absl::StatusOr<ServerConfig> config = ParseServerConfig("{}");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->listen.has_value());
+  EXPECT_FALSE(config->metrics.has_value());
+  EXPECT_FALSE(config->data_dir.has_value());
+  EXPECT_FALSE(config->max_batch.has_value());
+  EXPECT_FALSE(config->max_message_bytes.has_value());
+  EXPECT_TRUE(config->models.empty());
+}
+
+TEST(ServerConfigTest, BadConfigIsAnInvalidArgumentNamingThePlaceAndProblem) {
+  struct Case {
+    std::string scenario;
+    std::string json;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Case> cases = {
+      {"malformed JSON", R"({"models": [)", {"malformed JSON", "line 1"}},
+      {"not an object", "[1, 2]", {"top level", "object"}},
+      {"unknown key", R"({"modles": []})", {"unknown key", "modles"}},
+      {"listen not a string", R"({"listen": 5})", {"listen", "string"}},
+      {"max_batch zero", R"({"max_batch": 0})", {"max_batch", "1.."}},
+      {"max_batch negative", R"({"max_batch": -3})", {"max_batch"}},
+      {"models not an array", R"({"models": {}})", {"models", "array"}},
+      {"model not an object", R"({"models": [3]})", {"models[0]", "ModelSpec"}},
+      {"unknown model field",
+       R"({"models": [{"name": "a", "sau": {"d": 4, "gama": 1}}]})",
+       {"models[0] (\"a\")", "gama"}},
+      {"invalid model",
+       R"({"models": [{"name": "a", "sau": {"d": 0, "d_v": 4, "r": 8}}]})",
+       {"models[0] (\"a\")", "sau.d"}},
+      {"bad name",
+       R"({"models": [{"name": "a b", "sau": {"d": 4, "d_v": 4, "r": 8}}]})",
+       {"models[0]", "name"}},
+      {"duplicate name",
+       R"({"models": [{"name": "a", "sau": {"d": 4, "d_v": 4, "r": 8}},
+                      {"name": "a", "sau": {"d": 4, "d_v": 4, "r": 8}}]})",
+       {"models[1] (\"a\")", "duplicate", "models[0]"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    absl::StatusOr<ServerConfig> config = ParseServerConfig(c.json);
+    ASSERT_FALSE(config.ok());
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    for (const std::string& m : c.mentions) {
+      EXPECT_THAT(config.status().message(), HasSubstr(m));
+    }
+  }
+}
+
+std::string WriteTempFile(const std::string& name, const std::string& content) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/", name);
+  std::ofstream(path) << content;
+  return path;
+}
+
+TEST(ServerConfigTest, LoadErrorsNameTheFile) {
+  const std::string missing = absl::StrCat(::testing::TempDir(), "/no-such-config.json");
+  absl::StatusOr<ServerConfig> config = LoadServerConfig(missing);
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(config.status().message(), AllOf(HasSubstr(missing), HasSubstr("cannot read")));
+
+  const std::string bad = WriteTempFile("bad-config.json", R"({"max_batch": "many"})");
+  config = LoadServerConfig(bad);
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.status().message(), AllOf(HasSubstr(bad), HasSubstr("max_batch")));
+}
+
+TEST(ServerConfigTest, ServerCreatesTheModelsOfItsConfigFileAtStart) {
+  Server::Options options;
+  options.listen = "127.0.0.1:0";
+  options.config_path = WriteTempFile(
+      "good-config.json",
+      R"({"models": [{"name": "cfg-a", "shards": 3, "sau": {"d": 8, "d_v": 4, "r": 32}},
+                     {"name": "cfg-b", "sau": {"d": 4, "d_v": 2, "r": 16}}]})");
+  Server server(options);
+  absl::StatusOr<int> port = server.Start();
+  ASSERT_TRUE(port.ok()) << port.status();
+  EXPECT_GT(*port, 0);
+  const auto models = server.registry().List();
+  ASSERT_EQ(models.size(), 2u);
+  EXPECT_EQ(models[0]->spec().name, "cfg-a");
+  EXPECT_EQ(models[0]->num_shards(), 3u);
+  EXPECT_EQ(models[1]->spec().name, "cfg-b");
+  EXPECT_EQ(models[1]->spec().sau.tau, 2.0);  // resolved: sqrt(d)
+  server.Shutdown(absl::Seconds(1));
+}
+
+TEST(ServerConfigTest, ServerWithABadConfigFileDoesNotStart) {
+  Server::Options options;
+  options.listen = "127.0.0.1:0";
+  options.config_path =
+      WriteTempFile("bad-model-config.json", R"({"models": [{"name": "x", "sau": {"gamma": 2}}]})");
+  Server server(options);
+  absl::StatusOr<int> port = server.Start();
+  EXPECT_EQ(port.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(port.status().message(),
+              AllOf(HasSubstr(options.config_path), HasSubstr("models[0]")));
+}
+
+TEST(ServerOptionsTest, InvalidOptionsAreRejectedByStart) {
+  Server::Options options;
+  options.listen = "127.0.0.1:0";
+  options.max_batch = 0;
+  EXPECT_EQ(Server(options).Start().status().code(), absl::StatusCode::kInvalidArgument);
+  options.max_batch = 10;
+  options.max_message_bytes = 0;
+  EXPECT_EQ(Server(options).Start().status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ServerOptionsTest, AddressInUseIsUnavailable) {
+  Server::Options options;
+  options.listen = "127.0.0.1:0";
+  Server first(options);
+  absl::StatusOr<int> port = first.Start();
+  ASSERT_TRUE(port.ok()) << port.status();
+  options.listen = absl::StrCat("127.0.0.1:", *port);
+  Server second(options);
+  EXPECT_EQ(second.Start().status().code(), absl::StatusCode::kUnavailable);
+  first.Shutdown(absl::Seconds(1));
+}
+
+}  // namespace
+}  // namespace streamlearn::server
