@@ -44,7 +44,7 @@ Metrics::Metrics()
       duplicates_total_(CounterFamily(*registry_, "streamlearn_sau_duplicate_events_total",
                                       "Events acknowledged as duplicates (t not new).")),
       alarms_total_(CounterFamily(*registry_, "streamlearn_sau_alarms_total",
-                                  "Ingest batches whose last event raised an e-process alarm.")),
+                                  "Ingested events whose e-process margin went negative (an alarm).")),
       margin_(GaugeFamily(*registry_, "streamlearn_sau_margin",
                           "E-process margin log(1/alpha) - log E_mix at the last event.")),
       rj_gap_(GaugeFamily(*registry_, "streamlearn_sau_rj_gap",
@@ -121,9 +121,9 @@ void Metrics::RecordIngest(const std::string& model, uint32_t shard, const Inges
   s.events->Increment(outcome.applied);
   s.duplicates->Increment(static_cast<double>(outcome.duplicates.size()));
   s.version->Set(static_cast<double>(outcome.version));
+  s.alarms->Increment(outcome.alarms);
   if (!outcome.has_last) return;
   const sau::EventDiagnostics& d = outcome.last;
-  if (d.alarm) s.alarms->Increment();
   s.margin->Set(d.margin);
   s.rj_gap->Set(d.rj_gap);
   s.rj_level->Set(static_cast<double>(static_cast<int>(d.rj_level)));

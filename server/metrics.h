@@ -8,7 +8,7 @@
 //   streamlearn_rpc_latency_seconds{method}       histogram: server-side handling time
 //   streamlearn_sau_events_total{model,shard}     counter: events applied
 //   streamlearn_sau_duplicate_events_total{...}   counter: events acknowledged as duplicates
-//   streamlearn_sau_alarms_total{model,shard}     counter: batches whose last event alarmed
+//   streamlearn_sau_alarms_total{model,shard}     counter: events whose margin went negative
 //   streamlearn_sau_{margin,rj_gap,rj_level,beta_floor,lambda_star,clip_rate,denominator,
 //                    version}{model,shard}        gauges from the last applied event
 //

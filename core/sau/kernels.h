@@ -20,7 +20,8 @@ inline double Dot(const double* a, const double* b, int n) {
   for (; i + kLanes <= n; i += kLanes) {
     for (int l = 0; l < kLanes; ++l) acc[l] = std::fma(a[i + l], b[i + l], acc[l]);
   }
-  for (int l = 0; i < n; ++i, ++l) acc[l] = std::fma(a[i], b[i], acc[l]);
+  const int tail = n - i;  // < kLanes
+  for (int l = 0; l < tail && l < kLanes; ++l) acc[l] = std::fma(a[i + l], b[i + l], acc[l]);
   const double s01 = acc[0] + acc[1], s23 = acc[2] + acc[3];
   const double s45 = acc[4] + acc[5], s67 = acc[6] + acc[7];
   return (s01 + s23) + (s45 + s67);

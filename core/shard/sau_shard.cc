@@ -48,6 +48,8 @@ absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
   Version* next = cell_.BeginWrite();
   for (size_t i : fresh) {
     next->last = next->estimator.Ingest(batch[i].k, batch[i].v);
+    out.alarms += next->last.alarm ? 1 : 0;
+    out.red_events += next->last.rj_level == sau::RjLevel::kRed ? 1 : 0;
   }
   next->has_last = true;
   next->last_t = last_t;

@@ -39,6 +39,8 @@ struct IngestOutcome {
   std::vector<uint64_t> duplicates;
   bool has_last = false;             // false when every event was a duplicate
   sau::EventDiagnostics last;
+  uint32_t alarms = 0;               // events of the batch whose margin went negative
+  uint32_t red_events = 0;           // events of the batch at RJ level red
 };
 
 struct QueryOutcome {
