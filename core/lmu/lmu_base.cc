@@ -1,0 +1,38 @@
+#include "core/lmu/lmu_base.h"
+
+#include "absl/strings/str_format.h"
+
+namespace streamlearn::lmu {
+
+namespace {
+constexpr int kSaltAttempts = 8;
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const LmuBase>> LmuBase::Build(std::span<const BaseEntry> entries,
+                                                              const HashSecret& secret,
+                                                              uint64_t generation) {
+  std::vector<uint64_t> ids;
+  ids.reserve(entries.size());
+  for (const BaseEntry& e : entries) ids.push_back(e.id);
+  absl::Status last = absl::OkStatus();
+  for (int attempt = 0; attempt < kSaltAttempts; ++attempt) {
+    const HashKey salt =
+        DeriveHashKey(secret, HashPurpose::kMphf, generation * kSaltAttempts + attempt);
+    absl::StatusOr<Mphf> mphf = Mphf::Build(ids, salt);
+    if (!mphf.ok()) {
+      if (absl::IsInvalidArgument(mphf.status())) return mphf.status();
+      last = mphf.status();
+      continue;
+    }
+    auto base = std::make_shared<LmuBase>();
+    base->generation_ = generation;
+    base->mphf_ = *std::move(mphf);
+    base->entries_.resize(entries.size());
+    for (const BaseEntry& e : entries) base->entries_[base->mphf_(e.id)] = e;
+    return std::shared_ptr<const LmuBase>(std::move(base));
+  }
+  return absl::InternalError(absl::StrFormat(
+      "no MPHF found for %d ids after %d salts: %s", entries.size(), kSaltAttempts, last.message()));
+}
+
+}  // namespace streamlearn::lmu

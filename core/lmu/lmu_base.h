@@ -1,0 +1,60 @@
+// LmuBase: one immutable generation of the LMU's base (seed 002 sec. 2.1): a minimal perfect
+// hash over the base ids and, at each hash position, the id itself (Keys_base, for exact
+// membership) and its weight slot. An id outside the set hashes somewhere, finds another id
+// there, and is reported absent: it never reads another id's weight.
+//
+// Built off the hot path (LmuTable's rebuild thread), published by pointer, never modified.
+#ifndef STREAMLEARN_CORE_LMU_LMU_BASE_H_
+#define STREAMLEARN_CORE_LMU_LMU_BASE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/lmu/keyed_hash.h"
+#include "core/lmu/mphf.h"
+
+namespace streamlearn::lmu {
+
+struct BaseEntry {
+  uint64_t id = 0;
+  uint64_t slot = 0;
+};
+
+class LmuBase {
+ public:
+  // Builds over distinct ids with MPHF salts derived from (secret, generation), trying a few
+  // derived salts if a build fails. Errors: INVALID_ARGUMENT (duplicate ids), INTERNAL.
+  static absl::StatusOr<std::shared_ptr<const LmuBase>> Build(std::span<const BaseEntry> entries,
+                                                              const HashSecret& secret,
+                                                              uint64_t generation);
+
+  // The empty base of generation 0.
+  LmuBase() = default;
+
+  // One probe: the entry at the id's hash position.
+  bool Locate(uint64_t id, uint64_t* slot) const {
+    if (entries_.empty()) return false;
+    const BaseEntry& e = entries_[mphf_(id)];
+    if (e.id != id) return false;
+    *slot = e.slot;
+    return true;
+  }
+
+  uint64_t generation() const { return generation_; }
+  size_t size() const { return entries_.size(); }
+  const std::vector<BaseEntry>& entries() const { return entries_; }  // in hash order
+  const Mphf& mphf() const { return mphf_; }
+  size_t bytes() const { return mphf_.bytes() + entries_.size() * sizeof(BaseEntry); }
+
+ private:
+  uint64_t generation_ = 0;
+  Mphf mphf_;
+  std::vector<BaseEntry> entries_;
+};
+
+}  // namespace streamlearn::lmu
+
+#endif  // STREAMLEARN_CORE_LMU_LMU_BASE_H_

@@ -1,0 +1,151 @@
+#include "core/lmu/lmu_learner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_format.h"
+
+namespace streamlearn::lmu {
+
+namespace {
+constexpr uint64_t kAbsent = std::numeric_limits<uint64_t>::max();
+
+double LoadRelaxed(const double& x) {
+  return std::atomic_ref<const double>(x).load(std::memory_order_relaxed);
+}
+}  // namespace
+
+LmuLearner::LmuLearner(const LmuSpec& spec, const HashSecret& secret)
+    : spec_(spec), table_(spec, secret), bias_(spec.m, 0.0) {}
+
+int LmuLearner::Predict(std::span<const Feature> x, double* y) const {
+  const int m = spec_.m;
+  for (int o = 0; o < m; ++o) y[o] = LoadRelaxed(bias_[o]);
+  const LmuTable::Reader reader = table_.Pin();
+  const WeightArena& w = table_.weights();
+  int max_probes = 0;
+  for (const Feature& f : x) {
+    uint64_t slot = 0;
+    int probes = 0;
+    const bool found = reader.Locate(f.id, &slot, &probes);
+    max_probes = std::max(max_probes, probes);
+    if (!found) continue;
+    for (int o = 0; o < m; ++o) y[o] += w.Load(slot, o) * f.val;
+  }
+  return max_probes;
+}
+
+absl::Status LmuLearner::CheckSample(std::span<const Feature> x, std::span<const double> y,
+                                     double lr, double l2) const {
+  if (x.empty()) return absl::InvalidArgumentError("x is empty; a sample needs at least one feature");
+  for (size_t j = 0; j < x.size(); ++j) {
+    if (!std::isfinite(x[j].val)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "x[%d] (id %d) has value %s; values must be finite", j, x[j].id,
+          std::isnan(x[j].val) ? "NaN" : "Inf"));
+    }
+  }
+  if (static_cast<int>(y.size()) != spec_.m) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("y has %d values; the model expects m = %d", y.size(), spec_.m));
+  }
+  for (size_t o = 0; o < y.size(); ++o) {
+    if (!std::isfinite(y[o])) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "y[%d] is %s; targets must be finite", o, std::isnan(y[o]) ? "NaN" : "Inf"));
+    }
+  }
+  const double eff_lr = std::isnan(lr) ? spec_.lr : lr;
+  const double eff_l2 = std::isnan(l2) ? spec_.l2 : l2;
+  if (!std::isnan(lr) && !(lr > 0 && lr <= 10)) {
+    return absl::InvalidArgumentError(absl::StrFormat("lr override %g is out of range; allowed (0, 10]", lr));
+  }
+  if (!std::isnan(l2) && !(l2 >= 0 && std::isfinite(l2))) {
+    return absl::InvalidArgumentError(absl::StrFormat("l2 override %g is out of range; allowed [0, inf)", l2));
+  }
+  if (eff_lr * eff_l2 >= 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "lr * l2 = %g * %g >= 1 would flip the weights' sign; keep lr * l2 < 1", eff_lr, eff_l2));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> LmuLearner::Step(std::span<const Feature> x, std::span<const double> y,
+                                            double lr, double l2, double* y_before) {
+  const int m = spec_.m;
+  StepResult out;
+  WeightArena& w = table_.weights();
+  // Predict, remembering each feature's slot.
+  slots_.assign(x.size(), kAbsent);
+  for (int o = 0; o < m; ++o) y_before[o] = bias_[o];
+  for (size_t j = 0; j < x.size(); ++j) {
+    uint64_t slot = 0;
+    int probes = 0;
+    if (table_.Locate(x[j].id, &slot, &probes)) {
+      slots_[j] = slot;
+      for (int o = 0; o < m; ++o) y_before[o] += w.Load(slot, o) * x[j].val;
+    }
+    out.max_locate_probes = std::max(out.max_locate_probes, probes);
+  }
+  // Update, in feature order.
+  ++samples_;
+  double eta = std::isnan(lr) ? spec_.lr : lr;
+  if (spec_.schedule == LrSchedule::kInverseSqrt) eta = eta / std::sqrt(static_cast<double>(samples_));
+  const double shrink = 1.0 - eta * (std::isnan(l2) ? spec_.l2 : l2);
+  for (size_t j = 0; j < x.size(); ++j) {
+    uint64_t slot = slots_[j];
+    if (slot == kAbsent) {
+      // An id repeated in the sample is found on its second occurrence.
+      int probes = 0;
+      if (!table_.Locate(x[j].id, &slot, &probes)) {
+        LmuTable::Probes p;
+        absl::StatusOr<uint64_t> s = table_.LocateOrInsert(x[j].id, &p);
+        if (!s.ok()) return s.status();
+        slot = *s;
+        out.max_insert_probes = std::max(out.max_insert_probes, p.insert);
+        ++out.inserted;
+      }
+    }
+    for (int o = 0; o < m; ++o) {
+      const double e = y[o] - y_before[o];
+      w.Store(slot, o, shrink * w.Load(slot, o) + (eta * e) * x[j].val);
+    }
+  }
+  for (int o = 0; o < m; ++o) {
+    const double e = y[o] - y_before[o];
+    std::atomic_ref<double>(bias_[o]).store(bias_[o] + eta * e, std::memory_order_relaxed);
+  }
+  return out;
+}
+
+std::vector<std::pair<uint64_t, std::vector<double>>> LmuLearner::Weights() const {
+  std::vector<BaseEntry> entries = table_.Entries();
+  std::sort(entries.begin(), entries.end(),
+            [](const BaseEntry& a, const BaseEntry& b) { return a.id < b.id; });
+  std::vector<std::pair<uint64_t, std::vector<double>>> out;
+  out.reserve(entries.size());
+  for (const BaseEntry& e : entries) {
+    std::vector<double> row(spec_.m);
+    for (int o = 0; o < spec_.m; ++o) row[o] = table_.weights().Load(e.slot, o);
+    out.emplace_back(e.id, std::move(row));
+  }
+  return out;
+}
+
+std::vector<double> LmuLearner::Bias() const { return bias_; }
+
+Digest LmuLearner::StateDigest() const {
+  Sha256 h;
+  h.Update("streamlearn.lmu.state.v1");
+  h.U64(samples_);
+  h.F64s(bias_);
+  for (const auto& [id, row] : Weights()) {
+    h.U64(id);
+    h.F64s(row);
+  }
+  return h.Finish();
+}
+
+}  // namespace streamlearn::lmu

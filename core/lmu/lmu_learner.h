@@ -1,0 +1,84 @@
+// LmuLearner: the exact sparse linear learner of seed 002 sec. 2.1 over an LmuTable.
+//
+//   predict  y_hat[o] = b[o] + sum_j w[id_j][o] * val_j           (ids in the given order;
+//                                                                   absent ids contribute nothing)
+//   update   e[o] = y[o] - y_hat[o];  eta = lr or lr / sqrt(t)
+//            w[id_j][o] = (1 - eta * l2) * w[id_j][o] + (eta * e[o]) * val_j   (in order)
+//            b[o] = b[o] + eta * e[o]
+//
+// evaluated exactly in this order and association in IEEE-754 double (the build forbids
+// contraction into fma), so a plain reference learner doing the same operations in the same
+// order gets the same bits. A repeated id in one sample is updated once per occurrence.
+//
+// Thread safety: Step is the single writer's; Predict may run concurrently from any thread
+// (lock-free; it reads each weight whole, and may see a sample's update partly applied).
+#ifndef STREAMLEARN_CORE_LMU_LMU_LEARNER_H_
+#define STREAMLEARN_CORE_LMU_LMU_LEARNER_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/common/digest.h"
+#include "core/lmu/lmu_table.h"
+
+namespace streamlearn::lmu {
+
+struct Feature {
+  uint64_t id = 0;
+  double val = 0;
+};
+
+struct StepResult {
+  int max_locate_probes = 0;  // over the sample's features
+  int max_insert_probes = 0;
+  uint32_t inserted = 0;      // new ids
+};
+
+class LmuLearner {
+ public:
+  // REQUIRES: ValidateLmuSpec(spec).ok().
+  LmuLearner(const LmuSpec& spec, const HashSecret& secret);
+
+  int m() const { return spec_.m; }
+  const LmuSpec& spec() const { return spec_; }
+
+  // y has m entries. Returns the largest locate probe count over the features.
+  int Predict(std::span<const Feature> x, double* y) const;
+
+  // Checks a sample before anything is applied: finite values, y of size m, overrides in range.
+  // lr/l2 overrides are NaN when absent.
+  absl::Status CheckSample(std::span<const Feature> x, std::span<const double> y, double lr,
+                           double l2) const;
+
+  // Writer: predicts into y_before (m entries), then updates. REQUIRES: CheckSample ok.
+  absl::StatusOr<StepResult> Step(std::span<const Feature> x, std::span<const double> y, double lr,
+                                  double l2, double* y_before);
+
+  // Writer: publishes a finished rebuild (call between samples or batches).
+  absl::Status Poll() { return table_.Poll(); }
+
+  uint64_t samples() const { return samples_; }
+  LmuTableStats TableStats() const { return table_.Stats(); }
+
+  // Writer: every id with its m weights, sorted by id; the bias.
+  std::vector<std::pair<uint64_t, std::vector<double>>> Weights() const;
+  std::vector<double> Bias() const;
+
+  // Writer: SHA-256 over samples, the bias and the sorted (id, weights): the logical state,
+  // independent of where ids sit (base or delta) and of rebuild timing.
+  Digest StateDigest() const;
+
+ private:
+  const LmuSpec spec_;
+  LmuTable table_;
+  std::vector<double> bias_;  // read by Predict through atomic_ref
+  uint64_t samples_ = 0;
+  std::vector<uint64_t> slots_;  // scratch: per feature, its slot or kAbsent
+};
+
+}  // namespace streamlearn::lmu
+
+#endif  // STREAMLEARN_CORE_LMU_LMU_LEARNER_H_

@@ -1,0 +1,61 @@
+#include "core/lmu/lmu_spec.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+
+namespace streamlearn::lmu {
+
+namespace {
+
+absl::Status OutOfRange(const char* field, double value, const char* allowed) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("lmu.%s = %g is out of range; allowed %s", field, value, allowed));
+}
+
+}  // namespace
+
+absl::Status ValidateLmuSpec(const LmuSpec& s) {
+  if (s.m < 1 || s.m > 256) return OutOfRange("m", s.m, "1..256");
+  if (!std::isfinite(s.lr) || s.lr <= 0 || s.lr > 10) return OutOfRange("lr", s.lr, "(0, 10]");
+  if (!std::isfinite(s.l2) || s.l2 < 0 || s.l2 * s.lr >= 1) {
+    return OutOfRange("l2", s.l2, "[0, 1/lr) so that 1 - lr * l2 > 0");
+  }
+  if (s.delta_buckets < 2 || s.delta_buckets > (1u << 24) ||
+      (s.delta_buckets & (s.delta_buckets - 1)) != 0) {
+    return OutOfRange("delta_buckets", s.delta_buckets, "a power of two, 2..2^24");
+  }
+  if (s.bucket_size < 1 || s.bucket_size > 16) return OutOfRange("bucket_size", s.bucket_size, "1..16");
+  if (s.stash < 0 || s.stash > 64) return OutOfRange("stash", s.stash, "0..64");
+  if (s.max_relocations < 0 || s.max_relocations > 64) {
+    return OutOfRange("max_relocations", s.max_relocations, "0..64");
+  }
+  if (s.ring < 0 || s.ring > 16) return OutOfRange("ring", s.ring, "0..16");
+  if (!(s.tau_low > 0 && s.tau_low < 1)) return OutOfRange("tau_low", s.tau_low, "(0, 1)");
+  if (!(s.tau_high > s.tau_low && s.tau_high <= 0.95)) {
+    return OutOfRange("tau_high", s.tau_high, "(tau_low, 0.95]");
+  }
+  if (!std::isfinite(s.lambda_max) || s.lambda_max < 0) {
+    return OutOfRange("lambda_max", s.lambda_max, "[0, inf)");
+  }
+  if (!std::isfinite(s.rebuild_seconds) || s.rebuild_seconds <= 0) {
+    return OutOfRange("rebuild_seconds", s.rebuild_seconds, "(0, inf)");
+  }
+  if (!std::isfinite(s.margin) || s.margin < 0) return OutOfRange("margin", s.margin, "[0, inf)");
+  // The scheduling inequality of seed 002 sec. 2.1 / 9.1.
+  const double capacity = static_cast<double>(s.delta_buckets) * s.bucket_size;
+  const double headroom = capacity * (s.tau_high - s.tau_low);
+  const double need = s.lambda_max * s.rebuild_seconds + s.margin;
+  if (headroom < need) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "lmu: scheduling inequality violated: C (tau_high - tau_low) = %d * (%g - %g) = %.0f "
+        "< lambda_max T_rb + margin = %g * %g + %g = %.0f; raise delta_buckets to at least %d "
+        "or widen [tau_low, tau_high]",
+        static_cast<int64_t>(capacity), s.tau_high, s.tau_low, headroom, s.lambda_max,
+        s.rebuild_seconds, s.margin, need,
+        static_cast<int64_t>(std::ceil(need / (s.tau_high - s.tau_low) / s.bucket_size))));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace streamlearn::lmu

@@ -1,0 +1,46 @@
+// LmuSpec: everything that defines one Linear Memory Unit (seed 002 sec. 2.1, 9.1), with
+// defaults and validation (INVALID_ARGUMENT naming the field and its range).
+#ifndef STREAMLEARN_CORE_LMU_LMU_SPEC_H_
+#define STREAMLEARN_CORE_LMU_LMU_SPEC_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace streamlearn::lmu {
+
+enum class LrSchedule { kConstant, kInverseSqrt };  // eta_t = lr or lr / sqrt(t)
+
+struct LmuSpec {
+  int m = 1;                  // outputs per id (DESIGN decision 7)
+  double lr = 0.05;           // eta
+  LrSchedule schedule = LrSchedule::kConstant;
+  double l2 = 0.0;            // lambda of the L2 shrinkage
+
+  // The delta (seed 002 sec. 9.1 defaults): capacity C = delta_buckets * bucket_size.
+  uint32_t delta_buckets = 4096;  // a power of two
+  int bucket_size = 4;            // b
+  int stash = 8;                  // S
+  int max_relocations = 8;        // L
+  int ring = 16;                  // Q
+
+  // Rebuild scheduling: a rebuild starts when the delta's load reaches tau_low (or the ring or
+  // the emergency slot is used); it must publish before the load reaches tau_high. At model
+  // creation the scheduling inequality C (tau_high - tau_low) >= lambda_max T_rb + margin is
+  // checked (docs/LMU.md).
+  double tau_low = 0.6;
+  double tau_high = 0.8;
+  double lambda_max = 1000;     // novel ids per second, at most
+  double rebuild_seconds = 1.0; // T_rb, the rebuild-and-publish bound assumed
+  double margin = 512;          // ids of headroom (>= the p99.9 novelty burst)
+
+  // Build the new base in a background thread (default) or inline on the writer (stable mode:
+  // the table layout then depends only on the events, seed 002 sec. 13).
+  bool background_rebuild = true;
+};
+
+absl::Status ValidateLmuSpec(const LmuSpec& spec);
+
+}  // namespace streamlearn::lmu
+
+#endif  // STREAMLEARN_CORE_LMU_LMU_SPEC_H_

@@ -1,0 +1,192 @@
+#include "core/lmu/lmu_table.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace streamlearn::lmu {
+
+LmuTable::LmuTable(const LmuSpec& spec, const HashSecret& secret)
+    : spec_(spec),
+      secret_(secret),
+      weights_(spec.m),
+      cell_(Generation{std::make_shared<const LmuBase>(), NewDelta(0)}) {
+  stats_.locate_bound = 1 + CuckooDelta::LocateBound(DeltaOptions());
+  stats_.insert_bound = CuckooDelta::InsertBound(DeltaOptions());
+}
+
+LmuTable::~LmuTable() {
+  if (builder_.joinable()) builder_.join();
+}
+
+CuckooDelta::Options LmuTable::DeltaOptions() const {
+  CuckooDelta::Options o;
+  o.buckets = spec_.delta_buckets;
+  o.bucket_size = spec_.bucket_size;
+  o.stash = spec_.stash;
+  o.max_relocations = spec_.max_relocations;
+  o.ring = spec_.ring;
+  return o;
+}
+
+std::shared_ptr<CuckooDelta> LmuTable::NewDelta(uint64_t generation) const {
+  return std::make_shared<CuckooDelta>(DeltaOptions(),
+                                       DeriveHashKey(secret_, HashPurpose::kCuckooA, generation),
+                                       DeriveHashKey(secret_, HashPurpose::kCuckooB, generation));
+}
+
+bool LmuTable::Locate(uint64_t id, uint64_t* slot, int* probes) const {
+  const Generation& g = cell_.Current();
+  *probes = 1;
+  if (g.base->Locate(id, slot)) return true;
+  const CuckooDelta::LocateResult r = g.delta->Locate(id);
+  *probes += r.probes;
+  if (r.found) *slot = r.payload;
+  return r.found;
+}
+
+absl::StatusOr<uint64_t> LmuTable::LocateOrInsert(uint64_t id, Probes* probes) {
+  const Generation& g = cell_.Current();
+  uint64_t slot = 0;
+  probes->locate = 1;
+  probes->insert = 0;
+  if (g.base->Locate(id, &slot)) return slot;
+  const CuckooDelta::LocateResult found = g.delta->Locate(id);
+  probes->locate += found.probes;
+  if (found.found) return found.payload;
+
+  if (frozen_) {  // the tripwire fired: wait for the rebuild it started
+    if (absl::Status s = FinishRebuild(); !s.ok()) return s;
+  }
+  const Generation& cur = cell_.Current();
+  slot = weights_.Append();
+  CuckooDelta::InsertResult ins = cur.delta->Insert(id, slot);
+  bool tripwire = ins.where == CuckooDelta::Where::kEmergency;
+  if (ins.where == CuckooDelta::Where::kFull) {
+    // Past the emergency slot: the "unreachable" path. Rebuild now and insert into the fresh
+    // delta; the id keeps its slot, nothing is lost.
+    tripwire = true;
+    MaybeStartRebuild();
+    if (absl::Status s = FinishRebuild(); !s.ok()) return s;
+    ins = cell_.Current().delta->Insert(id, slot);
+  }
+  probes->insert = ins.probes;
+  if (rebuild_running_) since_snapshot_.push_back({id, slot});
+  const CuckooDelta& delta = *cell_.Current().delta;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.ver_delta;
+    stats_.max_insert_probes = std::max(stats_.max_insert_probes, ins.probes);
+    stats_.max_locate_probes = std::max(stats_.max_locate_probes, probes->locate);
+    if (delta.load() > spec_.tau_high) ++stats_.tau_high_crossings;
+    if (tripwire) ++stats_.tripwires;
+  }
+  if (tripwire) frozen_ = true;
+  if (tripwire || delta.load() >= spec_.tau_low || delta.ring_used() > 0) MaybeStartRebuild();
+  return slot;
+}
+
+void LmuTable::MaybeStartRebuild() {
+  if (rebuild_running_) return;
+  const Generation& g = cell_.Current();
+  std::vector<BaseEntry> delta_entries;
+  delta_entries.reserve(g.delta->size());
+  g.delta->ForEach([&](uint64_t id, uint64_t slot) { delta_entries.push_back({id, slot}); });
+  rebuild_running_ = true;
+  since_snapshot_.clear();
+  rebuild_started_ = std::chrono::steady_clock::now();
+  build_done_.store(false, std::memory_order_relaxed);
+  std::shared_ptr<const LmuBase> old_base = g.base;
+  const uint64_t generation = old_base->generation() + 1;
+  auto build = [this, old_base, generation, entries = std::move(delta_entries)]() mutable {
+    entries.insert(entries.end(), old_base->entries().begin(), old_base->entries().end());
+    built_ = LmuBase::Build(entries, secret_, generation);
+    build_done_.store(true, std::memory_order_release);
+  };
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.rebuild_running = true;
+  }
+  if (spec_.background_rebuild) {
+    builder_ = std::thread(std::move(build));
+  } else {
+    build();
+    (void)FinishRebuild();
+  }
+}
+
+absl::Status LmuTable::Poll() {
+  if (!rebuild_running_ || !build_done_.load(std::memory_order_acquire)) return absl::OkStatus();
+  return FinishRebuild();
+}
+
+absl::Status LmuTable::FinishRebuild() {
+  if (!rebuild_running_) return absl::OkStatus();
+  if (builder_.joinable()) builder_.join();
+  rebuild_running_ = false;
+  if (!built_.ok()) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.rebuild_running = false;
+    return absl::InternalError(absl::StrFormat("LMU rebuild failed: %s", built_.status().message()));
+  }
+  std::shared_ptr<const LmuBase> base = *std::move(built_);
+  built_ = nullptr;
+  std::shared_ptr<CuckooDelta> delta = NewDelta(base->generation());
+  bool tripwire = false;
+  for (const BaseEntry& e : since_snapshot_) {
+    const CuckooDelta::InsertResult r = delta->Insert(e.id, e.slot);
+    tripwire |= r.where == CuckooDelta::Where::kEmergency || r.where == CuckooDelta::Where::kFull;
+  }
+  since_snapshot_.clear();
+  Generation* next = cell_.BeginWrite();
+  next->base = std::move(base);
+  next->delta = std::move(delta);
+  cell_.Publish(next);
+  frozen_ = tripwire;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                       rebuild_started_).count();
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.rebuild_running = false;
+    ++stats_.rebuilds;
+    stats_.last_rebuild_seconds = seconds;
+    stats_.max_rebuild_seconds = std::max(stats_.max_rebuild_seconds, seconds);
+    if (tripwire) ++stats_.tripwires;
+  }
+  // Ids that arrived during a long rebuild may already fill the new delta past tau_low.
+  const CuckooDelta& fresh = *cell_.Current().delta;
+  if (tripwire || fresh.load() >= spec_.tau_low || fresh.ring_used() > 0) MaybeStartRebuild();
+  return absl::OkStatus();
+}
+
+std::vector<BaseEntry> LmuTable::Entries() const {
+  const Generation& g = cell_.Current();
+  std::vector<BaseEntry> out(g.base->entries());
+  g.delta->ForEach([&](uint64_t id, uint64_t slot) { out.push_back({id, slot}); });
+  return out;
+}
+
+LmuTableStats LmuTable::Stats() const {
+  auto pin = cell_.Read();
+  LmuTableStats s;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    s = stats_;
+  }
+  s.ver_base = pin->base->generation();
+  s.base_keys = pin->base->size();
+  s.frozen = frozen_;
+  s.weight_slots = weights_.size();
+  // The delta's counters are the writer's; Stats is called by the writer or tolerates a
+  // slightly stale view (they are plain reads of monotone sizes).
+  s.delta_keys = pin->delta->size();
+  s.delta_load = pin->delta->load();
+  s.stash_used = pin->delta->stash_used();
+  s.ring_used = pin->delta->ring_used();
+  s.emergency_used = pin->delta->emergency_used();
+  s.max_locate_probes = std::max(s.max_locate_probes, 1 + pin->delta->max_locate_probes());
+  s.max_insert_probes = std::max(s.max_insert_probes, pin->delta->max_insert_probes());
+  return s;
+}
+
+}  // namespace streamlearn::lmu

@@ -1,0 +1,156 @@
+// LmuTable: collision-free addressing of the LMU's weights (seed 002 sec. 2.1): an immutable
+// base (MPHF + Keys_base, lmu_base.h) plus a bounded cuckoo delta (cuckoo_delta.h) for ids
+// added since the last rebuild, over a WeightArena whose slots never move.
+//
+//   LmuTable table(spec, secret);
+//   uint64_t slot = *table.LocateOrInsert(id, &probes);   // writer
+//   table.Poll();                                         // writer: publish a finished rebuild
+//   auto reader = table.Pin();                            // any thread, lock-free
+//   if (reader.Locate(id, &slot, &probes)) w = table.weights().Load(slot, 0);
+//
+// Rebuild (docs/LMU.md): when the delta's load reaches tau_low, or the ring or the emergency
+// slot is used, the writer copies the delta's (id, slot) pairs (O(C), bounded by the delta's
+// capacity, never by the model size) and a background thread builds a new base over the old
+// base's entries plus that copy. Ids inserted meanwhile go to the current delta and are
+// remembered. When the build is done the writer (at its next Poll or insert) makes a fresh,
+// freshly salted delta holding just those ids and publishes {new base, new delta} with one
+// store. Weights stay in their slots throughout, so no update made during a rebuild is lost,
+// and readers keep reading whichever generation they pinned.
+//
+// Tripwire (seed 002 sec. 11): an insert that needs the emergency slot raises a hard alarm,
+// starts a rebuild at once and freezes inserts; the next insert of a new id waits for that
+// rebuild to publish (reads and updates of known ids go on).
+//
+// Thread safety: one writer (LocateOrInsert, Poll, Entries, Stats) at a time; Pin and the
+// Reader from any thread, lock-free.
+#ifndef STREAMLEARN_CORE_LMU_LMU_TABLE_H_
+#define STREAMLEARN_CORE_LMU_LMU_TABLE_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/lmu/cuckoo_delta.h"
+#include "core/lmu/keyed_hash.h"
+#include "core/lmu/lmu_base.h"
+#include "core/lmu/lmu_spec.h"
+#include "core/lmu/weight_arena.h"
+#include "core/shard/versioned_cell.h"
+
+namespace streamlearn::lmu {
+
+struct LmuTableStats {
+  uint64_t ver_base = 0;       // generation of the published base
+  uint64_t ver_delta = 0;      // inserts into deltas so far
+  uint64_t base_keys = 0;
+  uint64_t delta_keys = 0;
+  double delta_load = 0;
+  int stash_used = 0;
+  int ring_used = 0;
+  bool emergency_used = false;
+  bool frozen = false;
+  bool rebuild_running = false;
+  uint64_t rebuilds = 0;
+  double last_rebuild_seconds = 0;  // trigger to publish, the measured T_rb
+  double max_rebuild_seconds = 0;
+  int max_locate_probes = 0;        // over the table's life
+  int max_insert_probes = 0;
+  int locate_bound = 0;             // what the maxima must never exceed
+  int insert_bound = 0;
+  uint64_t tripwires = 0;           // emergency-slot uses
+  uint64_t tau_high_crossings = 0;  // inserts that found the delta above tau_high
+  uint64_t weight_slots = 0;
+};
+
+class LmuTable {
+ private:
+  struct Generation {
+    std::shared_ptr<const LmuBase> base;
+    std::shared_ptr<CuckooDelta> delta;
+  };
+
+ public:
+  LmuTable(const LmuSpec& spec, const HashSecret& secret);
+  ~LmuTable();
+  LmuTable(const LmuTable&) = delete;
+  LmuTable& operator=(const LmuTable&) = delete;
+
+  // A pinned generation. Locate costs one base probe plus the delta's probes.
+  class Reader {
+   public:
+    bool Locate(uint64_t id, uint64_t* slot, int* probes) const {
+      const Generation& g = *pin_;
+      *probes = 1;
+      if (g.base->Locate(id, slot)) return true;
+      const CuckooDelta::LocateResult r = g.delta->Locate(id);
+      *probes += r.probes;
+      if (r.found) *slot = r.payload;
+      return r.found;
+    }
+    uint64_t ver_base() const { return pin_->base->generation(); }
+
+   private:
+    friend class LmuTable;
+    explicit Reader(VersionedCell<Generation>::Pin pin) : pin_(std::move(pin)) {}
+    VersionedCell<Generation>::Pin pin_;
+  };
+
+  Reader Pin() const { return Reader(cell_.Read()); }
+  const WeightArena& weights() const { return weights_; }
+  WeightArena& weights() { return weights_; }
+
+  struct Probes {
+    int locate = 0;
+    int insert = 0;  // 0 when the id was already present
+  };
+
+  // Writer: the slot of `id` if present (no insert).
+  bool Locate(uint64_t id, uint64_t* slot, int* probes) const;
+
+  // Writer: the slot of `id`, inserting it (with zero weights) if new. Errors: INTERNAL when
+  // a rebuild the tripwire waits for fails.
+  absl::StatusOr<uint64_t> LocateOrInsert(uint64_t id, Probes* probes);
+
+  // Writer: publishes a finished background rebuild, if any. Cheap when there is none.
+  absl::Status Poll();
+
+  // Writer: every (id, slot) in the published generation, in no particular order.
+  std::vector<BaseEntry> Entries() const;
+
+  // Writer only (the delta's occupancy counters are the writer's).
+  LmuTableStats Stats() const;
+  const LmuSpec& spec() const { return spec_; }
+
+ private:
+  void MaybeStartRebuild();
+  absl::Status FinishRebuild();  // waits for the builder, then publishes
+  CuckooDelta::Options DeltaOptions() const;
+  std::shared_ptr<CuckooDelta> NewDelta(uint64_t generation) const;
+
+  const LmuSpec spec_;
+  const HashSecret secret_;
+  WeightArena weights_;
+  VersionedCell<Generation> cell_;
+
+  // Writer-side rebuild state.
+  std::atomic<bool> frozen_{false};
+  bool rebuild_running_ = false;
+  std::vector<BaseEntry> since_snapshot_;  // inserted while the rebuild runs
+  std::chrono::steady_clock::time_point rebuild_started_;
+  std::thread builder_;
+  std::atomic<bool> build_done_{false};
+  absl::StatusOr<std::shared_ptr<const LmuBase>> built_ = nullptr;  // written by the builder
+
+  // Statistics (writer-written, read by Stats from any thread under stats_mu_).
+  mutable std::mutex stats_mu_;
+  LmuTableStats stats_;
+};
+
+}  // namespace streamlearn::lmu
+
+#endif  // STREAMLEARN_CORE_LMU_LMU_TABLE_H_
