@@ -20,10 +20,13 @@ double LoadRelaxed(const double& x) {
 LmuLearner::LmuLearner(const LmuSpec& spec, const HashSecret& secret)
     : spec_(spec), table_(spec, secret), bias_(spec.m, 0.0) {}
 
-int LmuLearner::Predict(std::span<const Feature> x, double* y) const {
+LmuLearner::PredictInfo LmuLearner::Predict(std::span<const Feature> x, double* y) const {
   const int m = spec_.m;
-  for (int o = 0; o < m; ++o) y[o] = LoadRelaxed(bias_[o]);
+  PredictInfo info;
+  info.ver_delta = table_.ver_delta();
   const LmuTable::Reader reader = table_.Pin();
+  info.ver_base = reader.ver_base();
+  for (int o = 0; o < m; ++o) y[o] = LoadRelaxed(bias_[o]);
   const WeightArena& w = table_.weights();
   int max_probes = 0;
   for (const Feature& f : x) {
@@ -34,7 +37,8 @@ int LmuLearner::Predict(std::span<const Feature> x, double* y) const {
     if (!found) continue;
     for (int o = 0; o < m; ++o) y[o] += w.Load(slot, o) * f.val;
   }
-  return max_probes;
+  info.max_locate_probes = max_probes;
+  return info;
 }
 
 absl::Status LmuLearner::CheckSample(std::span<const Feature> x, std::span<const double> y,

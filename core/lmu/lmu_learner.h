@@ -45,8 +45,13 @@ class LmuLearner {
   int m() const { return spec_.m; }
   const LmuSpec& spec() const { return spec_; }
 
-  // y has m entries. Returns the largest locate probe count over the features.
-  int Predict(std::span<const Feature> x, double* y) const;
+  struct PredictInfo {
+    int max_locate_probes = 0;
+    uint64_t ver_base = 0;   // the base generation the prediction read
+    uint64_t ver_delta = 0;  // delta inserts seen when it started
+  };
+  // y has m entries.
+  PredictInfo Predict(std::span<const Feature> x, double* y) const;
 
   // Checks a sample before anything is applied: finite values, y of size m, overrides in range.
   // lr/l2 overrides are NaN when absent.

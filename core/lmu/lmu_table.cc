@@ -75,12 +75,12 @@ absl::StatusOr<uint64_t> LmuTable::LocateOrInsert(uint64_t id, Probes* probes) {
   const CuckooDelta& delta = *cell_.Current().delta;
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
-    ++stats_.ver_delta;
     stats_.max_insert_probes = std::max(stats_.max_insert_probes, ins.probes);
     stats_.max_locate_probes = std::max(stats_.max_locate_probes, probes->locate);
     if (delta.load() > spec_.tau_high) ++stats_.tau_high_crossings;
     if (tripwire) ++stats_.tripwires;
   }
+  ver_delta_.fetch_add(1, std::memory_order_release);
   if (tripwire) frozen_ = true;
   if (tripwire || delta.load() >= spec_.tau_low || delta.ring_used() > 0) MaybeStartRebuild();
   return slot;
@@ -174,6 +174,7 @@ LmuTableStats LmuTable::Stats() const {
     s = stats_;
   }
   s.ver_base = pin->base->generation();
+  s.ver_delta = ver_delta();
   s.base_keys = pin->base->size();
   s.frozen = frozen_;
   s.weight_slots = weights_.size();

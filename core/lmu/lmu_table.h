@@ -101,6 +101,8 @@ class LmuTable {
   };
 
   Reader Pin() const { return Reader(cell_.Read()); }
+  // Inserts into deltas so far; any thread.
+  uint64_t ver_delta() const { return ver_delta_.load(std::memory_order_acquire); }
   const WeightArena& weights() const { return weights_; }
   WeightArena& weights() { return weights_; }
 
@@ -139,6 +141,7 @@ class LmuTable {
 
   // Writer-side rebuild state.
   std::atomic<bool> frozen_{false};
+  std::atomic<uint64_t> ver_delta_{0};
   bool rebuild_running_ = false;
   std::vector<BaseEntry> since_snapshot_;  // inserted while the rebuild runs
   std::chrono::steady_clock::time_point rebuild_started_;

@@ -23,22 +23,35 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrFormat("shards = %d is out of range; allowed 1..1024", spec.shards));
   }
+  if (!spec.has_sau && !spec.has_lmu) {
+    return absl::InvalidArgumentError("the model has neither an sau nor an lmu part; give one");
+  }
+  if (spec.has_lmu) return lmu::ValidateLmuSpec(spec.lmu);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<Model>> Model::Create(ModelSpec spec) {
+absl::StatusOr<std::shared_ptr<Model>> Model::Create(ModelSpec spec,
+                                                     const lmu::HashSecret& secret) {
   if (absl::Status s = ValidateModelSpec(spec); !s.ok()) return s;
-  absl::StatusOr<sau::SauEstimator> est = sau::SauEstimator::Create(spec.sau);
-  if (!est.ok()) return est.status();
   std::shared_ptr<Model> m(new Model());
-  spec.sau = est->spec();  // resolved
-  m->spec_ = std::move(spec);
-  m->w_digest_ = est->w_digest();
-  m->state_bytes_ = est->state_bytes();
-  m->shards_.reserve(m->spec_.shards);
-  for (uint32_t i = 0; i < m->spec_.shards; ++i) {
-    m->shards_.push_back(std::make_unique<SauShard>(*est));
+  if (spec.has_sau) {
+    absl::StatusOr<sau::SauEstimator> est = sau::SauEstimator::Create(spec.sau);
+    if (!est.ok()) return est.status();
+    spec.sau = est->spec();  // resolved
+    m->w_digest_ = est->w_digest();
+    m->state_bytes_ = est->state_bytes();
+    m->shards_.reserve(spec.shards);
+    for (uint32_t i = 0; i < spec.shards; ++i) {
+      m->shards_.push_back(std::make_unique<SauShard>(*est));
+    }
   }
+  if (spec.has_lmu) {
+    m->lmu_shards_.reserve(spec.shards);
+    for (uint32_t i = 0; i < spec.shards; ++i) {
+      m->lmu_shards_.push_back(std::make_unique<LmuShard>(spec.lmu, secret));
+    }
+  }
+  m->spec_ = std::move(spec);
   return m;
 }
 
@@ -47,7 +60,7 @@ uint32_t Model::ShardOf(std::string_view routing_key) const {
 }
 
 absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Create(ModelSpec spec) {
-  absl::StatusOr<std::shared_ptr<Model>> m = Model::Create(std::move(spec));
+  absl::StatusOr<std::shared_ptr<Model>> m = Model::Create(std::move(spec), secret_);
   if (!m.ok()) return m.status();
   std::lock_guard<std::mutex> lock(mu_);
   const std::string& name = (*m)->spec().name;

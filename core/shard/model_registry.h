@@ -22,29 +22,43 @@
 #include "absl/status/statusor.h"
 #include "core/sau/sau_estimator.h"
 #include "core/sau/sau_spec.h"
+#include "core/lmu/keyed_hash.h"
+#include "core/lmu/lmu_spec.h"
+#include "core/shard/lmu_shard.h"
 #include "core/shard/sau_shard.h"
 
 namespace streamlearn {
 
+// A model has an SAU, an LMU, or both, in every shard.
 struct ModelSpec {
   std::string name;
   uint32_t shards = 1;
+  bool has_sau = true;
   sau::SauSpec sau;
+  bool has_lmu = false;
+  lmu::LmuSpec lmu;
 };
 
-// Checks name ([A-Za-z0-9_.-]{1,64}) and shard count (1..1024); the SAU spec is checked by
-// sau::ValidateSpec after defaults are resolved.
+// Checks name ([A-Za-z0-9_.-]{1,64}), shard count (1..1024) and that the model has a part;
+// the SAU spec is checked by sau::ValidateSpec after defaults are resolved, the LMU spec by
+// lmu::ValidateLmuSpec.
 absl::Status ValidateModelSpec(const ModelSpec& spec);
 
 class Model {
  public:
-  // Builds the shards; the resolved spec (defaults filled in) is what spec() returns.
-  static absl::StatusOr<std::shared_ptr<Model>> Create(ModelSpec spec);
+  // Builds the shards; the resolved spec (defaults filled in) is what spec() returns. The LMU's
+  // keyed hashes derive from `secret` (lmu/keyed_hash.h).
+  static absl::StatusOr<std::shared_ptr<Model>> Create(ModelSpec spec,
+                                                       const lmu::HashSecret& secret = {});
 
   const ModelSpec& spec() const { return spec_; }
-  uint32_t num_shards() const { return static_cast<uint32_t>(shards_.size()); }
+  uint32_t num_shards() const { return spec_.shards; }
+  // REQUIRES: spec().has_sau.
   SauShard& shard(uint32_t i) { return *shards_[i]; }
   const SauShard& shard(uint32_t i) const { return *shards_[i]; }
+  // REQUIRES: spec().has_lmu.
+  LmuShard& lmu_shard(uint32_t i) { return *lmu_shards_[i]; }
+  const LmuShard& lmu_shard(uint32_t i) const { return *lmu_shards_[i]; }
   const Digest& w_digest() const { return w_digest_; }
   size_t state_bytes() const { return state_bytes_; }
 
@@ -57,15 +71,19 @@ class Model {
   Digest w_digest_{};
   size_t state_bytes_ = 0;
   std::vector<std::unique_ptr<SauShard>> shards_;
+  std::vector<std::unique_ptr<LmuShard>> lmu_shards_;
 };
 
 class ModelRegistry {
  public:
+  explicit ModelRegistry(const lmu::HashSecret& secret = {}) : secret_(secret) {}
+
   absl::StatusOr<std::shared_ptr<Model>> Create(ModelSpec spec);
   absl::StatusOr<std::shared_ptr<Model>> Find(std::string_view name) const;
   std::vector<std::shared_ptr<Model>> List() const;  // sorted by name
 
  private:
+  const lmu::HashSecret secret_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Model>, std::less<>> models_;
 };
