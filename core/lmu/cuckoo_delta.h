@@ -3,14 +3,39 @@
 // b entries, a stash of S entries, at most L relocations per insert, an overflow ring of Q
 // entries, and one emergency slot. Keyed hashing (keyed_hash.h) picks the buckets.
 //
-// Probe accounting (docs/LMU.md): one probe = one examined entry slot (bucket slot, stash slot,
-// ring slot or the emergency slot). LOCATE examines the 2 buckets (2b), the stash (S), the
-// ring (Q) and the emergency slot; INSERT additionally counts each relocation. The maxima per
-// operation are tracked and exported.
+//   CuckooDelta delta(CuckooDelta::Options{}, key_a, key_b);
+//   CuckooDelta::InsertResult r = delta.Insert(id, slot);    // writer; kFull = tripwire
+//   CuckooDelta::LocateResult f = delta.Locate(id);          // any thread
+//   if (f.found) use(f.payload);
 //
-// Concurrency: one writer (Insert, Update) and any number of concurrent readers (Locate).
-// Readers never block: a sequence counter is odd while the writer moves entries and a reader
-// that saw it change retries; entries are read and written with relaxed atomics.
+// Placement (docs/LMU_DELTA.md): an id goes to the less full of its two buckets
+// (h_a = SipHash13(key_a, id) & (buckets-1), h_b likewise under key_b); if both are full, a
+// deterministic random walk of at most L relocations looks for a free slot; if it finds none
+// the id goes to the stash, then the ring, then the emergency slot, else Insert returns kFull
+// and changes nothing. Stash and ring keep a packed one-byte fingerprint per slot
+// (fp = 1 + floor(255 * (SipHash13(key_a, id) >> 32) / 2^32), never 0 = empty) and refuse an
+// id whose fingerprint is already in that area, so a lookup compares at most one stash and one
+// ring entry. An insert that placed its id directly in a bucket also tries to move one overflow
+// entry (round robin over stash, ring, emergency) back into its buckets by a walk of at most
+// max(L - 2, 0) relocations, so the overflow areas empty again under normal load.
+//
+// Probe accounting: one probe is one access to one of: an entry slot (bucket, stash, ring or
+// emergency slot; reading and then writing the same slot within one operation is one probe),
+// a bucket's occupancy count, or 16 packed fingerprints of the stash or the ring (one 16-byte
+// compare). With cs = ceil(S/16), cq = ceil(Q/16), [x] = 1 if x else 0:
+//   LOCATE <= 2(b + 1) + cs + [S > 0] + cq + [Q > 0] + 1              (defaults: 15)
+//   INSERT <= max(2L + 3 + cs + cq, 7 + cs + cq + 2 max(L - 2, 0))    (defaults: 21)
+// (the second term is the drain's; without drain_overflow only the first). The scalar totals
+// the writer keeps and the sequence counter are not probes.
+// LocateBound/InsertBound return exactly these; the per-operation maxima are tracked, exported
+// and asserted (debug) never to exceed them. A Locate that retries (see below) counts the
+// probes of its last pass; the retries are reported separately.
+//
+// Concurrency: one writer (Insert) and any number of concurrent readers (Locate). Readers
+// never block: a sequence counter is odd while the writer changes entries, and a reader that
+// saw it odd or changed retries; entries are read and written with relaxed atomics. The
+// occupancy accessors (size, stash_used, ...) may be called from any thread and return a
+// recent value; ForEach is writer only.
 #ifndef STREAMLEARN_CORE_LMU_CUCKOO_DELTA_H_
 #define STREAMLEARN_CORE_LMU_CUCKOO_DELTA_H_
 
@@ -31,6 +56,9 @@ class CuckooDelta {
     int stash = 8;             // S
     int max_relocations = 8;   // L
     int ring = 16;             // Q
+    // Move overflow entries back into buckets during cheap inserts. Off only to measure what
+    // draining buys (tests, benchmarks).
+    bool drain_overflow = true;
   };
 
   enum class Where { kBucket, kStash, kRing, kEmergency, kFull };
@@ -38,14 +66,16 @@ class CuckooDelta {
   struct LocateResult {
     bool found = false;
     uint64_t payload = 0;
-    int probes = 0;
+    int probes = 0;   // of the pass that answered
+    int retries = 0;  // passes discarded because the writer moved entries meanwhile
   };
   struct InsertResult {
     Where where = Where::kFull;  // kFull: nothing inserted (the design-violation tripwire)
     int probes = 0;
   };
 
-  // REQUIRES: options valid (power-of-two buckets, positive sizes).
+  // REQUIRES: options valid: buckets a power of two, 1 <= b <= 32, 0 <= S <= 64,
+  // 0 <= L <= 64, 0 <= Q <= 64.
   CuckooDelta(const Options& options, const HashKey& key_a, const HashKey& key_b);
   ~CuckooDelta();
   CuckooDelta(const CuckooDelta&) = delete;
@@ -57,7 +87,8 @@ class CuckooDelta {
   // Writer only. REQUIRES: id not present.
   InsertResult Insert(uint64_t id, uint64_t payload);
 
-  // Writer only: every (id, payload), in a deterministic order.
+  // Writer only: every (id, payload), in a deterministic order: buckets in index order (slots
+  // in order), then stash slots, ring slots, the emergency slot.
   void ForEach(const std::function<void(uint64_t id, uint64_t payload)>& f) const;
 
   size_t size() const;          // entries
@@ -68,9 +99,10 @@ class CuckooDelta {
   bool emergency_used() const;
   int max_locate_probes() const;  // maxima over all operations so far
   int max_insert_probes() const;
+  int max_locate_retries() const;  // the most retries any one Locate needed
   const Options& options() const;
 
-  // Bounds implied by the options (docs/LMU.md): what max_*_probes must never exceed.
+  // Bounds implied by the options (see above): what max_*_probes must never exceed.
   static int LocateBound(const Options& o);
   static int InsertBound(const Options& o);
 
