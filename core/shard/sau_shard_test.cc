@@ -144,7 +144,10 @@ TEST(SauShard, QueriesSeeTheAcknowledgedVersionAndRejectBadInput) {
 
 TEST(ModelRegistry, CreateFindListAndErrors) {
   ModelRegistry reg;
-  ModelSpec spec{"demo", 3, SmallSpec()};
+  ModelSpec spec;
+  spec.name = "demo";
+  spec.shards = 3;
+  spec.sau = SmallSpec();
   auto m = reg.Create(spec);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ((*m)->num_shards(), 3u);

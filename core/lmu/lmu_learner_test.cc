@@ -1,0 +1,180 @@
+// The LMU is exact: over a long Zipf stream, through many rebuilds, its predictions and
+// weights are bit-identical to a plain reference learner (seed 002 sec. 1, 2.1).
+#include "core/lmu/lmu_learner.h"
+
+#include <cmath>
+#include <cstdio>
+#include <unordered_map>
+
+#include "core/sau/counter_rng.h"
+#include "gtest/gtest.h"
+
+namespace streamlearn::lmu {
+namespace {
+
+HashSecret TestSecret(uint8_t x) {
+  HashSecret s{};
+  for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<uint8_t>(x * 31 + i);
+  return s;
+}
+
+// The reference: std::unordered_map and the same operations in the same order.
+class ReferenceLearner {
+ public:
+  explicit ReferenceLearner(const LmuSpec& spec) : spec_(spec), bias_(spec.m, 0.0) {}
+
+  void Predict(std::span<const Feature> x, double* y) const {
+    for (int o = 0; o < spec_.m; ++o) y[o] = bias_[o];
+    for (const Feature& f : x) {
+      auto it = w_.find(f.id);
+      if (it == w_.end()) continue;
+      for (int o = 0; o < spec_.m; ++o) y[o] += it->second[o] * f.val;
+    }
+  }
+  void Step(std::span<const Feature> x, std::span<const double> y, double* y_before) {
+    Predict(x, y_before);
+    ++t_;
+    double eta = spec_.lr;
+    if (spec_.schedule == LrSchedule::kInverseSqrt) eta = eta / std::sqrt(static_cast<double>(t_));
+    const double shrink = 1.0 - eta * spec_.l2;
+    for (const Feature& f : x) {
+      auto [it, inserted] = w_.try_emplace(f.id, std::vector<double>(spec_.m, 0.0));
+      for (int o = 0; o < spec_.m; ++o) {
+        const double e = y[o] - y_before[o];
+        it->second[o] = shrink * it->second[o] + (eta * e) * f.val;
+      }
+    }
+    for (int o = 0; o < spec_.m; ++o) bias_[o] = bias_[o] + eta * (y[o] - y_before[o]);
+  }
+  const std::unordered_map<uint64_t, std::vector<double>>& weights() const { return w_; }
+  const std::vector<double>& bias() const { return bias_; }
+
+ private:
+  LmuSpec spec_;
+  std::vector<double> bias_;
+  std::unordered_map<uint64_t, std::vector<double>> w_;
+  uint64_t t_ = 0;
+};
+
+// Zipf(s = 1.1) ranks over `n` ids by inversion of a precomputed CDF; ids are scrambled ranks.
+class ZipfIds {
+ public:
+  ZipfIds(int n, uint64_t seed) : rng_(seed, 1), cdf_(n) {
+    double sum = 0;
+    for (int i = 0; i < n; ++i) cdf_[i] = (sum += 1.0 / std::pow(i + 1.0, 1.1));
+    for (double& c : cdf_) c /= sum;
+  }
+  uint64_t Next() {
+    const double u = rng_.NextUniform();
+    const uint64_t rank = std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin();
+    return (rank + 1) * 0x9E3779B97F4A7C15ULL;  // spread over 64 bits
+  }
+  double Uniform() { return rng_.NextUniform(); }
+
+ private:
+  sau::CounterRng rng_;
+  std::vector<double> cdf_;
+};
+
+struct ExactCase {
+  const char* name;
+  int m;
+  LrSchedule schedule;
+  double l2;
+  bool background;
+};
+
+TEST(LmuLearner, BitIdenticalToAReferenceLearnerAcrossRebuilds) {
+  const ExactCase cases[] = {
+      {"m=1 constant, background rebuilds", 1, LrSchedule::kConstant, 0.0, true},
+      {"m=3 inverse-sqrt with l2, inline rebuilds", 3, LrSchedule::kInverseSqrt, 0.01, false},
+  };
+  for (const ExactCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    LmuSpec spec;
+    spec.m = c.m;
+    spec.lr = 0.05;
+    spec.schedule = c.schedule;
+    spec.l2 = c.l2;
+    spec.delta_buckets = 2048;  // C = 8192: ~20 rebuilds over 10^5 ids
+    spec.lambda_max = 0;
+    spec.margin = 0;
+    spec.background_rebuild = c.background;
+    LmuLearner lmu(spec, TestSecret(1));
+    ReferenceLearner ref(spec);
+    ZipfIds ids(100000, 7);
+    const int samples = c.m == 1 ? 1000000 : 200000;
+    std::vector<Feature> x;
+    std::vector<double> y(c.m), got(c.m), want(c.m);
+    uint64_t mismatches = 0;
+    for (int i = 0; i < samples; ++i) {
+      x.clear();
+      const int nnz = 1 + static_cast<int>(ids.Uniform() * 6);
+      for (int j = 0; j < nnz; ++j) x.push_back({ids.Next(), ids.Uniform() * 2 - 1});
+      for (int o = 0; o < c.m; ++o) y[o] = ids.Uniform() * 4 - 2;
+      ASSERT_TRUE(lmu.CheckSample(x, y, NAN, NAN).ok());
+      ASSERT_TRUE(lmu.Step(x, y, NAN, NAN, got.data()).ok());
+      ref.Step(x, y, want.data());
+      if (got != want) ++mismatches;
+      if (i % 1000 == 0) ASSERT_TRUE(lmu.Poll().ok());
+    }
+    ASSERT_TRUE(lmu.Poll().ok());
+    const LmuTableStats st = lmu.TableStats();
+    std::printf("%s: %d samples, %zu ids, %llu rebuilds, max rebuild %.4f s, probes locate %d/%d insert %d/%d\n",
+                c.name, samples, ref.weights().size(), static_cast<unsigned long long>(st.rebuilds),
+                st.max_rebuild_seconds, st.max_locate_probes, st.locate_bound, st.max_insert_probes,
+                st.insert_bound);
+    EXPECT_EQ(mismatches, 0u);
+    EXPECT_GE(st.rebuilds, 5u);
+    EXPECT_LE(st.max_locate_probes, st.locate_bound);
+    EXPECT_LE(st.max_insert_probes, st.insert_bound);
+    // Weights and bias, bit for bit.
+    const auto weights = lmu.Weights();
+    ASSERT_EQ(weights.size(), ref.weights().size());
+    for (const auto& [id, row] : weights) {
+      auto it = ref.weights().find(id);
+      ASSERT_NE(it, ref.weights().end()) << id;
+      ASSERT_EQ(row, it->second) << id;
+    }
+    EXPECT_EQ(lmu.Bias(), ref.bias());
+    // Lock-free predictions agree with the reference too.
+    for (int k = 0; k < 1000; ++k) {
+      x.assign({{ids.Next(), 0.5}, {ids.Next(), -1.25}, {k * 12345ULL + 3, 2.0}});
+      lmu.Predict(x, got.data());
+      ref.Predict(x, want.data());
+      ASSERT_EQ(got, want);
+    }
+  }
+}
+
+TEST(LmuLearner, CheckSampleNamesTheProblem) {
+  LmuSpec spec;
+  spec.m = 2;
+  LmuLearner lmu(spec, TestSecret(2));
+  std::vector<double> y2 = {1, 2}, y1 = {1}, ynan = {1, NAN};
+  std::vector<Feature> x = {{1, 1.0}}, xinf = {{1, 1.0}, {9, INFINITY}};
+  EXPECT_EQ(lmu.CheckSample({}, y2, NAN, NAN).message(), "x is empty; a sample needs at least one feature");
+  EXPECT_EQ(lmu.CheckSample(xinf, y2, NAN, NAN).message(), "x[1] (id 9) has value Inf; values must be finite");
+  EXPECT_EQ(lmu.CheckSample(x, y1, NAN, NAN).message(), "y has 1 values; the model expects m = 2");
+  EXPECT_EQ(lmu.CheckSample(x, ynan, NAN, NAN).message(), "y[1] is NaN; targets must be finite");
+  EXPECT_TRUE(absl::IsInvalidArgument(lmu.CheckSample(x, y2, -1, NAN)));
+  EXPECT_TRUE(absl::IsInvalidArgument(lmu.CheckSample(x, y2, 0.5, 3.0)));  // lr * l2 >= 1
+  EXPECT_TRUE(lmu.CheckSample(x, y2, 0.5, 0.1).ok());
+}
+
+TEST(LmuSpec, SchedulingInequalityIsCheckedWithTheNumbers) {
+  LmuSpec spec;
+  spec.delta_buckets = 256;  // C = 1024; headroom 0.2 * 1024 = 205 ids
+  spec.lambda_max = 1000;
+  spec.rebuild_seconds = 1;
+  spec.margin = 512;
+  const absl::Status s = ValidateLmuSpec(spec);
+  ASSERT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("scheduling inequality violated"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("= 1512"), std::string::npos) << s.message();
+  spec.delta_buckets = 4096;
+  EXPECT_TRUE(ValidateLmuSpec(spec).ok()) << ValidateLmuSpec(spec);
+}
+
+}  // namespace
+}  // namespace streamlearn::lmu
