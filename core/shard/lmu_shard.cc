@@ -81,4 +81,9 @@ LmuShardStats LmuShard::Stats() const {
   return s;
 }
 
+lmu::LmuTableStats LmuShard::TableStats() const {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return learner_.TableStats();
+}
+
 }  // namespace streamlearn

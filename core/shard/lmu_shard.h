@@ -68,6 +68,9 @@ class LmuShard {
   // Takes the writer lock (the digest walks every id: O(n log n)).
   LmuShardStats Stats() const;
 
+  // The table's counters alone, without the digest: O(1). Takes the writer lock.
+  lmu::LmuTableStats TableStats() const;
+
  private:
   mutable std::mutex write_mu_;
   lmu::LmuLearner learner_;
