@@ -21,8 +21,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr const char* kKeys[] = {"listen",    "metrics",           "data_dir",
-                                 "max_batch", "max_message_bytes", "models"};
+constexpr const char* kKeys[] = {"listen",    "metrics",           "data_dir",       "max_batch",
+                                 "max_message_bytes", "lmu_secret_file", "models"};
 
 absl::Status CheckKeys(const Json& root) {
   for (const auto& [key, value] : root.items()) {
@@ -74,7 +74,9 @@ absl::StatusOr<ModelSpec> ParseModel(const Json& entry) {
   absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
   if (!spec.ok()) return spec.status();
   if (absl::Status s = ValidateModelSpec(*spec); !s.ok()) return s;
-  if (absl::Status s = sau::ValidateSpec(sau::ResolveDefaults(spec->sau)); !s.ok()) return s;
+  if (spec->has_sau) {
+    if (absl::Status s = sau::ValidateSpec(sau::ResolveDefaults(spec->sau)); !s.ok()) return s;
+  }
   return spec;
 }
 
@@ -124,6 +126,9 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view json_text) {
   if (absl::Status s = ReadString(root, "listen", &config.listen); !s.ok()) return s;
   if (absl::Status s = ReadString(root, "metrics", &config.metrics); !s.ok()) return s;
   if (absl::Status s = ReadString(root, "data_dir", &config.data_dir); !s.ok()) return s;
+  if (absl::Status s = ReadString(root, "lmu_secret_file", &config.lmu_secret_file); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = ReadPositive(root, "max_batch", kMaxInt, &config.max_batch); !s.ok()) {
     return s;
   }

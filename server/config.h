@@ -6,6 +6,7 @@
 //     "data_dir": "./data",           // optional
 //     "max_batch": 4096,              // optional, >= 1
 //     "max_message_bytes": 16777216,  // optional, >= 1
+//     "lmu_secret_file": "/etc/sl/lmu.secret",  // optional; default <data_dir>/lmu.secret
 //     "models": [                     // optional; created at start-up
 //       {"name": "demo", "shards": 2, "sau": {"d": 64, "d_v": 64, "r": 256}}
 //     ]
@@ -41,7 +42,9 @@ struct ServerConfig {
   std::optional<std::string> data_dir;
   std::optional<uint64_t> max_batch;
   std::optional<uint64_t> max_message_bytes;
-  // Validated specs (ValidateModelSpec and sau::ValidateSpec pass), names distinct.
+  std::optional<std::string> lmu_secret_file;
+  // Validated specs (ValidateModelSpec, and sau::ValidateSpec for an SAU part, pass), names
+  // distinct.
   std::vector<ModelSpec> models;
 };
 

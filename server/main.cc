@@ -1,4 +1,4 @@
-// streamlearn-server: serves the Admin and SAU services (docs/SERVER.md).
+// streamlearn-server: serves the Admin, SAU and LMU services (docs/SERVER.md).
 //
 // Exit codes: 0 after a graceful shutdown (SIGTERM / SIGINT), 2 for a bad flag or config
 // file, 1 when the server cannot start (address in use, data_dir not writable, ...).
@@ -32,6 +32,9 @@ ABSL_FLAG(std::string, config, "",
 ABSL_FLAG(uint64_t, max_batch, 4096, "maximum events per IngestRequest");
 ABSL_FLAG(uint64_t, max_message_bytes, 16 << 20,
           "maximum request size in bytes; larger requests get RESOURCE_EXHAUSTED");
+ABSL_FLAG(std::string, lmu_secret_file, "",
+          "32-byte secret of the LMU keyed hashes, created (mode 0600) if missing; "
+          "default <data_dir>/lmu.secret");
 
 namespace {
 
@@ -68,10 +71,14 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.max_batch = absl::GetFlag(FLAGS_max_batch);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.lmu_secret_file = absl::GetFlag(FLAGS_lmu_secret_file);
   if (config.listen && !given.contains("listen")) o.listen = *config.listen;
   if (config.metrics && !given.contains("metrics")) o.metrics = *config.metrics;
   if (config.data_dir && !given.contains("data_dir")) o.data_dir = *config.data_dir;
   if (config.max_batch && !given.contains("max_batch")) o.max_batch = *config.max_batch;
+  if (config.lmu_secret_file && !given.contains("lmu_secret_file")) {
+    o.lmu_secret_file = *config.lmu_secret_file;
+  }
   if (config.max_message_bytes && !given.contains("max_message_bytes")) {
     o.max_message_bytes = *config.max_message_bytes;
   }
@@ -81,7 +88,7 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("streamlearn gRPC server: Admin and SAU services");
+  absl::SetProgramUsageMessage("streamlearn gRPC server: Admin, SAU and LMU services");
   const absl::flat_hash_set<std::string> given = FlagsOnCommandLine(argc, argv);
   absl::ParseCommandLine(argc, argv);
 

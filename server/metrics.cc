@@ -60,7 +60,35 @@ Metrics::Metrics()
       denominator_(GaugeFamily(*registry_, "streamlearn_sau_denominator",
                                "Raw whitened denominator at the last event's key.")),
       version_(GaugeFamily(*registry_, "streamlearn_sau_version",
-                           "Published SAU version of the shard.")) {}
+                           "Published SAU version of the shard.")),
+      lmu_samples_total_(CounterFamily(*registry_, "streamlearn_lmu_samples_total",
+                                       "Samples applied to the shard's LMU.")),
+      lmu_duplicates_total_(CounterFamily(*registry_, "streamlearn_lmu_duplicate_samples_total",
+                                          "LMU samples acknowledged as duplicates (t not new).")),
+      lmu_inserts_total_(CounterFamily(*registry_, "streamlearn_lmu_inserts_total",
+                                       "New feature ids inserted into the LMU table.")),
+      lmu_rebuilds_total_(CounterFamily(*registry_, "streamlearn_lmu_rebuilds_total",
+                                        "LMU base rebuilds published.")),
+      lmu_tripwires_total_(CounterFamily(*registry_, "streamlearn_lmu_tripwires_total",
+                                         "LMU emergency-slot uses (hard alarm; inserts froze).")),
+      lmu_lookup_probes_max_(GaugeFamily(*registry_, "streamlearn_lmu_lookup_probes_max",
+                                         "Largest LOCATE probe count over the table's life.")),
+      lmu_insert_probes_max_(GaugeFamily(*registry_, "streamlearn_lmu_insert_probes_max",
+                                         "Largest INSERT probe count over the table's life.")),
+      lmu_delta_load_(GaugeFamily(*registry_, "streamlearn_lmu_delta_load",
+                                  "Load of the LMU cuckoo delta (keys / capacity).")),
+      lmu_ring_used_(GaugeFamily(*registry_, "streamlearn_lmu_ring_used",
+                                 "Entries in the delta's overflow ring.")),
+      lmu_stash_used_(GaugeFamily(*registry_, "streamlearn_lmu_stash_used",
+                                  "Entries in the delta's stash.")),
+      lmu_emergency_used_(GaugeFamily(*registry_, "streamlearn_lmu_emergency_used",
+                                      "1 while the delta's emergency slot holds an id.")),
+      lmu_rebuild_seconds_(GaugeFamily(*registry_, "streamlearn_lmu_rebuild_seconds",
+                                       "Trigger-to-publish time of the last rebuild (T_rb).")),
+      lmu_base_keys_(GaugeFamily(*registry_, "streamlearn_lmu_base_keys",
+                                 "Ids in the published MPHF base.")),
+      lmu_delta_keys_(GaugeFamily(*registry_, "streamlearn_lmu_delta_keys",
+                                  "Ids in the current cuckoo delta.")) {}
 
 Metrics::~Metrics() = default;
 
@@ -131,6 +159,60 @@ void Metrics::RecordIngest(const std::string& model, uint32_t shard, const Inges
   s.lambda_star->Set(d.lambda_star);
   s.clip_rate->Set(d.clip_rate);
   s.denominator->Set(d.den);
+}
+
+void Metrics::TotalCounter::Advance(uint64_t total) {
+  uint64_t prev = seen.load(std::memory_order_relaxed);
+  while (total > prev) {
+    if (seen.compare_exchange_weak(prev, total, std::memory_order_relaxed)) {
+      counter->Increment(static_cast<double>(total - prev));
+      return;
+    }
+  }
+}
+
+Metrics::LmuSeries& Metrics::LmuSeriesFor(const std::string& model, uint32_t shard) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto key = std::make_pair(model, shard);
+  auto it = lmu_shards_.find(key);
+  if (it != lmu_shards_.end()) return it->second;
+  const prometheus::Labels labels{{"model", model}, {"shard", std::to_string(shard)}};
+  // try_emplace: LmuSeries holds atomics, so it is built in place.
+  LmuSeries& s = lmu_shards_.try_emplace(std::move(key)).first->second;
+  s.samples = &lmu_samples_total_.Add(labels);
+  s.duplicates = &lmu_duplicates_total_.Add(labels);
+  s.inserts = &lmu_inserts_total_.Add(labels);
+  s.rebuilds.counter = &lmu_rebuilds_total_.Add(labels);
+  s.tripwires.counter = &lmu_tripwires_total_.Add(labels);
+  s.lookup_probes_max = &lmu_lookup_probes_max_.Add(labels);
+  s.insert_probes_max = &lmu_insert_probes_max_.Add(labels);
+  s.delta_load = &lmu_delta_load_.Add(labels);
+  s.ring_used = &lmu_ring_used_.Add(labels);
+  s.stash_used = &lmu_stash_used_.Add(labels);
+  s.emergency_used = &lmu_emergency_used_.Add(labels);
+  s.rebuild_seconds = &lmu_rebuild_seconds_.Add(labels);
+  s.base_keys = &lmu_base_keys_.Add(labels);
+  s.delta_keys = &lmu_delta_keys_.Add(labels);
+  return s;
+}
+
+void Metrics::RecordUpdate(const std::string& model, uint32_t shard, const UpdateOutcome& outcome,
+                           const lmu::LmuTableStats& table) {
+  LmuSeries& s = LmuSeriesFor(model, shard);
+  s.samples->Increment(outcome.applied);
+  s.duplicates->Increment(static_cast<double>(outcome.duplicates.size()));
+  s.inserts->Increment(outcome.inserted);
+  s.rebuilds.Advance(table.rebuilds);
+  s.tripwires.Advance(table.tripwires);
+  s.lookup_probes_max->Set(table.max_locate_probes);
+  s.insert_probes_max->Set(table.max_insert_probes);
+  s.delta_load->Set(table.delta_load);
+  s.ring_used->Set(table.ring_used);
+  s.stash_used->Set(table.stash_used);
+  s.emergency_used->Set(table.emergency_used ? 1 : 0);
+  s.rebuild_seconds->Set(table.last_rebuild_seconds);
+  s.base_keys->Set(static_cast<double>(table.base_keys));
+  s.delta_keys->Set(static_cast<double>(table.delta_keys));
 }
 
 }  // namespace streamlearn::server

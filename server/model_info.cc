@@ -4,20 +4,56 @@
 #include "server/spec_conversion.h"
 
 namespace streamlearn::server {
+namespace {
+
+void LmuShardInfoToProto(uint32_t shard, const LmuShardStats& stats, v1::LmuShardInfo* out) {
+  const lmu::LmuTableStats& t = stats.table;
+  out->set_shard(shard);
+  out->set_samples(stats.samples);
+  out->set_last_t(stats.last_t);
+  out->set_state_digest(ToHex(stats.digest));
+  out->set_ver_base(t.ver_base);
+  out->set_ver_delta(t.ver_delta);
+  out->set_base_keys(t.base_keys);
+  out->set_delta_keys(t.delta_keys);
+  out->set_delta_load(t.delta_load);
+  out->set_stash_used(static_cast<uint32_t>(t.stash_used));
+  out->set_ring_used(static_cast<uint32_t>(t.ring_used));
+  out->set_emergency_used(t.emergency_used);
+  out->set_frozen(t.frozen);
+  out->set_rebuilds(t.rebuilds);
+  out->set_last_rebuild_seconds(t.last_rebuild_seconds);
+  out->set_max_rebuild_seconds(t.max_rebuild_seconds);
+  out->set_max_locate_probes(static_cast<uint32_t>(t.max_locate_probes));
+  out->set_max_insert_probes(static_cast<uint32_t>(t.max_insert_probes));
+  out->set_locate_bound(static_cast<uint32_t>(t.locate_bound));
+  out->set_insert_bound(static_cast<uint32_t>(t.insert_bound));
+  out->set_tripwires(t.tripwires);
+  out->set_tau_high_crossings(t.tau_high_crossings);
+}
+
+}  // namespace
 
 v1::ModelInfo MakeModelInfo(const Model& model) {
   v1::ModelInfo info;
   *info.mutable_spec() = ModelSpecToProto(model.spec());
-  info.set_w_digest(ToHex(model.w_digest()));
-  info.set_state_bytes(model.state_bytes());
-  for (uint32_t i = 0; i < model.num_shards(); ++i) {
-    const ShardStats stats = model.shard(i).Stats();
-    v1::ShardInfo* shard = info.add_shards();
-    shard->set_shard(i);
-    shard->set_ver_sau(stats.version);
-    shard->set_events(stats.events);
-    shard->set_last_t(stats.last_t);
-    shard->set_state_digest(ToHex(stats.digest));
+  if (model.spec().has_sau) {
+    info.set_w_digest(ToHex(model.w_digest()));
+    info.set_state_bytes(model.state_bytes());
+    for (uint32_t i = 0; i < model.num_shards(); ++i) {
+      const ShardStats stats = model.shard(i).Stats();
+      v1::ShardInfo* shard = info.add_shards();
+      shard->set_shard(i);
+      shard->set_ver_sau(stats.version);
+      shard->set_events(stats.events);
+      shard->set_last_t(stats.last_t);
+      shard->set_state_digest(ToHex(stats.digest));
+    }
+  }
+  if (model.spec().has_lmu) {
+    for (uint32_t i = 0; i < model.num_shards(); ++i) {
+      LmuShardInfoToProto(i, model.lmu_shard(i).Stats(), info.add_lmu_shards());
+    }
   }
   return info;
 }

@@ -2,8 +2,12 @@
 //
 // The effective spec (Model::spec(), defaults resolved), the hex SHA-256 of the random-feature
 // matrix, the learned-state size per shard, and one ShardInfo per shard from SauShard::Stats()
-// (version, events, last t, hex state digest). Stats() hashes the shard's whole state, so
-// building a ModelInfo costs O(state) per shard; it is meant for admin calls, not hot paths.
+// (version, events, last t, hex state digest). With an LMU part, one LmuShardInfo per shard
+// from LmuShard::Stats() (samples, versions, key counts, delta occupancy, rebuilds, probe
+// maxima beside their bounds, tripwires, hex digest of the logical state). A part the model
+// does not have leaves its fields empty (no W digest, no shards / lmu_shards). Stats() hashes
+// the shard's whole state (the LMU digest sorts every id: O(n log n)), so building a
+// ModelInfo is meant for admin calls, not hot paths.
 //
 // Thread safety: safe to call concurrently with ingests and queries on the model; each shard's
 // figures come from one published version, different shards may be at different moments.

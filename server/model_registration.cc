@@ -1,8 +1,10 @@
 #include "server/model_registration.h"
 
+#include <string>
 #include <utility>
 
 #include "core/common/digest.h"
+#include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
 namespace streamlearn::server {
@@ -12,11 +14,22 @@ absl::StatusOr<std::shared_ptr<Model>> RegisterModel(ModelSpec spec, ModelRegist
   absl::StatusOr<std::shared_ptr<Model>> model = registry->Create(std::move(spec));
   if (!model.ok()) return model.status();
   const ModelSpec& s = (*model)->spec();
-  spdlog::info(
-      "created model '{}' ({}): shards={} d={} d_v={} r={} r_v={} tau={} gamma={} seed={} "
-      "state_bytes/shard={} w_digest={}",
-      s.name, origin, s.shards, s.sau.d, s.sau.d_v, s.sau.r, s.sau.r_v, s.sau.tau, s.sau.gamma,
-      s.sau.seed, (*model)->state_bytes(), ToHex((*model)->w_digest()));
+  std::string parts;
+  if (s.has_sau) {
+    parts = fmt::format(" sau: d={} d_v={} r={} r_v={} tau={} gamma={} seed={} "
+                        "state_bytes/shard={} w_digest={}",
+                        s.sau.d, s.sau.d_v, s.sau.r, s.sau.r_v, s.sau.tau, s.sau.gamma,
+                        s.sau.seed, (*model)->state_bytes(), ToHex((*model)->w_digest()));
+  }
+  if (s.has_lmu) {
+    parts += fmt::format(" lmu: m={} lr={} l2={} delta_buckets={} b={} S={} L={} Q={} "
+                         "tau_low={} tau_high={} lambda_max={} T_rb={} margin={} rebuild={}",
+                         s.lmu.m, s.lmu.lr, s.lmu.l2, s.lmu.delta_buckets, s.lmu.bucket_size,
+                         s.lmu.stash, s.lmu.max_relocations, s.lmu.ring, s.lmu.tau_low,
+                         s.lmu.tau_high, s.lmu.lambda_max, s.lmu.rebuild_seconds, s.lmu.margin,
+                         s.lmu.background_rebuild ? "background" : "inline");
+  }
+  spdlog::info("created model '{}' ({}): shards={}{}", s.name, origin, s.shards, parts);
   return model;
 }
 

@@ -4,6 +4,7 @@
 #include <span>
 
 #include "absl/strings/str_cat.h"
+#include "server/model_lookup.h"
 #include "server/status_conversion.h"
 
 namespace streamlearn::server {
@@ -69,7 +70,8 @@ absl::Status SauRequestHandler::Ingest(const v1::IngestRequest& request, IngestS
 absl::Status SauRequestHandler::IngestBatch(const v1::IngestRequest& request,
                                             IngestSession* session, v1::IngestAck* ack) {
   if (session->model == nullptr || session->model->spec().name != request.model()) {
-    absl::StatusOr<std::shared_ptr<Model>> model = registry_->Find(request.model());
+    absl::StatusOr<std::shared_ptr<Model>> model =
+        FindModelWithPart(*registry_, request.model(), ModelPart::kSau);
     if (!model.ok()) return model.status();
     session->model = *std::move(model);
   }
@@ -105,7 +107,8 @@ absl::Status SauRequestHandler::IngestBatch(const v1::IngestRequest& request,
 
 absl::Status SauRequestHandler::Query(const v1::QueryRequest& request,
                                       v1::QueryResponse* response) const {
-  absl::StatusOr<std::shared_ptr<Model>> model = registry_->Find(request.model());
+  absl::StatusOr<std::shared_ptr<Model>> model =
+      FindModelWithPart(*registry_, request.model(), ModelPart::kSau);
   if (!model.ok()) return model.status();
   absl::StatusOr<sau::ReadoutPath> path = ReadoutPathFromProto(request.path());
   if (!path.ok()) return path.status();

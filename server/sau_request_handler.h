@@ -46,11 +46,12 @@ class SauRequestHandler {
 
   // Applies one batch to the shard its routing key maps to and fills *ack (cleared first).
   // Returns the status also written to ack->status: NOT_FOUND (unknown model),
-  // INVALID_ARGUMENT (empty, more than max_batch events, wrong dimension, NaN/Inf).
+  // FAILED_PRECONDITION (the model has no sau part), INVALID_ARGUMENT (empty, more than
+  // max_batch events, wrong dimension, NaN/Inf).
   absl::Status Ingest(const v1::IngestRequest& request, IngestSession* session, v1::IngestAck* ack);
 
   // Errors: NOT_FOUND (unknown model), INVALID_ARGUMENT (q dimension, NaN/Inf, unknown path,
-  // low_rank without r_v), FAILED_PRECONDITION (shard older than min_version).
+  // low_rank without r_v), FAILED_PRECONDITION (no sau part; shard older than min_version).
   absl::Status Query(const v1::QueryRequest& request, v1::QueryResponse* response) const;
 
   size_t max_batch() const { return max_batch_; }

@@ -8,17 +8,10 @@ grpc::Status SauService::Ingest(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::IngestAck, v1::IngestRequest>* stream) {
   SauRequestHandler::IngestSession session;
-  v1::IngestRequest request;
-  v1::IngestAck ack;
-  while (!draining_->load(std::memory_order_acquire)) {
-    if (!stream->Read(&request)) return grpc::Status::OK;  // the client closed its side
-    RpcTimer timer(metrics_, "Ingest");
-    timer.Done(handler_->Ingest(request, &session, &ack)).IgnoreError();  // it is in the ack
-    if (!stream->Write(ack)) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away before its ack");
-    }
-  }
-  return grpc::Status(grpc::StatusCode::UNAVAILABLE, kDrainingMessage);
+  return ServeBatchStream(stream, draining_, metrics_, "Ingest",
+                          [&](const v1::IngestRequest& request, v1::IngestAck* ack) {
+                            return handler_->Ingest(request, &session, ack);
+                          });
 }
 
 grpc::Status SauService::Query(grpc::ServerContext* context, const v1::QueryRequest* request,

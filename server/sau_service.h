@@ -17,14 +17,11 @@
 #include <atomic>
 
 #include "sau.grpc.pb.h"
+#include "server/batch_stream.h"
 #include "server/metrics.h"
 #include "server/sau_request_handler.h"
 
 namespace streamlearn::server {
-
-// The status an Ingest stream ends with when the server drains.
-inline constexpr char kDrainingMessage[] =
-    "server is shutting down; reconnect and resend unacknowledged batches";
 
 class SauService final : public v1::SAU::Service {
  public:

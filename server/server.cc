@@ -3,6 +3,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <openssl/crypto.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "server/admin_service.h"
 #include "server/config.h"
+#include "server/lmu_request_handler.h"
+#include "server/lmu_secret.h"
+#include "server/lmu_service.h"
 #include "server/model_registration.h"
 #include "server/sau_request_handler.h"
 #include "server/sau_service.h"
@@ -55,14 +59,22 @@ absl::StatusOr<int> Server::Start() {
   if (!options_.data_dir.empty()) {
     if (absl::Status s = CreateDataDir(options_.data_dir); !s.ok()) return s;
   }
+  absl::StatusOr<lmu::HashSecret> secret = LmuSecret();
+  if (!secret.ok()) return secret.status();
+  registry_ = std::make_unique<ModelRegistry>(*secret);
+  OPENSSL_cleanse(secret->data(), secret->size());
   if (absl::Status s = CreateConfiguredModels(); !s.ok()) return s;
   if (!options_.metrics.empty()) {
     if (absl::Status s = metrics_.StartExposer(options_.metrics); !s.ok()) return s;
   }
 
-  sau_handler_ = std::make_unique<SauRequestHandler>(&registry_, &metrics_, options_.max_batch);
-  admin_service_ = std::make_unique<AdminService>(&registry_, &metrics_);
+  sau_handler_ = std::make_unique<SauRequestHandler>(registry_.get(), &metrics_,
+                                                     options_.max_batch);
+  lmu_handler_ = std::make_unique<LmuRequestHandler>(registry_.get(), &metrics_,
+                                                     options_.max_batch);
+  admin_service_ = std::make_unique<AdminService>(registry_.get(), &metrics_);
   sau_service_ = std::make_unique<SauService>(sau_handler_.get(), &metrics_, &draining_);
+  lmu_service_ = std::make_unique<LmuService>(lmu_handler_.get(), &metrics_, &draining_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -74,6 +86,7 @@ absl::StatusOr<int> Server::Start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(admin_service_.get());
   builder.RegisterService(sau_service_.get());
+  builder.RegisterService(lmu_service_.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on '", options_.listen,
@@ -99,13 +112,27 @@ absl::Status Server::CreateConfiguredModels() {
   for (ModelSpec& spec : config->models) {
     const std::string name = spec.name;
     absl::StatusOr<std::shared_ptr<Model>> model =
-        RegisterModel(std::move(spec), &registry_, origin);
+        RegisterModel(std::move(spec), registry_.get(), origin);
     if (!model.ok()) {
       return absl::Status(model.status().code(), absl::StrCat(origin, ": model \"", name,
                                                               "\": ", model.status().message()));
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<lmu::HashSecret> Server::LmuSecret() const {
+  if (options_.lmu_secret.has_value()) return *options_.lmu_secret;
+  std::string path = options_.lmu_secret_file;
+  if (path.empty() && !options_.data_dir.empty()) {
+    path = (std::filesystem::path(options_.data_dir) / "lmu.secret").string();
+  }
+  if (path.empty()) {
+    spdlog::warn("no data_dir and no lmu secret file: the LMU hash secret lives only as long "
+                 "as this process");
+    return RandomLmuSecret();
+  }
+  return LoadOrCreateLmuSecret(path);
 }
 
 void Server::Shutdown(absl::Duration grace) {

@@ -7,6 +7,11 @@
 // Also serves grpc.health.v1.Health ("" is SERVING until the drain starts) and server
 // reflection.
 //
+// The LMU hash secret (server/lmu_secret.h) comes from Options::lmu_secret when set (tests),
+// else from Options::lmu_secret_file, else from <data_dir>/lmu.secret; each file is created
+// if missing. With neither a secret, a file nor a data_dir, a random secret lives as long as
+// the process (logged as such).
+//
 //   Server::Options options;
 //   options.listen = "127.0.0.1:0";
 //   Server server(options);
@@ -24,10 +29,12 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/lmu/keyed_hash.h"
 #include "core/shard/model_registry.h"
 #include "server/metrics.h"
 
@@ -38,6 +45,8 @@ class Server;
 namespace streamlearn::server {
 
 class AdminService;
+class LmuRequestHandler;
+class LmuService;
 class SauRequestHandler;
 class SauService;
 
@@ -50,6 +59,8 @@ class Server {
     std::string config_path;               // its models are created by Start(); empty = none
     size_t max_batch = 4096;               // events per IngestRequest
     size_t max_message_bytes = 16 << 20;   // larger requests get RESOURCE_EXHAUSTED
+    std::string lmu_secret_file;           // empty = <data_dir>/lmu.secret
+    std::optional<lmu::HashSecret> lmu_secret;  // wins over the file; for in-process tests
   };
 
   explicit Server(Options options);
@@ -59,7 +70,8 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   // Returns the bound port. Errors: INVALID_ARGUMENT (options, config file content),
-  // NOT_FOUND / PERMISSION_DENIED (config file, data_dir), UNAVAILABLE (address in use).
+  // NOT_FOUND / PERMISSION_DENIED (config file, data_dir, lmu secret file),
+  // FAILED_PRECONDITION (lmu secret file not 32 bytes), UNAVAILABLE (address in use).
   // REQUIRES: called once.
   absl::StatusOr<int> Start();
 
@@ -70,19 +82,24 @@ class Server {
   const Options& options() const { return options_; }
   int port() const { return port_; }
   bool draining() const { return draining_.load(std::memory_order_acquire); }
-  ModelRegistry& registry() { return registry_; }
+  // REQUIRES: Start() got as far as making the registry (it does so before anything that
+  // can fail except the options, data_dir and secret checks).
+  ModelRegistry& registry() { return *registry_; }
   Metrics& metrics() { return metrics_; }
 
  private:
   absl::Status CreateConfiguredModels();
+  absl::StatusOr<lmu::HashSecret> LmuSecret() const;
 
   const Options options_;
-  ModelRegistry registry_;
+  std::unique_ptr<ModelRegistry> registry_;  // made by Start(), with the LMU secret
   Metrics metrics_;
   std::atomic<bool> draining_{false};
   std::unique_ptr<SauRequestHandler> sau_handler_;
+  std::unique_ptr<LmuRequestHandler> lmu_handler_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<SauService> sau_service_;
+  std::unique_ptr<LmuService> lmu_service_;
   int port_ = 0;
 
   std::mutex shutdown_mu_;                // serialises Shutdown()

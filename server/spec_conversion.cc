@@ -99,24 +99,7 @@ absl::StatusOr<sau::SauSpec> SauSpecFromProto(const v1::SauSpec& wire) {
   return s;
 }
 
-}  // namespace
-
-absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire) {
-  ModelSpec spec;
-  spec.name = wire.name();
-  if (wire.shards() != 0) spec.shards = wire.shards();
-  absl::StatusOr<sau::SauSpec> sau = SauSpecFromProto(wire.sau());
-  if (!sau.ok()) return sau.status();
-  spec.sau = *std::move(sau);
-  return spec;
-}
-
-v1::ModelSpec ModelSpecToProto(const ModelSpec& spec) {
-  v1::ModelSpec wire;
-  wire.set_name(spec.name);
-  wire.set_shards(spec.shards);
-  const sau::SauSpec& s = spec.sau;
-  v1::SauSpec* w = wire.mutable_sau();
+void SauSpecToProto(const sau::SauSpec& s, v1::SauSpec* w) {
   w->set_d(static_cast<uint32_t>(s.d));
   w->set_d_v(static_cast<uint32_t>(s.d_v));
   w->set_r(static_cast<uint32_t>(s.r));
@@ -138,6 +121,111 @@ v1::ModelSpec ModelSpecToProto(const ModelSpec& spec) {
   w->set_c_rj(s.c_rj);
   w->set_rj_delta(s.rj_delta);
   w->set_beta_floor(s.beta_floor);
+}
+
+absl::StatusOr<lmu::LrSchedule> LrScheduleFromProto(v1::LrSchedule wire) {
+  switch (wire) {
+    case v1::LR_SCHEDULE_CONSTANT:
+      return lmu::LrSchedule::kConstant;
+    case v1::LR_SCHEDULE_INVERSE_SQRT:
+      return lmu::LrSchedule::kInverseSqrt;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("lmu.schedule: unknown LrSchedule value ", static_cast<int>(wire)));
+  }
+}
+
+v1::LrSchedule LrScheduleToProto(lmu::LrSchedule schedule) {
+  switch (schedule) {
+    case lmu::LrSchedule::kConstant:
+      return v1::LR_SCHEDULE_CONSTANT;
+    case lmu::LrSchedule::kInverseSqrt:
+      return v1::LR_SCHEDULE_INVERSE_SQRT;
+  }
+  return v1::LR_SCHEDULE_CONSTANT;
+}
+
+// Proto zero => keep the core default already in *field.
+absl::Status KeepDefaultIfZero(absl::string_view name, uint32_t wire, int* field) {
+  if (wire == 0) return absl::OkStatus();
+  return CopyInt(name, wire, field);
+}
+
+absl::StatusOr<lmu::LmuSpec> LmuSpecFromProto(const v1::LmuSpec& wire) {
+  lmu::LmuSpec s;  // core defaults
+  if (absl::Status st = KeepDefaultIfZero("lmu.m", wire.m(), &s.m); !st.ok()) return st;
+  KeepDefaultIfZero(wire.lr(), &s.lr);
+  absl::StatusOr<lmu::LrSchedule> schedule = LrScheduleFromProto(wire.schedule());
+  if (!schedule.ok()) return schedule.status();
+  s.schedule = *schedule;
+  KeepDefaultIfZero(wire.l2(), &s.l2);
+  if (wire.delta_buckets() != 0) s.delta_buckets = wire.delta_buckets();
+  if (absl::Status st = KeepDefaultIfZero("lmu.bucket_size", wire.bucket_size(), &s.bucket_size);
+      !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = KeepDefaultIfZero("lmu.stash", wire.stash(), &s.stash); !st.ok()) return st;
+  if (absl::Status st =
+          KeepDefaultIfZero("lmu.max_relocations", wire.max_relocations(), &s.max_relocations);
+      !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = KeepDefaultIfZero("lmu.ring", wire.ring(), &s.ring); !st.ok()) return st;
+  KeepDefaultIfZero(wire.tau_low(), &s.tau_low);
+  KeepDefaultIfZero(wire.tau_high(), &s.tau_high);
+  KeepDefaultIfZero(wire.lambda_max(), &s.lambda_max);
+  KeepDefaultIfZero(wire.rebuild_seconds(), &s.rebuild_seconds);
+  KeepDefaultIfZero(wire.margin(), &s.margin);
+  s.background_rebuild = !wire.inline_rebuild();
+  return s;
+}
+
+void LmuSpecToProto(const lmu::LmuSpec& s, v1::LmuSpec* w) {
+  w->set_m(static_cast<uint32_t>(s.m));
+  w->set_lr(s.lr);
+  w->set_schedule(LrScheduleToProto(s.schedule));
+  w->set_l2(s.l2);
+  w->set_delta_buckets(s.delta_buckets);
+  w->set_bucket_size(static_cast<uint32_t>(s.bucket_size));
+  w->set_stash(static_cast<uint32_t>(s.stash));
+  w->set_max_relocations(static_cast<uint32_t>(s.max_relocations));
+  w->set_ring(static_cast<uint32_t>(s.ring));
+  w->set_tau_low(s.tau_low);
+  w->set_tau_high(s.tau_high);
+  w->set_lambda_max(s.lambda_max);
+  w->set_rebuild_seconds(s.rebuild_seconds);
+  w->set_margin(s.margin);
+  w->set_inline_rebuild(!s.background_rebuild);
+}
+
+}  // namespace
+
+absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire) {
+  ModelSpec spec;
+  spec.name = wire.name();
+  if (wire.shards() != 0) spec.shards = wire.shards();
+  // A part is present when its message is (message-field presence), even if empty.
+  spec.has_sau = wire.has_sau();
+  if (spec.has_sau) {
+    absl::StatusOr<sau::SauSpec> sau = SauSpecFromProto(wire.sau());
+    if (!sau.ok()) return sau.status();
+    spec.sau = *std::move(sau);
+  }
+  spec.has_lmu = wire.has_lmu();
+  if (spec.has_lmu) {
+    absl::StatusOr<lmu::LmuSpec> lmu = LmuSpecFromProto(wire.lmu());
+    if (!lmu.ok()) return lmu.status();
+    spec.lmu = *std::move(lmu);
+  }
+  return spec;
+}
+
+v1::ModelSpec ModelSpecToProto(const ModelSpec& spec) {
+  v1::ModelSpec wire;
+  wire.set_name(spec.name);
+  wire.set_shards(spec.shards);
+  if (spec.has_sau) SauSpecToProto(spec.sau, wire.mutable_sau());
+  if (spec.has_lmu) LmuSpecToProto(spec.lmu, wire.mutable_lmu());
   return wire;
 }
 

@@ -7,6 +7,12 @@
 // 2..65536), so they are copied as given and a zero is rejected by validation, naming the
 // field. FEATURE_KIND_UNSPECIFIED => orthogonal, INPUT_MODE_UNSPECIFIED => L2_SCALED.
 //
+// Parts: a model has an SAU part iff the wire spec has the `sau` message and an LMU part iff
+// it has the `lmu` message (message-field presence; an empty message is a part with every
+// default). Zero LmuSpec fields keep the lmu::LmuSpec defaults (admin.proto lists them);
+// inline_rebuild maps to !background_rebuild. The effective spec goes back out with exactly
+// its parts present. A spec with neither part is refused by ValidateModelSpec.
+//
 //   absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(request.spec());
 //   v1::ModelSpec wire = ModelSpecToProto(model->spec());   // effective spec, all fields set
 //

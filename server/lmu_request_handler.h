@@ -1,0 +1,78 @@
+// LmuRequestHandler: the logic of the LMU service (lmu.proto), without gRPC.
+//
+// Turns one UpdateRequest into exactly one UpdateAck and one PredictRequest into a
+// PredictResponse, over the models of a ModelRegistry; the gRPC adapter (LmuService) only
+// moves messages and statuses, so this class can be tested directly, without a channel.
+//
+// Update errors are reported in-band: the ack's status carries the code and a message naming
+// the sample and field, nothing of the batch was applied, and the stream may go on
+// (common.proto, BatchStatus). The wire keeps a sample's x as two parallel arrays; the
+// handler checks their lengths and copies the (id, val) pairs into the stream's scratch
+// buffer (one reserve per batch), which the SampleViews handed to the shard point into. y
+// is not copied: its view points into the request.
+//
+//   LmuRequestHandler handler(&registry, &metrics, /*max_batch=*/4096);
+//   LmuRequestHandler::UpdateSession session;   // one per stream
+//   absl::Status s = handler.Update(request, &session, &ack);   // s mirrors ack.status
+//
+// Ownership: *registry and *metrics must outlive the handler.
+// Thread safety: thread-safe; an UpdateSession belongs to one stream (one thread at a time).
+#ifndef STREAMLEARN_SERVER_LMU_REQUEST_HANDLER_H_
+#define STREAMLEARN_SERVER_LMU_REQUEST_HANDLER_H_
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/lmu/lmu_learner.h"
+#include "core/shard/lmu_shard.h"
+#include "core/shard/model_registry.h"
+#include "lmu.pb.h"
+#include "server/metrics.h"
+
+namespace streamlearn::server {
+
+class LmuRequestHandler {
+ public:
+  // Per-stream scratch, reused from batch to batch: the model of the previous batch (models
+  // are never removed, so it stays valid), the features of the batch and its sample views.
+  struct UpdateSession {
+    std::shared_ptr<Model> model;
+    std::vector<lmu::Feature> features;
+    std::vector<SampleView> views;
+  };
+
+  // REQUIRES: max_batch >= 1.
+  LmuRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch);
+
+  LmuRequestHandler(const LmuRequestHandler&) = delete;
+  LmuRequestHandler& operator=(const LmuRequestHandler&) = delete;
+
+  // Applies one batch to the LMU of the shard its routing key maps to and fills *ack
+  // (cleared first). Returns the status also written to ack->status: NOT_FOUND (unknown
+  // model), FAILED_PRECONDITION (the model has no lmu part), INVALID_ARGUMENT (empty batch,
+  // more than max_batch samples, ids/vals lengths differ, empty x, NaN/Inf, wrong y size,
+  // lr/l2 override out of range), INTERNAL (a rebuild failed).
+  absl::Status Update(const v1::UpdateRequest& request, UpdateSession* session,
+                      v1::UpdateAck* ack);
+
+  // Reads the prediction at x from the shard of the routing key; changes no state.
+  // Errors: NOT_FOUND, FAILED_PRECONDITION (no lmu part), INVALID_ARGUMENT (ids/vals lengths
+  // differ, empty x, NaN/Inf value).
+  absl::Status Predict(const v1::PredictRequest& request, v1::PredictResponse* response) const;
+
+  size_t max_batch() const { return max_batch_; }
+
+ private:
+  absl::Status UpdateBatch(const v1::UpdateRequest& request, UpdateSession* session,
+                           v1::UpdateAck* ack);
+
+  ModelRegistry* const registry_;
+  Metrics* const metrics_;
+  const size_t max_batch_;
+};
+
+}  // namespace streamlearn::server
+
+#endif  // STREAMLEARN_SERVER_LMU_REQUEST_HANDLER_H_

@@ -1,0 +1,31 @@
+// Model lookup for the data-plane services: the named model, refused unless it has the part
+// the service serves (a model has an SAU part, an LMU part, or both).
+//
+//   absl::StatusOr<std::shared_ptr<Model>> m = FindModelWithPart(registry, "clicks", ModelPart::kLmu);
+//   // NOT_FOUND "model 'clicks' not found"
+//   // FAILED_PRECONDITION "model 'clicks' has no lmu part"
+//
+// Thread safety: as ModelRegistry::Find (thread-safe).
+#ifndef STREAMLEARN_SERVER_MODEL_LOOKUP_H_
+#define STREAMLEARN_SERVER_MODEL_LOOKUP_H_
+
+#include <memory>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "core/shard/model_registry.h"
+
+namespace streamlearn::server {
+
+enum class ModelPart { kSau, kLmu };
+
+// FAILED_PRECONDITION naming the model and the part if `model` lacks it.
+absl::Status RequirePart(const Model& model, ModelPart part);
+
+// Errors: NOT_FOUND (no such model), FAILED_PRECONDITION (the model lacks the part).
+absl::StatusOr<std::shared_ptr<Model>> FindModelWithPart(const ModelRegistry& registry,
+                                                         std::string_view name, ModelPart part);
+
+}  // namespace streamlearn::server
+
+#endif  // STREAMLEARN_SERVER_MODEL_LOOKUP_H_
