@@ -1,4 +1,5 @@
-// streamlearn create: a model from flags, from a JSON ModelSpec, or both (flags win).
+// streamlearn create: a model from flags, from a JSON ModelSpec, or both (flags win); an SAU
+// part, an LMU part, or both.
 
 #include <iostream>
 #include <optional>
@@ -13,15 +14,33 @@ namespace {
 constexpr char kUsage[] =
     "streamlearn create --name NAME [--shards S] [--d D --dv DV --r R --gamma G --tau T\n"
     "         --input-scale A --raw-inputs --iid --antithetic --seed N --rv RV ...]\n"
+    "         [--lmu [--m M --lr LR --l2 L2 --schedule constant|inverse-sqrt\n"
+    "          --delta-buckets B --tau-low X --tau-high Y --lambda-max N --rebuild-seconds T\n"
+    "          --margin K --inline-rebuild]] [--no-sau]\n"
     "       streamlearn create --spec-json FILE|- [flags overriding the file]\n"
-    "  d, d_v and r are required; other unset numbers take the server's documented defaults.\n"
-    "  The effective spec is printed.";
+    "  A model has an SAU part (d, d_v and r are required), an LMU part (--lmu), or both;\n"
+    "  --no-sau makes an LMU-only model. Other unset numbers take the server's documented\n"
+    "  defaults. The effective spec is printed.";
 
 struct CreateFlags {
   std::optional<std::string> name, spec_json;
   std::optional<uint64_t> shards, d, dv, r, seed, rv;
   std::optional<double> gamma, tau, input_scale, c_lo, c_hi, alpha, kappa, beta_floor;
   bool raw_inputs = false, iid = false, antithetic = false, json = false;
+  // LMU part.
+  bool lmu = false, no_sau = false, inline_rebuild = false;
+  std::optional<uint64_t> m, delta_buckets;
+  std::optional<double> lr, l2, tau_low, tau_high, lambda_max, rebuild_seconds, margin;
+  std::optional<std::string> schedule;
+
+  bool AnySauFlag() const {
+    return d || dv || r || seed || rv || gamma || tau || input_scale || c_lo || c_hi || alpha ||
+           kappa || beta_floor || raw_inputs || iid || antithetic;
+  }
+  bool AnyLmuFlag() const {
+    return m || delta_buckets || lr || l2 || tau_low || tau_high || lambda_max ||
+           rebuild_seconds || margin || schedule || inline_rebuild;
+  }
 };
 
 void Register(ArgParser& p, CreateFlags& f) {
@@ -46,14 +65,33 @@ void Register(ArgParser& p, CreateFlags& f) {
   p.AddBool("--raw-inputs", &f.raw_inputs, "use q and k as given (no L2 normalisation)");
   p.AddBool("--iid", &f.iid, "i.i.d. Gaussian features instead of orthogonal blocks");
   p.AddBool("--antithetic", &f.antithetic, "antithetic feature pairs (w, -w); r % 4 == 0");
+  p.AddBool("--lmu", &f.lmu, "add an LMU part (exact sparse linear learner); LMU flags imply it");
+  p.AddBool("--no-sau", &f.no_sau, "no SAU part: an LMU-only model");
+  p.AddUint("--m", &f.m, "LMU outputs per id, 1..256 (default 1)", kU32);
+  p.AddDouble("--lr", &f.lr, "LMU learning rate in (0, 10] (default 0.05)");
+  p.AddDouble("--l2", &f.l2, "LMU L2 shrinkage, [0, 1/lr) (default 0)");
+  p.AddString("--schedule", &f.schedule, "LMU learning-rate schedule: constant or inverse-sqrt");
+  p.AddUint("--delta-buckets", &f.delta_buckets,
+            "LMU delta buckets, a power of two (default 4096; capacity 4 per bucket)", kU32);
+  p.AddDouble("--tau-low", &f.tau_low, "delta load that starts a rebuild (default 0.6)");
+  p.AddDouble("--tau-high", &f.tau_high, "delta load a rebuild must beat (default 0.8)");
+  p.AddDouble("--lambda-max", &f.lambda_max, "novel ids per second, at most (default 1000)");
+  p.AddDouble("--rebuild-seconds", &f.rebuild_seconds, "rebuild bound T_rb assumed (default 1)");
+  p.AddDouble("--margin", &f.margin, "headroom in ids of the scheduling inequality (default 512)");
+  p.AddBool("--inline-rebuild", &f.inline_rebuild,
+            "rebuild on the writer (stable mode: reproducible layout)");
   p.AddBool("--json", &f.json, "print the created ModelInfo as JSON");
 }
 
+absl::StatusOr<v1::LrSchedule> ParseSchedule(const std::string& name) {
+  if (name == "constant") return v1::LR_SCHEDULE_CONSTANT;
+  if (name == "inverse-sqrt") return v1::LR_SCHEDULE_INVERSE_SQRT;
+  return absl::InvalidArgumentError("--schedule: expected constant or inverse-sqrt, got '" +
+                                    name + "'");
+}
+
 // Flags override whatever the JSON spec set.
-void ApplyFlags(const CreateFlags& f, v1::ModelSpec* spec) {
-  v1::SauSpec* s = spec->mutable_sau();
-  if (f.name) spec->set_name(*f.name);
-  if (f.shards) spec->set_shards(static_cast<uint32_t>(*f.shards));
+void ApplySauFlags(const CreateFlags& f, v1::SauSpec* s) {
   if (f.d) s->set_d(static_cast<uint32_t>(*f.d));
   if (f.dv) s->set_d_v(static_cast<uint32_t>(*f.dv));
   if (f.r) s->set_r(static_cast<uint32_t>(*f.r));
@@ -70,6 +108,50 @@ void ApplyFlags(const CreateFlags& f, v1::ModelSpec* spec) {
   if (f.raw_inputs) s->set_input_mode(v1::INPUT_MODE_RAW);
   if (f.iid) s->set_features(v1::FEATURE_KIND_IID);
   if (f.antithetic) s->set_antithetic(true);
+}
+
+absl::Status ApplyLmuFlags(const CreateFlags& f, v1::LmuSpec* s) {
+  if (f.m) s->set_m(static_cast<uint32_t>(*f.m));
+  if (f.lr) s->set_lr(*f.lr);
+  if (f.l2) s->set_l2(*f.l2);
+  if (f.schedule) {
+    absl::StatusOr<v1::LrSchedule> schedule = ParseSchedule(*f.schedule);
+    if (!schedule.ok()) return schedule.status();
+    s->set_schedule(*schedule);
+  }
+  if (f.delta_buckets) s->set_delta_buckets(static_cast<uint32_t>(*f.delta_buckets));
+  if (f.tau_low) s->set_tau_low(*f.tau_low);
+  if (f.tau_high) s->set_tau_high(*f.tau_high);
+  if (f.lambda_max) s->set_lambda_max(*f.lambda_max);
+  if (f.rebuild_seconds) s->set_rebuild_seconds(*f.rebuild_seconds);
+  if (f.margin) s->set_margin(*f.margin);
+  if (f.inline_rebuild) s->set_inline_rebuild(true);
+  return absl::OkStatus();
+}
+
+// Which parts the model gets: the SAU part unless --no-sau (with --spec-json: if the file has
+// one or SAU flags are given); the LMU part with --lmu, any LMU flag, or an lmu in the file.
+// Errors: INVALID_ARGUMENT for contradictory flags.
+absl::Status ApplyFlags(const CreateFlags& f, v1::ModelSpec* spec) {
+  if (f.name) spec->set_name(*f.name);
+  if (f.shards) spec->set_shards(static_cast<uint32_t>(*f.shards));
+  const bool lmu = f.lmu || f.AnyLmuFlag() || spec->has_lmu();
+  if (f.no_sau) {
+    if (f.AnySauFlag()) {
+      return absl::InvalidArgumentError("--no-sau contradicts the SAU flags given (--d, --r, ...)");
+    }
+    if (!lmu) return absl::InvalidArgumentError("--no-sau needs --lmu: a model needs a part");
+    spec->clear_sau();
+  } else if (f.AnySauFlag() || !f.spec_json) {
+    if (lmu && !spec->has_sau() && !f.AnySauFlag()) {
+      return absl::InvalidArgumentError(
+          "--lmu adds an LMU part to an SAU model: give --d, --dv and --r, or pass --no-sau "
+          "for an LMU-only model");
+    }
+    ApplySauFlags(f, spec->mutable_sau());
+  }
+  if (lmu) return ApplyLmuFlags(f, spec->mutable_lmu());
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -98,7 +180,7 @@ int RunCreate(const GlobalOptions& options, std::span<const std::string> args) {
       return ReportError(s, kExitUsage);
     }
   }
-  ApplyFlags(flags, &spec);
+  if (absl::Status s = ApplyFlags(flags, &spec); !s.ok()) return ReportError(s, kExitUsage);
   if (spec.name().empty()) {
     return ReportError(absl::InvalidArgumentError("a model needs a name: pass --name NAME"),
                        kExitUsage);

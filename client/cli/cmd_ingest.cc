@@ -12,6 +12,7 @@
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
 #include "client/cli/progress.h"
+#include "client/cli/stream_command.h"
 #include "client/lib/event_file.h"
 #include "fmt/format.h"
 
@@ -111,30 +112,14 @@ void PrintSummary(const std::string& path, uint64_t events_read, const IngestSta
 
 int RunIngest(const GlobalOptions& options, std::span<const std::string> args) {
   ArgParser parser(kUsage);
-  std::optional<std::string> routing_key, format_name;
-  std::optional<uint64_t> batch_size, window;
-  parser.AddString("--routing-key", &routing_key,
-                   "routing key of events without their own (default \"default\")");
-  parser.AddUint("--batch", &batch_size, "events per batch (default 256)", 1u << 20);
+  StreamFlags stream;
+  AddStreamFlags(parser, "events", "routing key of events without their own", &stream);
+  std::optional<std::string> format_name;
   parser.AddString("--format", &format_name, "csv or jsonl (default: from the extension)");
-  parser.AddUint("--window", &window, "batches in flight (default 64)", 1u << 16);
-  if (absl::Status s = parser.Parse(args); !s.ok()) return ReportError(s, kExitUsage);
-  if (parser.help_requested()) {
-    std::cout << parser.Usage();
-    return kExitOk;
-  }
-  if (parser.positional().size() != 2) {
-    return ReportError(absl::InvalidArgumentError("ingest takes a model name and a file\n" +
-                                                  parser.Usage()),
-                       kExitUsage);
-  }
+  if (std::optional<int> exit = ParseStreamCommand(parser, args, "ingest", stream)) return *exit;
   const std::string& model = parser.positional()[0];
   const std::string& path = parser.positional()[1];
-  const size_t batch_limit = batch_size.value_or(256);
-  if (batch_limit == 0 || window.value_or(64) == 0) {
-    return ReportError(absl::InvalidArgumentError("--batch and --window must be >= 1"),
-                       kExitUsage);
-  }
+  const size_t batch_limit = stream.batch_limit();
   absl::StatusOr<EventFormat> format = format_name ? ParseEventFormat(*format_name)
                                                    : EventFormatFromPath(path);
   if (!format.ok()) return ReportError(format.status(), kExitUsage);
@@ -143,6 +128,10 @@ int RunIngest(const GlobalOptions& options, std::span<const std::string> args) {
   if (client == nullptr) return kExitFailure;
   absl::StatusOr<v1::ModelInfo> info = client->GetModel(model);
   if (!info.ok()) return ReportError(info.status());
+  if (!info->spec().has_sau()) {
+    return ReportError(absl::FailedPreconditionError(
+        "model '" + model + "' has no sau part; use 'streamlearn train' for its lmu part"));
+  }
   const int d = static_cast<int>(info->spec().sau().d());
   const int d_v = static_cast<int>(info->spec().sau().d_v());
   if (d < 1 || d_v < 1) {
@@ -155,19 +144,16 @@ int RunIngest(const GlobalOptions& options, std::span<const std::string> args) {
 
   AckTally tally;
   IngestSession::Options session_options;
-  session_options.window = window.value_or(64);
+  session_options.window = stream.window_size();
   session_options.on_ack = [&tally](const BatchResult& r) { tally.OnAck(r); };
   absl::StatusOr<std::unique_ptr<IngestSession>> session =
       client->OpenIngest(model, std::move(session_options));
   if (!session.ok()) return ReportError(session.status());
 
-  const auto start = std::chrono::steady_clock::now();
   ProgressBar progress(isatty(STDERR_FILENO) != 0, (*reader)->size_bytes());
-  const std::string default_key = routing_key.value_or(kDefaultRoutingKey);
+  const std::string default_key = stream.routing_key.value_or(kDefaultRoutingKey);
   v1::IngestRequest request;
-  uint64_t first_line = 0, last_line = 0, events_read = 0, batches = 0;
-  absl::Status input_error, stream_error;
-
+  uint64_t first_line = 0, last_line = 0, batches = 0;
   auto send_batch = [&]() -> absl::Status {
     if (request.events_size() == 0) return absl::OkStatus();
     tally.NoteBatch(batches++, first_line, last_line);
@@ -175,20 +161,12 @@ int RunIngest(const GlobalOptions& options, std::span<const std::string> args) {
     request.Clear();
     return s;
   };
-
-  EventRecord record;
-  while (true) {
-    absl::StatusOr<bool> more = (*reader)->Next(&record);
-    if (!more.ok()) {
-      input_error = more.status();
-      break;
-    }
-    if (!*more) break;
-    ++events_read;
+  // Consecutive events with the same routing key form a batch.
+  auto add = [&](const EventRecord& record) -> absl::Status {
     const std::string& key = record.has_key ? record.key : default_key;
     if (request.events_size() > 0 &&
         (key != request.routing_key() || static_cast<size_t>(request.events_size()) >= batch_limit)) {
-      if (stream_error = send_batch(); !stream_error.ok()) break;
+      if (absl::Status s = send_batch(); !s.ok()) return s;
     }
     if (request.events_size() == 0) {
       request.set_routing_key(key);
@@ -199,30 +177,14 @@ int RunIngest(const GlobalOptions& options, std::span<const std::string> args) {
     e->set_t(record.t);
     e->mutable_k()->Add(record.k.begin(), record.k.end());
     e->mutable_v()->Add(record.v.begin(), record.v.end());
-    progress.Update((*reader)->bytes_read(), events_read);
-  }
-  // Events read before a bad line are still sent: a re-run after fixing the line gets them
-  // back as duplicates (same t), so stopping here never applies anything twice.
-  if (stream_error.ok()) stream_error = send_batch();
-  const absl::Status finish = (*session)->Finish();
-  if (stream_error.ok()) stream_error = finish;
-  progress.Finish();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return absl::OkStatus();
+  };
+  const PumpResult run = PumpFile<EventRecord>(**reader, **session, progress, add, send_batch);
 
   const std::vector<std::string> rejections = tally.rejections();
   for (const std::string& r : rejections) std::cerr << "error: " << r << "\n";
-  PrintSummary(path, events_read, (*session)->stats(), tally, seconds);
-  if (!input_error.ok()) {
-    std::cerr << "stopped at the first bad line; the events before it were sent\n";
-    return ReportError(input_error, kExitUsage);
-  }
-  if (!stream_error.ok()) return ReportError(stream_error);
-  if (!rejections.empty()) {
-    std::cerr << "error: " << rejections.size() << " batch(es) rejected by the server\n";
-    return kExitFailure;
-  }
-  return kExitOk;
+  PrintSummary(path, run.read, (*session)->stats(), tally, run.seconds);
+  return FinishRun(run.input_error, run.stream_error, rejections.size(), "events");
 }
 
 }  // namespace streamlearn::cli

@@ -5,6 +5,8 @@
 //   describe  one model in detail; list: all models              (cmd_models.cc)
 //   ingest    stream a CSV or JSONL file of events into a model  (cmd_ingest.cc)
 //   query     read attention at a query vector                   (cmd_query.cc)
+//   train     stream a libsvm or VW file of samples into the LMU  (cmd_train.cc)
+//   predict   the LMU's prediction at a sparse x                  (cmd_predict.cc)
 #ifndef STREAMLEARN_CLIENT_CLI_COMMANDS_H_
 #define STREAMLEARN_CLIENT_CLI_COMMANDS_H_
 
@@ -20,6 +22,8 @@ int RunDescribe(const GlobalOptions& options, std::span<const std::string> args)
 int RunList(const GlobalOptions& options, std::span<const std::string> args);
 int RunIngest(const GlobalOptions& options, std::span<const std::string> args);
 int RunQuery(const GlobalOptions& options, std::span<const std::string> args);
+int RunTrain(const GlobalOptions& options, std::span<const std::string> args);
+int RunPredict(const GlobalOptions& options, std::span<const std::string> args);
 
 }  // namespace streamlearn::cli
 

@@ -1,6 +1,6 @@
 // streamlearn: the command-line client (docs/CLIENT.md).
 //
-//   streamlearn [--server HOST:PORT] create|describe|list|ingest|query ...
+//   streamlearn [--server HOST:PORT] create|describe|list|ingest|query|train|predict ...
 
 #include <iostream>
 #include <string>
@@ -14,12 +14,15 @@ constexpr char kUsage[] =
     "usage: streamlearn [--server HOST:PORT] COMMAND [ARGS]\n"
     "  --server defaults to localhost:50051 (may also follow the command)\n"
     "commands:\n"
-    "  create    --name N [--shards S] [--d .. --dv .. --r .. ...] | --spec-json FILE|-\n"
+    "  create    --name N [--shards S] [--d .. --dv .. --r .. ...] [--lmu [--m ..] [--no-sau]]\n"
+    "            | --spec-json FILE|-\n"
     "  describe  MODEL [--json]\n"
     "  list      [--long] [--json]\n"
     "  ingest    MODEL FILE [--routing-key K] [--batch 256] [--format csv|jsonl]\n"
     "  query     MODEL --q \"0.1,0.2,...\" | --q-json '[...]' [--path stabilized|correctness]\n"
     "            [--low-rank] [--routing-key K]\n"
+    "  train     MODEL FILE [--format libsvm|vw] [--batch 256] [--routing-key K] [--hash-strings]\n"
+    "  predict   MODEL --x \"id:val,id:val,...\" [--routing-key K]\n"
     "run 'streamlearn COMMAND --help' for the flags of a command\n";
 
 }  // namespace
@@ -52,6 +55,8 @@ int main(int argc, char** argv) {
   if (command == "list") return RunList(options, args);
   if (command == "ingest") return RunIngest(options, args);
   if (command == "query") return RunQuery(options, args);
+  if (command == "train") return RunTrain(options, args);
+  if (command == "predict") return RunPredict(options, args);
   std::cerr << kUsage;
   return ReportError(absl::InvalidArgumentError("unknown command '" + command + "'"), kExitUsage);
 }

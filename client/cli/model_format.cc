@@ -35,36 +35,85 @@ uint64_t TotalEvents(const v1::ModelInfo& info) {
   return n;
 }
 
+std::string PartsName(const v1::ModelSpec& spec) {
+  if (spec.has_sau() && spec.has_lmu()) return "sau+lmu";
+  return spec.has_lmu() ? "lmu" : "sau";
+}
+
+std::string YesNo(bool b) { return b ? "yes" : "no"; }
+
+// The LMU spec and, per shard, its table (seed 002 sec. 8 fields).
+std::string DescribeLmu(const v1::ModelInfo& info) {
+  const v1::LmuSpec& l = info.spec().lmu();
+  const uint64_t capacity = static_cast<uint64_t>(l.delta_buckets()) * l.bucket_size();
+  std::string out;
+  auto row = [&out](std::string_view label, const std::string& value) {
+    out += fmt::format("  {:<13} {}\n", label, value);
+  };
+  row("lmu", fmt::format("m={}  lr={:g} ({})  l2={:g}", l.m(), l.lr(),
+                         l.schedule() == v1::LR_SCHEDULE_INVERSE_SQRT ? "inverse-sqrt"
+                                                                      : "constant",
+                         l.l2()));
+  row("lmu delta", fmt::format("C={} ({} buckets x b={})  stash S={}  relocations L={}  ring Q={}",
+                               capacity, l.delta_buckets(), l.bucket_size(), l.stash(),
+                               l.max_relocations(), l.ring()));
+  row("lmu rebuild",
+      fmt::format("tau_low={:g}  tau_high={:g}  lambda_max={:g}/s  T_rb={:g} s  margin={:g}  ({})",
+                  l.tau_low(), l.tau_high(), l.lambda_max(), l.rebuild_seconds(), l.margin(),
+                  l.inline_rebuild() ? "inline" : "background"));
+  for (const v1::LmuShardInfo& sh : info.lmu_shards()) {
+    out += fmt::format("  lmu shard {:<3} samples {}  last_t {}  ver_base {}  ver_delta {}\n",
+                       sh.shard(), sh.samples(), sh.last_t(), sh.ver_base(), sh.ver_delta());
+    out += fmt::format(
+        "                keys base {}  delta {}  (delta load {:.3f} of C={})  ring {}/{}  "
+        "stash {}/{}  emergency {}  frozen {}\n",
+        sh.base_keys(), sh.delta_keys(), sh.delta_load(), capacity, sh.ring_used(), l.ring(),
+        sh.stash_used(), l.stash(), YesNo(sh.emergency_used()), YesNo(sh.frozen()));
+    out += fmt::format(
+        "                rebuilds {}  T_rb last {:.4g} s  max {:.4g} s  probes locate {} "
+        "(bound {})  insert {} (bound {})  tripwires {}  tau_high crossings {}\n",
+        sh.rebuilds(), sh.last_rebuild_seconds(), sh.max_rebuild_seconds(),
+        sh.max_locate_probes(), sh.locate_bound(), sh.max_insert_probes(), sh.insert_bound(),
+        sh.tripwires(), sh.tau_high_crossings());
+    out += fmt::format("                state digest {}\n", sh.state_digest());
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string DescribeModel(const v1::ModelInfo& info) {
   const v1::ModelSpec& spec = info.spec();
-  const v1::SauSpec& s = spec.sau();
   std::string out = fmt::format("model {}\n", spec.name());
   auto row = [&out](std::string_view label, const std::string& value) {
     out += fmt::format("  {:<13} {}\n", label, value);
   };
   row("shards", fmt::format("{}", spec.shards()));
-  row("dimensions", fmt::format("d={}  d_v={}  r={}  r_v={}", s.d(), s.d_v(), s.r(),
-                                s.r_v() == 0 ? std::string("off") : std::to_string(s.r_v())));
-  row("features", fmt::format("{}{}, seed {}", FeatureName(s.features()),
-                              s.antithetic() ? ", antithetic" : "", s.seed()));
-  row("kernel", fmt::format("tau={:g}  gamma={:g}  (effective memory {:g} events)", s.tau(),
-                            s.gamma(), s.gamma() < 1 ? 1.0 / (1.0 - s.gamma()) : 0.0));
-  row("inputs", InputName(s));
-  row("clipping", fmt::format("log-features clipped to [{:g}, {:g}]", s.c_lo(), s.c_hi()));
-  row("whitening", fmt::format("beta_mu={:g}  beta_sigma={:g}", s.beta_mu(), s.beta_sigma()));
-  row("e-process", fmt::format("alpha={:g}  kappa={:g}", s.alpha(), s.kappa()));
-  row("RJ", fmt::format("c_rj={:g}  delta={:g}", s.c_rj(), s.rj_delta()));
-  row("beta_floor", fmt::format("{:g}", s.beta_floor()));
-  row("W digest", info.w_digest());
-  row("state", fmt::format("{} per shard", Bytes(info.state_bytes())));
-  out += fmt::format("  {:>5}  {:>9}  {:>12}  {:>12}  {}\n", "shard", "version", "events",
-                     "last_t", "state digest");
-  for (const v1::ShardInfo& sh : info.shards()) {
-    out += fmt::format("  {:>5}  {:>9}  {:>12}  {:>12}  {}\n", sh.shard(), sh.ver_sau(),
-                       sh.events(), sh.last_t(), sh.state_digest());
+  row("parts", PartsName(spec));
+  if (spec.has_sau()) {
+    const v1::SauSpec& s = spec.sau();
+    row("dimensions", fmt::format("d={}  d_v={}  r={}  r_v={}", s.d(), s.d_v(), s.r(),
+                                  s.r_v() == 0 ? std::string("off") : std::to_string(s.r_v())));
+    row("features", fmt::format("{}{}, seed {}", FeatureName(s.features()),
+                                s.antithetic() ? ", antithetic" : "", s.seed()));
+    row("kernel", fmt::format("tau={:g}  gamma={:g}  (effective memory {:g} events)", s.tau(),
+                              s.gamma(), s.gamma() < 1 ? 1.0 / (1.0 - s.gamma()) : 0.0));
+    row("inputs", InputName(s));
+    row("clipping", fmt::format("log-features clipped to [{:g}, {:g}]", s.c_lo(), s.c_hi()));
+    row("whitening", fmt::format("beta_mu={:g}  beta_sigma={:g}", s.beta_mu(), s.beta_sigma()));
+    row("e-process", fmt::format("alpha={:g}  kappa={:g}", s.alpha(), s.kappa()));
+    row("RJ", fmt::format("c_rj={:g}  delta={:g}", s.c_rj(), s.rj_delta()));
+    row("beta_floor", fmt::format("{:g}", s.beta_floor()));
+    row("W digest", info.w_digest());
+    row("state", fmt::format("{} per shard", Bytes(info.state_bytes())));
+    out += fmt::format("  {:>5}  {:>9}  {:>12}  {:>12}  {}\n", "shard", "version", "events",
+                       "last_t", "state digest");
+    for (const v1::ShardInfo& sh : info.shards()) {
+      out += fmt::format("  {:>5}  {:>9}  {:>12}  {:>12}  {}\n", sh.shard(), sh.ver_sau(),
+                         sh.events(), sh.last_t(), sh.state_digest());
+    }
   }
+  if (spec.has_lmu()) out += DescribeLmu(info);
   return out;
 }
 
@@ -72,17 +121,32 @@ std::string ModelTable(const std::vector<v1::ModelInfo>& models) {
   if (models.empty()) return "no models\n";
   size_t name_width = 4;
   for (const v1::ModelInfo& m : models) name_width = std::max(name_width, m.spec().name().size());
-  std::string out = fmt::format("{:<{}}  {:>6}  {:>5}  {:>5}  {:>6}  {:>7}  {:>7}  {:>17}  {:>10}  {:>8}  {}\n",
-                                "name", name_width, "shards", "d", "d_v", "r", "tau", "gamma",
-                                "clipping", "events", "version", "W digest");
+  static constexpr char kRow[] =
+      "{:<{}}  {:>7}  {:>6}  {:>5}  {:>5}  {:>6}  {:>7}  {:>7}  {:>17}  {:>10}  {:>8}  {:>10}  "
+      "{:>8}  {}\n";
+  std::string out = fmt::format(kRow, "name", name_width, "parts", "shards", "d", "d_v", "r",
+                                "tau", "gamma", "clipping", "events", "version", "samples",
+                                "ver_base", "W digest");
   for (const v1::ModelInfo& m : models) {
+    const bool sau = m.spec().has_sau();
     const v1::SauSpec& s = m.spec().sau();
-    uint64_t version = 0;
+    auto sau_field = [sau](const std::string& value) { return sau ? value : std::string("-"); };
+    uint64_t version = 0, samples = 0, ver_base = 0;
     for (const v1::ShardInfo& sh : m.shards()) version = std::max(version, sh.ver_sau());
-    out += fmt::format("{:<{}}  {:>6}  {:>5}  {:>5}  {:>6}  {:>7.4g}  {:>7.4g}  {:>17}  {:>10}  {:>8}  {}\n",
-                       m.spec().name(), name_width, m.spec().shards(), s.d(), s.d_v(), s.r(),
-                       s.tau(), s.gamma(), fmt::format("[{:.3g}, {:.3g}]", s.c_lo(), s.c_hi()),
-                       TotalEvents(m), version, m.w_digest().substr(0, 16));
+    for (const v1::LmuShardInfo& sh : m.lmu_shards()) {
+      samples += sh.samples();
+      ver_base = std::max(ver_base, sh.ver_base());
+    }
+    const bool lmu = m.spec().has_lmu();
+    out += fmt::format(
+        kRow, m.spec().name(), name_width, PartsName(m.spec()), m.spec().shards(),
+        sau_field(std::to_string(s.d())), sau_field(std::to_string(s.d_v())),
+        sau_field(std::to_string(s.r())), sau_field(fmt::format("{:.4g}", s.tau())),
+        sau_field(fmt::format("{:.4g}", s.gamma())),
+        sau_field(fmt::format("[{:.3g}, {:.3g}]", s.c_lo(), s.c_hi())),
+        sau_field(std::to_string(TotalEvents(m))), sau_field(std::to_string(version)),
+        lmu ? std::to_string(samples) : "-", lmu ? std::to_string(ver_base) : "-",
+        sau ? m.w_digest().substr(0, 16) : "-");
   }
   return out;
 }

@@ -14,11 +14,15 @@
 
 namespace streamlearn::cli {
 
-// Spec (dimensions, features, kernel, inputs, clipping, monitors), W digest, state size and a
-// table of shards (version, events, last t, state digest).
+// The parts; for an SAU part its spec (dimensions, features, kernel, inputs, clipping,
+// monitors), W digest, state size and a table of shards (version, events, last t, state
+// digest); for an LMU part its spec (m, lr, delta shape, rebuild scheduling) and per shard:
+// samples, versions, key counts, delta load, ring/stash occupancy, emergency, frozen,
+// rebuilds and T_rb, probe maxima beside their bounds, tripwires, state digest.
 std::string DescribeModel(const v1::ModelInfo& info);
 
-// A table: name, shards, d, d_v, r, tau, gamma, clipping, events, max version, W digest.
+// A table: name, parts, shards, d, d_v, r, tau, gamma, clipping, events, max version (SAU;
+// "-" without an SAU part), LMU samples and max ver_base ("-" without an LMU part), W digest.
 std::string ModelTable(const std::vector<v1::ModelInfo>& models);
 
 }  // namespace streamlearn::cli

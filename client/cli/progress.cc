@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "fmt/format.h"
 
@@ -20,18 +21,19 @@ std::string Rate(double per_second) {
 
 }  // namespace
 
-ProgressBar::ProgressBar(bool enabled, std::optional<uint64_t> total_bytes)
+ProgressBar::ProgressBar(bool enabled, std::optional<uint64_t> total_bytes, std::string unit)
     : enabled_(enabled),
       total_bytes_(total_bytes),
+      unit_(std::move(unit)),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
-void ProgressBar::Draw(uint64_t bytes, uint64_t events, bool force) {
+void ProgressBar::Draw(uint64_t bytes, uint64_t items, bool force) {
   const auto now = std::chrono::steady_clock::now();
   if (!force && now - last_draw_ < kRedrawInterval) return;
   last_draw_ = now;
   const double seconds = std::chrono::duration<double>(now - start_).count();
-  const double rate = seconds > 0 ? events / seconds : 0.0;
+  const double rate = seconds > 0 ? items / seconds : 0.0;
   std::string line;
   if (total_bytes_ && *total_bytes_ > 0) {
     const double frac = std::min(1.0, static_cast<double>(bytes) / *total_bytes_);
@@ -39,7 +41,7 @@ void ProgressBar::Draw(uint64_t bytes, uint64_t events, bool force) {
     line = fmt::format("[{}{}] {:5.1f}%  ", std::string(filled, '#'),
                        std::string(kBarWidth - filled, ' '), frac * 100.0);
   }
-  line += fmt::format("{} events  {} ev/s", events, Rate(rate));
+  line += fmt::format("{} {}  {}/s", items, unit_, Rate(rate));
   std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
   std::fflush(stderr);
   drawn_ = true;

@@ -29,7 +29,8 @@ Client::Client(std::string address, Options options, std::shared_ptr<grpc::Chann
       options_(options),
       channel_(std::move(channel)),
       admin_(v1::Admin::NewStub(channel_)),
-      sau_(v1::SAU::NewStub(channel_)) {}
+      sau_(v1::SAU::NewStub(channel_)),
+      lmu_(v1::LMU::NewStub(channel_)) {}
 
 std::unique_ptr<grpc::ClientContext> Client::NewContext() const {
   auto ctx = std::make_unique<grpc::ClientContext>();
@@ -110,13 +111,41 @@ absl::StatusOr<uint32_t> Client::ShardOf(std::string_view model, std::string_vie
   return ShardFor(routing_key, *shards);
 }
 
-absl::StatusOr<std::unique_ptr<IngestSession>> Client::OpenIngest(
-    std::string_view model, IngestSession::Options options) {
-  if (options.window == 0) return absl::InvalidArgumentError("ingest window must be >= 1");
+absl::StatusOr<v1::PredictResponse> Client::Predict(std::string_view model,
+                                                    std::string_view routing_key,
+                                                    std::span<const uint64_t> ids,
+                                                    std::span<const double> vals) {
+  v1::PredictRequest request;
+  request.set_model(std::string(model));
+  request.set_routing_key(std::string(routing_key));
+  request.mutable_ids()->Add(ids.begin(), ids.end());
+  request.mutable_vals()->Add(vals.begin(), vals.end());
+  v1::PredictResponse response;
+  auto ctx = NewContext();
+  if (absl::Status s = FromGrpcStatus(lmu_->Predict(ctx.get(), request, &response)); !s.ok()) {
+    return s;
+  }
+  return response;
+}
+
+template <typename Session>
+absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(std::string_view model,
+                                                             typename Session::Options options) {
+  if (options.window == 0) return absl::InvalidArgumentError("session window must be >= 1");
   absl::StatusOr<uint32_t> shards = ShardCount(model);
   if (!shards.ok()) return shards.status();
-  return std::unique_ptr<IngestSession>(
-      new IngestSession(channel_, std::string(model), *shards, std::move(options)));
+  return std::unique_ptr<Session>(
+      new Session(channel_, std::string(model), *shards, std::move(options)));
+}
+
+absl::StatusOr<std::unique_ptr<IngestSession>> Client::OpenIngest(
+    std::string_view model, IngestSession::Options options) {
+  return OpenSession<IngestSession>(model, std::move(options));
+}
+
+absl::StatusOr<std::unique_ptr<LmuUpdateSession>> Client::OpenLmuUpdate(
+    std::string_view model, LmuUpdateSession::Options options) {
+  return OpenSession<LmuUpdateSession>(model, std::move(options));
 }
 
 }  // namespace streamlearn

@@ -1,9 +1,10 @@
-// Client: the C++ client of a streamlearn server (Admin and SAU services).
+// Client: the C++ client of a streamlearn server (Admin, SAU and LMU services).
 //
 // A Client owns one gRPC channel to one server address. Unary calls (CreateModel, GetModel,
-// ListModels, Query) return absl::Status / absl::StatusOr with the server's gRPC code and
-// message unchanged; each has a deadline of Options::rpc_timeout. Ingest runs over an
-// IngestSession (ingest_session.h), one pipelined bidi stream per session.
+// ListModels, Query, Predict) return absl::Status / absl::StatusOr with the server's gRPC
+// code and message unchanged; each has a deadline of Options::rpc_timeout. SAU.Ingest runs
+// over an IngestSession (ingest_session.h) and LMU.Update over an LmuUpdateSession
+// (lmu_update_session.h), one pipelined bidi stream per session.
 //
 // Routing: a model's state is split into shards, shard = ShardFor(routing key, shards)
 // (core/shard/routing.h, the function the server uses). ShardOf() reads a model's shard count
@@ -19,6 +20,9 @@
 //   absl::StatusOr<v1::ModelInfo> info = (*client)->CreateModel(spec);
 //   std::vector<double> q(16, 0.25);
 //   auto y = (*client)->Query("demo", "user-42", q, v1::READOUT_PATH_CORRECTNESS);
+//   std::vector<uint64_t> ids = {17, 42};
+//   std::vector<double> vals = {1.0, 0.5};
+//   auto p = (*client)->Predict("clicks", "user-42", ids, vals);   // LMU part
 //
 // Thread safety: all methods are thread-safe; sessions it opens are independent of it.
 #ifndef STREAMLEARN_CLIENT_LIB_CLIENT_H_
@@ -37,7 +41,9 @@
 #include "absl/status/statusor.h"
 #include "admin.grpc.pb.h"
 #include "client/lib/ingest_session.h"
+#include "client/lib/lmu_update_session.h"
 #include "grpcpp/channel.h"
+#include "lmu.grpc.pb.h"
 #include "sau.grpc.pb.h"
 
 namespace streamlearn {
@@ -76,11 +82,27 @@ class Client {
       v1::ReadoutPath path = v1::READOUT_PATH_STABILIZED, bool low_rank = false,
       uint64_t min_version = 0);
 
+  // The LMU's prediction at the sparse x = {(ids[j], vals[j])} from the shard of
+  // `routing_key`; read-only. Errors from the server: INVALID_ARGUMENT (lengths differ, empty
+  // x, NaN/Inf), NOT_FOUND, FAILED_PRECONDITION (the model has no lmu part).
+  absl::StatusOr<v1::PredictResponse> Predict(std::string_view model,
+                                              std::string_view routing_key,
+                                              std::span<const uint64_t> ids,
+                                              std::span<const double> vals);
+
   // Opens an ingest stream for `model` (reads its shard count first: NOT_FOUND if absent).
   absl::StatusOr<std::unique_ptr<IngestSession>> OpenIngest(std::string_view model,
                                                             IngestSession::Options options);
   absl::StatusOr<std::unique_ptr<IngestSession>> OpenIngest(std::string_view model) {
     return OpenIngest(model, IngestSession::Options());
+  }
+
+  // Opens an LMU update stream for `model` (reads its shard count first: NOT_FOUND if
+  // absent). A model without an LMU part is refused in each batch's ack (FAILED_PRECONDITION).
+  absl::StatusOr<std::unique_ptr<LmuUpdateSession>> OpenLmuUpdate(
+      std::string_view model, LmuUpdateSession::Options options);
+  absl::StatusOr<std::unique_ptr<LmuUpdateSession>> OpenLmuUpdate(std::string_view model) {
+    return OpenLmuUpdate(model, LmuUpdateSession::Options());
   }
 
   // The shard of `routing_key` in `model`, as the server computes it.
@@ -91,6 +113,9 @@ class Client {
  private:
   Client(std::string address, Options options, std::shared_ptr<grpc::Channel> channel);
   absl::StatusOr<uint32_t> ShardCount(std::string_view model);
+  template <typename Session>
+  absl::StatusOr<std::unique_ptr<Session>> OpenSession(std::string_view model,
+                                                       typename Session::Options options);
   std::unique_ptr<grpc::ClientContext> NewContext() const;
 
   const std::string address_;
@@ -98,6 +123,7 @@ class Client {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Admin::Stub> admin_;
   std::unique_ptr<v1::SAU::Stub> sau_;
+  std::unique_ptr<v1::LMU::Stub> lmu_;
 
   std::mutex mu_;
   std::map<std::string, uint32_t, std::less<>> shard_counts_;  // model -> shards

@@ -1,8 +1,6 @@
 #include "client/lib/event_file.h"
 
-#include <filesystem>
-#include <iostream>
-#include <system_error>
+#include <utility>
 
 #include "client/lib/number_parse.h"
 
@@ -30,67 +28,49 @@ absl::StatusOr<EventFormat> EventFormatFromPath(std::string_view path) {
   return format;
 }
 
-EventFileReader::EventFileReader(std::string path, EventFormat format, int d, int d_v)
-    : path_(std::move(path)), format_(format), csv_(d, d_v), jsonl_(d, d_v) {}
+EventFileReader::EventFileReader(std::unique_ptr<LineSource> source, EventFormat format, int d,
+                                 int d_v)
+    : source_(std::move(source)), format_(format), csv_(d, d_v), jsonl_(d, d_v) {}
 
 absl::StatusOr<std::unique_ptr<EventFileReader>> EventFileReader::Open(const std::string& path,
                                                                        EventFormat format,
                                                                        int d, int d_v) {
-  std::unique_ptr<EventFileReader> reader(new EventFileReader(path, format, d, d_v));
-  if (path == "-") {
-    reader->in_ = &std::cin;
-  } else {
-    reader->file_.open(path, std::ios::binary);
-    if (!reader->file_) {
-      std::error_code ec;
-      const bool exists = std::filesystem::exists(path, ec);
-      return exists ? absl::PermissionDeniedError("cannot read event file '" + path + "'")
-                    : absl::NotFoundError("event file '" + path + "' does not exist");
-    }
-    reader->in_ = &reader->file_;
-    std::error_code ec;
-    const uintmax_t size = std::filesystem::file_size(path, ec);
-    if (!ec && std::filesystem::is_regular_file(path, ec)) reader->size_ = size;
-  }
+  absl::StatusOr<std::unique_ptr<LineSource>> source = LineSource::Open(path, "event file");
+  if (!source.ok()) return source.status();
+  std::unique_ptr<EventFileReader> reader(
+      new EventFileReader(*std::move(source), format, d, d_v));
   if (format == EventFormat::kCsv) {
     // The header is the first non-blank line.
+    LineSource& in = *reader->source_;
     while (true) {
-      if (!reader->ReadLine()) {
-        return absl::InvalidArgumentError(reader->path_ + ": empty CSV file (no header row)");
+      if (!in.Next()) {
+        return absl::InvalidArgumentError(in.path() + ": empty CSV file (no header row)");
       }
-      if (!TrimBlanks(reader->line_text_).empty()) break;
+      if (!TrimBlanks(in.text()).empty()) break;
     }
     LineError error;
-    if (!reader->csv_.ParseHeader(reader->line_text_, &error)) return reader->Error(error);
+    if (!reader->csv_.ParseHeader(in.text(), &error)) return reader->Error(error);
   }
   return reader;
 }
 
-bool EventFileReader::ReadLine() {
-  if (!std::getline(*in_, line_text_)) return false;
-  ++line_;
-  bytes_read_ += line_text_.size() + (in_->eof() ? 0 : 1);
-  if (!line_text_.empty() && line_text_.back() == '\r') line_text_.pop_back();
-  return true;
-}
-
 absl::Status EventFileReader::Error(const LineError& e) const {
-  return absl::InvalidArgumentError(path_ + ":" + std::to_string(line_) + ":" +
-                                    std::to_string(e.column) + ": " + e.message);
+  return source_->ErrorAt(e.column, e.message);
 }
 
 absl::StatusOr<bool> EventFileReader::Next(EventRecord* event) {
+  LineSource& in = *source_;
   while (true) {
-    if (!ReadLine()) {
-      if (in_->bad()) return absl::DataLossError("read error in '" + path_ + "'");
+    if (!in.Next()) {
+      if (in.bad()) return absl::DataLossError("read error in '" + in.path() + "'");
       return false;
     }
-    if (TrimBlanks(line_text_).empty()) continue;
+    if (TrimBlanks(in.text()).empty()) continue;
     LineError error;
-    const bool ok = format_ == EventFormat::kCsv ? csv_.ParseRow(line_text_, event, &error)
-                                                 : jsonl_.ParseLine(line_text_, event, &error);
+    const bool ok = format_ == EventFormat::kCsv ? csv_.ParseRow(in.text(), event, &error)
+                                                 : jsonl_.ParseLine(in.text(), event, &error);
     if (!ok) return Error(error);
-    if (!event->has_t) event->t = line_;
+    if (!event->has_t) event->t = in.line();
     return true;
   }
 }

@@ -20,8 +20,6 @@
 #define STREAMLEARN_CLIENT_LIB_EVENT_FILE_H_
 
 #include <cstdint>
-#include <fstream>
-#include <istream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +29,7 @@
 #include "client/lib/csv_events.h"
 #include "client/lib/event_record.h"
 #include "client/lib/jsonl_events.h"
+#include "client/lib/line_source.h"
 
 namespace streamlearn {
 
@@ -54,27 +53,20 @@ class EventFileReader {
   // "path:line:column: message"; DATA_LOSS on a read error.
   absl::StatusOr<bool> Next(EventRecord* event);
 
-  const std::string& path() const { return path_; }
-  uint64_t line() const { return line_; }              // last line read (1-based)
-  uint64_t bytes_read() const { return bytes_read_; }
-  std::optional<uint64_t> size_bytes() const { return size_; }  // unknown for stdin/pipes
+  const std::string& path() const { return source_->path(); }
+  uint64_t line() const { return source_->line(); }  // last line read (1-based)
+  uint64_t bytes_read() const { return source_->bytes_read(); }
+  // Unknown for stdin/pipes.
+  std::optional<uint64_t> size_bytes() const { return source_->size_bytes(); }
 
  private:
-  EventFileReader(std::string path, EventFormat format, int d, int d_v);
-  // Reads one line into line_text_; false at end of input.
-  bool ReadLine();
+  EventFileReader(std::unique_ptr<LineSource> source, EventFormat format, int d, int d_v);
   absl::Status Error(const LineError& e) const;
 
-  const std::string path_;
+  const std::unique_ptr<LineSource> source_;
   const EventFormat format_;
-  std::ifstream file_;
-  std::istream* in_ = nullptr;  // &file_ or &std::cin
-  std::optional<uint64_t> size_;
   CsvEventParser csv_;
   JsonlEventParser jsonl_;
-  std::string line_text_;
-  uint64_t line_ = 0;
-  uint64_t bytes_read_ = 0;
 };
 
 }  // namespace streamlearn

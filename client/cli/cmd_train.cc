@@ -1,0 +1,192 @@
+// streamlearn train: streams a libsvm or VW file of samples into a model's LMU over one
+// pipelined Update stream, then prints what the server applied.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "client/cli/args.h"
+#include "client/cli/commands.h"
+#include "client/cli/progress.h"
+#include "client/cli/stream_command.h"
+#include "client/lib/sample_file.h"
+#include "absl/strings/string_view.h"
+#include "fmt/format.h"
+
+namespace streamlearn::cli {
+namespace {
+
+constexpr char kUsage[] =
+    "streamlearn train MODEL FILE|- [--format libsvm|vw] [--batch 256] [--routing-key K]\n"
+    "         [--hash-strings] [--window 64] [--t-offset N]\n"
+    "  libsvm: y id:val id:val ...  (ids unsigned integers; y comma-separated when m > 1)\n"
+    "  VW:     y [weight] ['tag]|namespace feat[:val] feat ...  (features hashed to ids)\n"
+    "  t is the line number (plus --t-offset); the format comes from the extension (.vw)\n"
+    "  unless --format.";
+
+// The sample index a server message names ("sample 5 (t=306): ..."), if any.
+std::optional<size_t> SampleIndexOf(absl::string_view message) {
+  constexpr absl::string_view kPrefix = "sample ";
+  if (message.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  message.remove_prefix(kPrefix.size());
+  size_t index = 0;
+  const auto [end, ec] = std::from_chars(message.data(), message.data() + message.size(), index);
+  if (ec != std::errc() || end == message.data()) return std::nullopt;
+  return index;
+}
+
+// What the acks said, filled in on the session's reader thread.
+class UpdateTally {
+ public:
+  UpdateTally(std::string path) : path_(std::move(path)) {}
+
+  // Called on the writer thread before the batch is sent: the file line of each sample.
+  void NoteBatch(uint64_t batch, std::vector<uint64_t> lines) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lines_[batch] = std::move(lines);
+  }
+
+  void OnAck(const UpdateResult& r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::vector<uint64_t> lines = std::move(lines_[r.batch]);
+    lines_.erase(r.batch);
+    if (!r.status.ok()) {
+      const std::optional<size_t> i = SampleIndexOf(r.status.message());
+      const uint64_t line = i && *i < lines.size() ? lines[*i] : lines.front();
+      rejections_.push_back(fmt::format("{}:{}: rejected batch {} (lines {}-{}): {}", path_, line,
+                                        r.batch, lines.front(), lines.back(),
+                                        r.status.ToString()));
+      return;
+    }
+    versions_[r.ack.shard()] = {r.ack.ver_base(), r.ack.ver_delta()};
+    inserted_ += r.ack.inserted();
+    max_lookup_ = std::max(max_lookup_, r.ack.c_lookup_p100());
+    max_insert_ = std::max(max_insert_, r.ack.c_insert_p100());
+  }
+
+  std::vector<std::string> rejections() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rejections_;
+  }
+
+  void PrintSummary(uint64_t samples_read, const BatchStats& stats, double seconds) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::cout << fmt::format(
+        "trained {}: {} samples read, {} applied, {} duplicates, {} of {} batches rejected, "
+        "{} ids inserted, {:.2f} s ({:.0f} samples/s)\n",
+        path_, samples_read, stats.events_applied, stats.duplicates, stats.batches_rejected,
+        stats.batches_sent, inserted_, seconds, seconds > 0 ? stats.events_applied / seconds : 0.0);
+    if (versions_.empty()) return;
+    std::string line = "  final version:";
+    for (const auto& [shard, v] : versions_) {
+      line += fmt::format("{} shard {} -> ver_base {} ver_delta {}", line.back() == ':' ? "" : ",",
+                          shard, v.first, v.second);
+    }
+    std::cout << line << "\n"
+              << fmt::format("  max probes: lookup {}, insert {} (per-batch p100 over the run)\n",
+                             max_lookup_, max_insert_);
+  }
+
+ private:
+  const std::string path_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, std::vector<uint64_t>> lines_;  // batch -> file line per sample
+  std::vector<std::string> rejections_;
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> versions_;  // shard -> (ver_base, ver_delta)
+  uint64_t inserted_ = 0;
+  uint32_t max_lookup_ = 0;
+  uint32_t max_insert_ = 0;
+};
+
+}  // namespace
+
+int RunTrain(const GlobalOptions& options, std::span<const std::string> args) {
+  ArgParser parser(kUsage);
+  StreamFlags stream;
+  AddStreamFlags(parser, "samples", "routing key of every sample", &stream);
+  std::optional<std::string> format_name;
+  std::optional<uint64_t> t_offset;
+  bool hash_strings = false;
+  parser.AddString("--format", &format_name, "libsvm or vw (default: vw for .vw, else libsvm)");
+  parser.AddBool("--hash-strings", &hash_strings,
+                 "libsvm: hash every id token as a string (VW features are always hashed)");
+  parser.AddUint("--t-offset", &t_offset,
+                 "added to each line number to make t (default 0); use it to train a second "
+                 "file into a shard after the first",
+                 uint64_t{1} << 62);
+  if (std::optional<int> exit = ParseStreamCommand(parser, args, "train", stream)) return *exit;
+  const std::string& model = parser.positional()[0];
+  const std::string& path = parser.positional()[1];
+  SampleFormat format = SampleFormatFromPath(path);
+  if (format_name) {
+    absl::StatusOr<SampleFormat> f = ParseSampleFormat(*format_name);
+    if (!f.ok()) return ReportError(f.status(), kExitUsage);
+    format = *f;
+  }
+
+  std::unique_ptr<Client> client = ConnectOrReport(options);
+  if (client == nullptr) return kExitFailure;
+  absl::StatusOr<v1::ModelInfo> info = client->GetModel(model);
+  if (!info.ok()) return ReportError(info.status());
+  if (!info->spec().has_lmu()) {
+    return ReportError(absl::FailedPreconditionError(
+        "model '" + model + "' has no lmu part; create one with --lmu to train it"));
+  }
+  const int m = static_cast<int>(info->spec().lmu().m());
+  const double model_lr = info->spec().lmu().lr();
+  absl::StatusOr<std::unique_ptr<SampleFileReader>> reader =
+      SampleFileReader::Open(path, format, std::max(m, 1), hash_strings);
+  if (!reader.ok()) return ReportError(reader.status(), kExitUsage);
+
+  UpdateTally tally(path);
+  LmuUpdateSession::Options session_options;
+  session_options.window = stream.window_size();
+  session_options.on_ack = [&tally](const UpdateResult& r) { tally.OnAck(r); };
+  absl::StatusOr<std::unique_ptr<LmuUpdateSession>> session =
+      client->OpenLmuUpdate(model, std::move(session_options));
+  if (!session.ok()) return ReportError(session.status());
+
+  ProgressBar progress(isatty(STDERR_FILENO) != 0, (*reader)->size_bytes(), "samples");
+  v1::UpdateRequest request;
+  request.set_routing_key(stream.routing_key.value_or(kDefaultRoutingKey));
+  std::vector<uint64_t> lines;  // of the batch being filled
+  uint64_t batches = 0;
+  auto send_batch = [&]() -> absl::Status {
+    if (request.samples_size() == 0) return absl::OkStatus();
+    tally.NoteBatch(batches++, std::move(lines));
+    lines.clear();
+    const std::string key = request.routing_key();
+    absl::Status s = (*session)->Send(std::move(request));
+    request.Clear();
+    request.set_routing_key(key);
+    return s;
+  };
+  auto add = [&](const SampleRecord& record) -> absl::Status {
+    v1::Sample* s = request.add_samples();
+    s->set_t(record.t + t_offset.value_or(0));
+    s->mutable_ids()->Add(record.ids.begin(), record.ids.end());
+    s->mutable_vals()->Add(record.vals.begin(), record.vals.end());
+    s->mutable_y()->Add(record.y.begin(), record.y.end());
+    if (record.weight != 1) s->set_lr(record.weight * model_lr);  // VW importance weight
+    lines.push_back(record.t);
+    if (static_cast<size_t>(request.samples_size()) < stream.batch_limit()) {
+      return absl::OkStatus();
+    }
+    return send_batch();
+  };
+  const PumpResult run = PumpFile<SampleRecord>(**reader, **session, progress, add, send_batch);
+
+  const std::vector<std::string> rejections = tally.rejections();
+  for (const std::string& r : rejections) std::cerr << "error: " << r << "\n";
+  tally.PrintSummary(run.read, (*session)->stats(), run.seconds);
+  return FinishRun(run.input_error, run.stream_error, rejections.size(), "samples");
+}
+
+}  // namespace streamlearn::cli
