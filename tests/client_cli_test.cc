@@ -15,6 +15,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/server.h"
+#include "tests/command_runner.h"
+#include "tests/test_server.h"
 
 namespace streamlearn {
 namespace {
@@ -25,45 +27,12 @@ const std::string kPythonExample = STREAMLEARN_SOURCE_DIR "/client/python/exampl
 const std::string kProtoDir = STREAMLEARN_SOURCE_DIR "/proto";
 constexpr size_t kServerMaxBatch = 1000;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string TempPath(const std::string& name) {
-  static std::atomic<int> counter{0};
-  return ::testing::TempDir() + "/client_cli_" + std::to_string(getpid()) + "_" +
-         std::to_string(counter++) + "_" + name;
-}
-
-// Runs `command` through the shell, capturing stdout and stderr.
-CommandResult RunCommand(const std::string& command) {
-  const std::string out = TempPath("out"), err = TempPath("err");
-  const int status = std::system((command + " > " + out + " 2> " + err).c_str());
-  CommandResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadFile(out);
-  r.err = ReadFile(err);
-  std::remove(out.c_str());
-  std::remove(err.c_str());
-  return r;
-}
-
-std::string Describe(const CommandResult& r) {
-  return "exit " + std::to_string(r.exit_code) + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using ::streamlearn::test_util::CommandResult;
+using ::streamlearn::test_util::Contains;
+using ::streamlearn::test_util::Describe;
+using ::streamlearn::test_util::ReadFile;
+using ::streamlearn::test_util::RunCommand;
+using ::streamlearn::test_util::TempPath;
 
 // A port nothing listens on: bound by the kernel's choice, then released.
 int UnusedPort() {
@@ -85,24 +54,16 @@ int UnusedPort() {
 // Deterministic, smooth pseudo-data: no RNG needed for a file format test.
 double Value(int i, int j) { return std::sin(0.37 * i + 1.3 * j); }
 
-class ClientCliTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
+class ClientCliTest : public test_util::SharedServerSuite<ClientCliTest> {
+ public:
+  static server::Server::Options SuiteOptions() {
     server::Server::Options options;
-    options.listen = "127.0.0.1:0";
     options.metrics = "";
     options.max_batch = kServerMaxBatch;
-    server_ = new server::Server(options);
-    absl::StatusOr<int> port = server_->Start();
-    ASSERT_TRUE(port.ok()) << port.status();
-    address_ = "127.0.0.1:" + std::to_string(*port);
-  }
-  static void TearDownTestSuite() {
-    server_->Shutdown(absl::Seconds(5));
-    delete server_;
-    server_ = nullptr;
+    return options;
   }
 
+ protected:
   // `streamlearn --server ADDR <args>`
   static CommandResult Cli(const std::string& args) {
     return RunCommand(kCli + " --server " + address_ + " " + args);
@@ -112,13 +73,7 @@ class ClientCliTest : public ::testing::Test {
     CommandResult r = Cli("create --name " + name + " --d 4 --dv 2 --r 64 " + extra);
     ASSERT_EQ(r.exit_code, 0) << Describe(r);
   }
-
-  static server::Server* server_;
-  static std::string address_;
 };
-
-server::Server* ClientCliTest::server_ = nullptr;
-std::string ClientCliTest::address_;
 
 TEST_F(ClientCliTest, CreateThenDescribeShowsTheEffectiveSpec) {
   CommandResult created = Cli("create --name cli_desc --shards 2 --d 4 --dv 2 --r 64 --gamma 0.95");

@@ -15,6 +15,7 @@
 #include "core/shard/routing.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
+#include "tests/test_server.h"
 
 namespace streamlearn {
 namespace {
@@ -43,36 +44,23 @@ v1::IngestRequest Batch(const std::string& key, uint64_t first_t, int n, int d =
   return r;
 }
 
-class ClientSessionTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
+class ClientSessionTest : public test_util::SharedServerSuite<ClientSessionTest> {
+ public:
+  static server::Server::Options SuiteOptions() {
     server::Server::Options options;
-    options.listen = "127.0.0.1:0";
     options.metrics = "";
-    server_ = new server::Server(options);
-    absl::StatusOr<int> port = server_->Start();
-    ASSERT_TRUE(port.ok()) << port.status();
-    address_ = "127.0.0.1:" + std::to_string(*port);
-  }
-  static void TearDownTestSuite() {
-    server_->Shutdown(absl::Seconds(5));
-    delete server_;
-    server_ = nullptr;
+    return options;
   }
 
+ protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address_);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
   }
 
-  static server::Server* server_;
-  static std::string address_;
   std::unique_ptr<Client> client_;
 };
-
-server::Server* ClientSessionTest::server_ = nullptr;
-std::string ClientSessionTest::address_;
 
 // A port nothing listens on: bound by the kernel's choice, then released.
 int UnusedPort() {

@@ -27,6 +27,7 @@
 #include "sau.grpc.pb.h"
 #include "server/server.h"
 #include "server/spec_conversion.h"
+#include "tests/test_server.h"
 
 namespace streamlearn::server {
 namespace {
@@ -84,64 +85,32 @@ v1::IngestRequest MakeBatch(const std::string& model, const std::string& key, ui
   return request;
 }
 
+using test_util::ChannelTo;
+using test_util::SeriesValue;
+using test_util::SetDeadline;
+
 std::unique_ptr<Server> StartServer(Server::Options options) {
-  options.listen = "127.0.0.1:0";
-  auto server = std::make_unique<Server>(options);
-  absl::StatusOr<int> port = server->Start();
-  EXPECT_TRUE(port.ok()) << port.status();
-  return server;
-}
-
-std::shared_ptr<grpc::Channel> ChannelTo(const Server& server) {
-  return grpc::CreateChannel(absl::StrCat("127.0.0.1:", server.port()),
-                             grpc::InsecureChannelCredentials());
-}
-
-void SetDeadline(grpc::ClientContext* ctx) {
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  return test_util::StartLoopbackServer(std::move(options));
 }
 
 // One Ingest stream, written and read in lock step.
-class IngestStream {
+class IngestStream : public test_util::LockStepStream<v1::IngestRequest, v1::IngestAck> {
  public:
-  explicit IngestStream(v1::SAU::Stub& stub) {
-    SetDeadline(&ctx_);
-    rw_ = stub.Ingest(&ctx_);
-  }
-  // Sends one batch and returns its ack; false if the stream ended first.
-  bool Send(const v1::IngestRequest& request, v1::IngestAck* ack) {
-    return rw_->Write(request) && rw_->Read(ack);
-  }
-  v1::IngestAck Send(const v1::IngestRequest& request) {
-    v1::IngestAck ack;
-    EXPECT_TRUE(Send(request, &ack)) << "the stream ended: " << Finish().error_message();
-    return ack;
-  }
-  grpc::Status Finish() {
-    rw_->WritesDone();
-    return rw_->Finish();
-  }
-
- private:
-  grpc::ClientContext ctx_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::IngestRequest, v1::IngestAck>> rw_;
+  explicit IngestStream(v1::SAU::Stub& stub)
+      : LockStepStream([&stub](grpc::ClientContext* ctx) { return stub.Ingest(ctx); }) {}
 };
 
 // Shared in-process server for the tests that need no special options; each test uses its
 // own model names.
-class ServerE2eTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
+class ServerE2eTest : public test_util::SharedServerSuite<ServerE2eTest> {
+ public:
+  static Server::Options SuiteOptions() {
     Server::Options options;
     options.max_batch = kMaxBatch;
-    server_ = StartServer(options).release();
-  }
-  static void TearDownTestSuite() {
-    server_->Shutdown(absl::Seconds(1));
-    delete server_;
-    server_ = nullptr;
+    return options;
   }
 
+ protected:
   void SetUp() override {
     ASSERT_NE(server_->port(), 0);
     channel_ = ChannelTo(*server_);
@@ -178,13 +147,10 @@ class ServerE2eTest : public ::testing::Test {
     return sau_->Query(&ctx, request, response);
   }
 
-  static Server* server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Admin::Stub> admin_;
   std::unique_ptr<v1::SAU::Stub> sau_;
 };
-
-Server* ServerE2eTest::server_ = nullptr;
 
 TEST_F(ServerE2eTest, CreateModelThenGetAndListReturnItWithDefaultsFilledIn) {
   v1::ModelInfo created;
@@ -359,25 +325,6 @@ TEST_F(ServerE2eTest, StreamedEventsGiveQueriesBitIdenticalToAnInProcessEstimato
   EXPECT_EQ(after.shards(static_cast<int>(1 - shard)).events(), 0u);
 }
 
-// The value of the series `name`{model, shard} in the server's registry; NaN if absent.
-double SeriesValue(Server& server, const std::string& name, const std::string& model,
-                   uint32_t shard) {
-  for (const prometheus::MetricFamily& family : server.metrics().registry()->Collect()) {
-    if (family.name != name) continue;
-    for (const prometheus::ClientMetric& m : family.metric) {
-      bool model_match = false, shard_match = false;
-      for (const prometheus::ClientMetric::Label& l : m.label) {
-        model_match = model_match || (l.name == "model" && l.value == model);
-        shard_match = shard_match || (l.name == "shard" && l.value == std::to_string(shard));
-      }
-      if (model_match && shard_match) {
-        return family.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
-      }
-    }
-  }
-  return std::numeric_limits<double>::quiet_NaN();
-}
-
 TEST_F(ServerE2eTest, IngestUpdatesEventCountersAndShardGauges) {
   const std::string model = "sau-metrics";
   v1::ModelInfo info;
@@ -445,13 +392,7 @@ TEST_F(ServerE2eTest, BadBatchIsRejectedInBandAndTheSameStreamAcceptsTheNextOne)
   const uint32_t shard = ShardFor(key, 2);
   Inputs inputs(5);
 
-  struct Case {
-    std::string scenario;
-    std::function<void(v1::IngestRequest&)> mutate;
-    grpc::StatusCode code;
-    std::vector<std::string> mentions;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<test_util::RejectionCase<v1::IngestRequest>> cases = {
       {"wrong k dimension",
        [](v1::IngestRequest& r) { r.mutable_events(3)->add_k(0.5); },
        grpc::StatusCode::INVALID_ARGUMENT,
@@ -490,27 +431,9 @@ TEST_F(ServerE2eTest, BadBatchIsRejectedInBandAndTheSameStreamAcceptsTheNextOne)
 
   IngestStream stream(*sau_);
   uint64_t next_t = 1;
-  ASSERT_EQ(stream.Send(MakeBatch(model, key, next_t, 10, inputs)).status().code(), 0);
-  next_t += 10;
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.scenario);
-    const std::string digest = StateDigest(model, shard);
-    v1::IngestRequest bad = MakeBatch(model, key, next_t, 10, inputs);
-    c.mutate(bad);
-    const v1::IngestAck rejected = stream.Send(bad);
-    EXPECT_EQ(rejected.status().code(), static_cast<int>(c.code));
-    for (const std::string& m : c.mentions) {
-      EXPECT_THAT(rejected.status().message(), HasSubstr(m));
-    }
-    EXPECT_EQ(rejected.applied(), 0u);
-    EXPECT_EQ(StateDigest(model, shard), digest);
-
-    // The same stream goes on, and the rejected t values are still fresh.
-    const v1::IngestAck good = stream.Send(MakeBatch(model, key, next_t, 10, inputs));
-    EXPECT_EQ(good.status().code(), 0) << good.status().message();
-    EXPECT_EQ(good.applied(), 10u);
-    next_t += 10;
-  }
+  test_util::ExpectRejectedInBandThenAccepted<v1::IngestRequest, v1::IngestAck>(
+      stream, cases, [&](uint64_t first_t) { return MakeBatch(model, key, first_t, 10, inputs); },
+      10, [&] { return StateDigest(model, shard); }, &next_t);
   EXPECT_TRUE(stream.Finish().ok());
   EXPECT_EQ(GetModel(model).shards(static_cast<int>(shard)).events(), next_t - 1);
 }

@@ -1,0 +1,258 @@
+// The C++ client's LMU side: Client::Predict, LmuUpdateSession against an in-process server,
+// and the libsvm / VW line parsers (no server).
+
+#include <atomic>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "client/lib/client.h"
+#include "client/lib/lmu_update_session.h"
+#include "client/lib/sample_file.h"
+#include "client/lib/sample_parsers.h"
+#include "core/shard/routing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+#include "tests/test_server.h"
+
+namespace streamlearn {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::ModelSpec LmuSpec(const std::string& name, uint32_t shards = 1, uint32_t m = 1) {
+  v1::ModelSpec spec;
+  spec.set_name(name);
+  spec.set_shards(shards);
+  spec.mutable_lmu()->set_m(m);
+  spec.mutable_lmu()->set_inline_rebuild(true);
+  return spec;
+}
+
+// n samples with t = first_t, ...; ids 1..5 shifted by t, y = t mod 3.
+v1::UpdateRequest Batch(const std::string& key, uint64_t first_t, int n) {
+  v1::UpdateRequest r;
+  r.set_routing_key(key);
+  for (int i = 0; i < n; ++i) {
+    v1::Sample* s = r.add_samples();
+    const uint64_t t = first_t + i;
+    s->set_t(t);
+    for (uint64_t j = 1; j <= 5; ++j) {
+      s->add_ids(j + t % 50);
+      s->add_vals(0.1 * static_cast<double>(j));
+    }
+    s->add_y(static_cast<double>(t % 3));
+  }
+  return r;
+}
+
+class ClientLmuSessionTest : public test_util::SharedServerSuite<ClientLmuSessionTest> {
+ public:
+  static server::Server::Options SuiteOptions() {
+    server::Server::Options options;
+    options.lmu_secret = lmu::HashSecret{1, 2, 3};
+    return options;
+  }
+
+ protected:
+
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address_);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::move(*client);
+  }
+
+  std::unique_ptr<Client> client_;
+};
+
+
+TEST_F(ClientLmuSessionTest, PipelinedUpdatesAreAcknowledgedInOrderAndPredictReadsThem) {
+  ASSERT_TRUE(client_->CreateModel(LmuSpec("sess_lmu", 3)).ok());
+  std::vector<uint64_t> batches;
+  std::mutex mu;
+  uint64_t last_ver_delta = 0;
+  LmuUpdateSession::Options options;
+  options.window = 4;
+  options.on_ack = [&](const UpdateResult& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.ack.shard(), r.expected_shard);
+    EXPECT_EQ(r.events, 20u);
+    batches.push_back(r.batch);
+    last_ver_delta = r.ack.ver_delta();
+  };
+  absl::StatusOr<std::unique_ptr<LmuUpdateSession>> session =
+      client_->OpenLmuUpdate("sess_lmu", options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int b = 0; b < 30; ++b) ASSERT_TRUE((*session)->Send(Batch("u1", 1 + 20 * b, 20)).ok());
+  ASSERT_TRUE((*session)->Finish().ok());
+  const BatchStats stats = (*session)->stats();
+  EXPECT_EQ(stats.batches_acked, 30u);
+  EXPECT_EQ(stats.events_applied, 600u);
+  EXPECT_EQ(stats.batches_rejected, 0u);
+  ASSERT_EQ(batches.size(), 30u);
+  for (uint64_t i = 0; i < batches.size(); ++i) EXPECT_EQ(batches[i], i);
+
+  const std::vector<uint64_t> ids = {3, 4, 5};
+  const std::vector<double> vals = {1.0, 0.5, -0.25};
+  absl::StatusOr<v1::PredictResponse> p = client_->Predict("sess_lmu", "u1", ids, vals);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->shard(), ShardFor("u1", 3));
+  EXPECT_EQ(p->ver_delta(), last_ver_delta);
+  ASSERT_EQ(p->y_hat_size(), 1);
+  EXPECT_NE(p->y_hat(0), 0.0);
+}
+
+TEST_F(ClientLmuSessionTest, RejectedBatchComesBackInItsAckAndTheSessionGoesOn) {
+  ASSERT_TRUE(client_->CreateModel(LmuSpec("sess_lmu_bad")).ok());
+  std::vector<absl::Status> statuses;
+  LmuUpdateSession::Options options;
+  options.on_ack = [&](const UpdateResult& r) { statuses.push_back(r.status); };
+  auto session = client_->OpenLmuUpdate("sess_lmu_bad", options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  v1::UpdateRequest bad = Batch("k", 1, 5);
+  bad.mutable_samples(2)->add_vals(1.0);
+  ASSERT_TRUE((*session)->Send(bad).ok());
+  ASSERT_TRUE((*session)->Send(Batch("k", 1, 5)).ok());
+  EXPECT_EQ((*session)->Send(v1::UpdateRequest()).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*session)->Finish().ok());
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_EQ(statuses[0].code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(statuses[0].message(), HasSubstr("sample 2 (t=3): ids has 5 values but vals has 6"));
+  EXPECT_TRUE(statuses[1].ok()) << statuses[1];
+  EXPECT_EQ((*session)->stats().batches_rejected, 1u);
+}
+
+TEST_F(ClientLmuSessionTest, LmuCallsOnAModelWithoutAnLmuPartFailWithFailedPrecondition) {
+  v1::ModelSpec spec;
+  spec.set_name("sess_sau_only");
+  spec.mutable_sau()->set_d(2);
+  spec.mutable_sau()->set_d_v(1);
+  spec.mutable_sau()->set_r(8);
+  ASSERT_TRUE(client_->CreateModel(spec).ok());
+  const std::vector<uint64_t> ids = {1};
+  const std::vector<double> vals = {1.0};
+  absl::Status s = client_->Predict("sess_sau_only", "k", ids, vals).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("has no lmu part"));
+  EXPECT_EQ(client_->Predict("nope", "k", ids, vals).status().code(), absl::StatusCode::kNotFound);
+}
+
+// --- Line parsers (no server) ---
+
+struct ParseCase {
+  std::string scenario;
+  SampleFormat format;
+  int m;
+  bool hash_strings;
+  std::string line;
+  std::vector<uint64_t> ids;  // expected, when the line is good
+  std::vector<double> vals;
+  std::vector<double> y;
+  double weight;
+};
+
+TEST(SampleLineParserTest, GoodLinesGiveTheirIdsValuesTargetsAndWeight) {
+  const std::vector<ParseCase> cases = {
+      {"libsvm", SampleFormat::kLibsvm, 1, false, "1.5 3:1 17:0.25 18446744073709551615:-2",
+       {3, 17, 18446744073709551615ull}, {1, 0.25, -2}, {1.5}, 1},
+      {"libsvm tabs and comment", SampleFormat::kLibsvm, 1, false, "-1\t4:2   # note",
+       {4}, {2}, {-1}, 1},
+      {"libsvm m = 2", SampleFormat::kLibsvm, 2, false, "0.5,-1 9:1", {9}, {1}, {0.5, -1}, 1},
+      {"libsvm hashed", SampleFormat::kLibsvm, 1, true, "1 user_7:1 7:2",
+       {FeatureHash("", "user_7"), FeatureHash("", "7")}, {1, 2}, {1}, 1},
+      {"vw", SampleFormat::kVw, 1, false, "1 |user age:0.5 tall |ad id_93",
+       {FeatureHash("user", "age"), FeatureHash("user", "tall"), FeatureHash("ad", "id_93")},
+       {0.5, 1, 1}, {1}, 1},
+      {"vw weight and tag", SampleFormat::kVw, 1, false, "-2 3 'row7| a b:2",
+       {FeatureHash("", "a"), FeatureHash("", "b")}, {1, 2}, {-2}, 3},
+      {"vw namespace scale", SampleFormat::kVw, 1, false, "0 |n:0.5 x:4",
+       {FeatureHash("n", "x")}, {2}, {0}, 1},
+      {"vw m = 2", SampleFormat::kVw, 2, false, "1,2 |a x", {FeatureHash("a", "x")}, {1},
+       {1, 2}, 1},
+  };
+  for (const ParseCase& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    SampleLineParser parser(c.format, c.m, c.hash_strings);
+    SampleRecord s;
+    LineError error;
+    ASSERT_TRUE(parser.Parse(c.line, &s, &error)) << error.column << ": " << error.message;
+    EXPECT_EQ(s.ids, c.ids);
+    EXPECT_EQ(s.vals, c.vals);
+    EXPECT_EQ(s.y, c.y);
+    EXPECT_EQ(s.weight, c.weight);
+  }
+}
+
+TEST(SampleLineParserTest, BadLinesNameTheColumnAndTheProblem) {
+  struct Case {
+    std::string scenario;
+    SampleFormat format;
+    int m;
+    std::string line;
+    size_t column;
+    std::string mention;
+  };
+  const std::vector<Case> cases = {
+      {"libsvm bad y", SampleFormat::kLibsvm, 1, "x 1:1", 1, "y: expected a finite number"},
+      {"libsvm y count", SampleFormat::kLibsvm, 2, "1 1:1", 1, "expected 2 comma-separated"},
+      {"libsvm no colon", SampleFormat::kLibsvm, 1, "1 1:1 7", 7, "expected id:value"},
+      {"libsvm string id", SampleFormat::kLibsvm, 1, "1 ab:1", 3, "--hash-strings"},
+      {"libsvm negative id", SampleFormat::kLibsvm, 1, "1 -3:1", 3, "unsigned"},
+      {"libsvm bad value", SampleFormat::kLibsvm, 1, "1 12:nan", 6, "value of id 12"},
+      {"libsvm no features", SampleFormat::kLibsvm, 1, "1", 2, "no features"},
+      {"vw no bar", SampleFormat::kVw, 1, "1 a b", 6, "expected '|'"},
+      {"vw no label", SampleFormat::kVw, 1, " |a x", 1, "missing y"},
+      {"vw bad weight", SampleFormat::kVw, 1, "1 -2 |a x", 3, "importance weight"},
+      {"vw bad value", SampleFormat::kVw, 1, "1 |a x:y", 8, "feature 'x'"},
+      {"vw no features", SampleFormat::kVw, 1, "1 |a", 5, "no features"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    SampleLineParser parser(c.format, c.m, false);
+    SampleRecord s;
+    LineError error;
+    ASSERT_FALSE(parser.Parse(c.line, &s, &error));
+    EXPECT_EQ(error.column, c.column) << error.message;
+    EXPECT_THAT(error.message, HasSubstr(c.mention));
+  }
+}
+
+TEST(SampleFileReaderTest, TIsTheLineNumberAndErrorsNameFileLineColumn) {
+  const std::string path = ::testing::TempDir() + "/client_lmu_reader.svm";
+  std::ofstream(path) << "1 1:1\n\n# only a comment\n2 2:1\r\n3 3:x\n";
+  absl::StatusOr<std::unique_ptr<SampleFileReader>> reader =
+      SampleFileReader::Open(path, SampleFormat::kLibsvm, 1, false);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  SampleRecord s;
+  ASSERT_TRUE(*(*reader)->Next(&s));
+  EXPECT_EQ(s.t, 1u);
+  ASSERT_TRUE(*(*reader)->Next(&s));
+  EXPECT_EQ(s.t, 4u);
+  EXPECT_EQ(s.y, std::vector<double>{2});
+  absl::StatusOr<bool> bad = (*reader)->Next(&s);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr(path + ":5:5: value of id 3"));
+  EXPECT_EQ(SampleFormatFromPath("a/b.vw"), SampleFormat::kVw);
+  EXPECT_EQ(SampleFormatFromPath("a.vw/b"), SampleFormat::kLibsvm);
+  EXPECT_EQ(SampleFileReader::Open("/no/such.svm", SampleFormat::kLibsvm, 1, false)
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(FeatureHashTest, IsTheRoutingHashOfNamespaceCaretFeature) {
+  EXPECT_EQ(FeatureHash("user", "age"), RoutingHash("user^age"));
+  EXPECT_NE(FeatureHash("user", "age"), FeatureHash("use", "rage"));
+  // Fixed values, so that other implementations can check themselves against them:
+  // the first 8 bytes of SHA-256("user^age") are 3b7efdf91e5b1c1b, read big-endian.
+  EXPECT_EQ(FeatureHash("user", "age"), 0x3b7efdf91e5b1c1bULL);
+  EXPECT_EQ(FeatureHash("", "a"), 0x5cd67a1734052155ULL);
+}
+
+}  // namespace
+}  // namespace streamlearn

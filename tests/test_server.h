@@ -1,0 +1,168 @@
+// Test helpers around an in-process Server on 127.0.0.1:0 (tests/server_*_test.cc and
+// tests/client_*_test.cc): a suite fixture sharing one server, channels and deadlines, a
+// lock-step client for the batch streams (SAU.Ingest, LMU.Update), and metric lookups.
+//
+//   class MyTest : public SharedServerSuite<MyTest> {
+//    public:
+//     static server::Server::Options SuiteOptions() { ...; return options; }
+//   };
+//   TEST_F(MyTest, X) { auto channel = ChannelTo(*server_); ... address_ ... }
+#ifndef STREAMLEARN_TESTS_TEST_SERVER_H_
+#define STREAMLEARN_TESTS_TEST_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "prometheus/metric_family.h"
+#include "server/server.h"
+
+namespace streamlearn::test_util {
+
+// Starts a server with `options` on 127.0.0.1 and a free port (a failed start is a test
+// failure; port() is then 0).
+inline std::unique_ptr<server::Server> StartLoopbackServer(server::Server::Options options) {
+  options.listen = "127.0.0.1:0";
+  auto server = std::make_unique<server::Server>(std::move(options));
+  absl::StatusOr<int> port = server->Start();
+  EXPECT_TRUE(port.ok()) << port.status();
+  return server;
+}
+
+inline std::string AddressOf(const server::Server& server) {
+  return "127.0.0.1:" + std::to_string(server.port());
+}
+
+inline std::shared_ptr<grpc::Channel> ChannelTo(const server::Server& server) {
+  return grpc::CreateChannel(AddressOf(server), grpc::InsecureChannelCredentials());
+}
+
+inline void SetDeadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+}
+
+// A suite whose tests share one server, started before the first test with
+// Suite::SuiteOptions() and stopped after the last.
+template <typename Suite>
+class SharedServerSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = StartLoopbackServer(Suite::SuiteOptions()).release();
+    address_ = AddressOf(*server_);
+  }
+  static void TearDownTestSuite() {
+    server_->Shutdown(absl::Seconds(5));
+    delete server_;
+    server_ = nullptr;
+  }
+
+  inline static server::Server* server_ = nullptr;
+  inline static std::string address_;
+};
+
+// One bidi batch stream, written and read in lock step: one request, then its ack.
+//
+//   LockStepStream<v1::UpdateRequest, v1::UpdateAck> s(
+//       [&](grpc::ClientContext* ctx) { return stub.Update(ctx); });
+template <typename Request, typename Ack>
+class LockStepStream {
+ public:
+  using ReaderWriter = grpc::ClientReaderWriter<Request, Ack>;
+  explicit LockStepStream(
+      const std::function<std::unique_ptr<ReaderWriter>(grpc::ClientContext*)>& open) {
+    SetDeadline(&ctx_);
+    rw_ = open(&ctx_);
+  }
+  // Sends one batch and reads its ack; false if the stream ended first.
+  bool Send(const Request& request, Ack* ack) { return rw_->Write(request) && rw_->Read(ack); }
+  Ack Send(const Request& request) {
+    Ack ack;
+    EXPECT_TRUE(Send(request, &ack)) << "the stream ended: " << Finish().error_message();
+    return ack;
+  }
+  grpc::Status Finish() {
+    rw_->WritesDone();
+    return rw_->Finish();
+  }
+
+ private:
+  grpc::ClientContext ctx_;
+  std::unique_ptr<ReaderWriter> rw_;
+};
+
+// One case of the in-band error convention: a good batch spoiled by `mutate`.
+template <typename Request>
+struct RejectionCase {
+  std::string scenario;
+  std::function<void(Request&)> mutate;
+  grpc::StatusCode code;
+  std::vector<std::string> mentions;  // substrings of the ack's message
+};
+
+// Checks the in-band error convention case by case on one stream, after a first good batch:
+// the spoiled batch is
+// rejected in its ack with the case's code and a message naming every mention, it applies
+// nothing and leaves state() (e.g. the shard's digest) unchanged, and the same stream then
+// accepts the unspoiled batch, whose t values are still fresh. make_batch(first_t) builds a
+// good batch of `n` items with t = first_t, first_t + 1, ...; *next_t advances by n per
+// accepted batch.
+template <typename Request, typename Ack>
+void ExpectRejectedInBandThenAccepted(LockStepStream<Request, Ack>& stream,
+                                      const std::vector<RejectionCase<Request>>& cases,
+                                      const std::function<Request(uint64_t)>& make_batch,
+                                      uint32_t n, const std::function<std::string()>& state,
+                                      uint64_t* next_t) {
+  const Ack first = stream.Send(make_batch(*next_t));
+  ASSERT_EQ(first.status().code(), 0) << first.status().message();
+  *next_t += n;
+  for (const RejectionCase<Request>& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    const std::string before = state();
+    Request bad = make_batch(*next_t);
+    c.mutate(bad);
+    const Ack rejected = stream.Send(bad);
+    EXPECT_EQ(rejected.status().code(), static_cast<int>(c.code));
+    for (const std::string& m : c.mentions) {
+      EXPECT_NE(rejected.status().message().find(m), std::string::npos)
+          << "'" << m << "' not in: " << rejected.status().message();
+    }
+    EXPECT_EQ(rejected.applied(), 0u);
+    EXPECT_EQ(state(), before);
+
+    const Ack good = stream.Send(make_batch(*next_t));
+    EXPECT_EQ(good.status().code(), 0) << good.status().message();
+    EXPECT_EQ(good.applied(), n);
+    *next_t += n;
+  }
+}
+
+// The value of the series `name`{model, shard} in the server's registry; NaN if absent.
+inline double SeriesValue(server::Server& server, const std::string& name,
+                          const std::string& model, uint32_t shard) {
+  for (const prometheus::MetricFamily& family : server.metrics().registry()->Collect()) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& m : family.metric) {
+      bool model_match = false, shard_match = false;
+      for (const prometheus::ClientMetric::Label& l : m.label) {
+        model_match = model_match || (l.name == "model" && l.value == model);
+        shard_match = shard_match || (l.name == "shard" && l.value == std::to_string(shard));
+      }
+      if (model_match && shard_match) {
+        return family.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
+      }
+    }
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace streamlearn::test_util
+
+#endif  // STREAMLEARN_TESTS_TEST_SERVER_H_
