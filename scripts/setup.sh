@@ -9,7 +9,7 @@ PACKAGES=(
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev librocksdb-dev libssl-dev
   prometheus-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcmph-dev
   python3 python3-grpcio python3-protobuf python3-grpc-tools
 )
 

@@ -15,6 +15,7 @@
 #define STREAMLEARN_CORE_LMU_KEYED_HASH_H_
 
 #include <array>
+#include <bit>
 #include <cstdint>
 
 namespace streamlearn::lmu {
@@ -34,6 +35,50 @@ using HashSecret = std::array<uint8_t, 32>;
 enum class HashPurpose : uint64_t { kMphf = 1, kCuckooA = 2, kCuckooB = 3, kCuckooStash = 4 };
 
 HashKey DeriveHashKey(const HashSecret& secret, HashPurpose purpose, uint64_t generation);
+
+namespace internal {
+
+// SipHash-c-d (Aumasson & Bernstein 2012) of one 64-bit message word: the word is the only
+// full block and the final block is the length byte alone (8 << 56). Inline so that hot paths
+// (Mphf lookup) can fold it in; SipHash13 above is SipHashWord<1, 3>. The test checks the
+// c=2, d=4 instance against the reference vectors (SipHash-1-3 has no official vectors).
+inline void SipRound(uint64_t& v0, uint64_t& v1, uint64_t& v2, uint64_t& v3) {
+  v0 += v1;
+  v1 = std::rotl(v1, 13);
+  v1 ^= v0;
+  v0 = std::rotl(v0, 32);
+  v2 += v3;
+  v3 = std::rotl(v3, 16);
+  v3 ^= v2;
+  v0 += v3;
+  v3 = std::rotl(v3, 21);
+  v3 ^= v0;
+  v2 += v1;
+  v1 = std::rotl(v1, 17);
+  v1 ^= v2;
+  v2 = std::rotl(v2, 32);
+}
+
+template <int kCompressionRounds, int kFinalizationRounds>
+inline uint64_t SipHashWord(const HashKey& key, uint64_t x) {
+  // "somepseudorandomlygeneratedbytes", the initialisation constants of the paper.
+  uint64_t v0 = key.k0 ^ 0x736f6d6570736575ULL;
+  uint64_t v1 = key.k1 ^ 0x646f72616e646f6dULL;
+  uint64_t v2 = key.k0 ^ 0x6c7967656e657261ULL;
+  uint64_t v3 = key.k1 ^ 0x7465646279746573ULL;
+  auto absorb = [&](uint64_t m) {
+    v3 ^= m;
+    for (int i = 0; i < kCompressionRounds; ++i) SipRound(v0, v1, v2, v3);
+    v0 ^= m;
+  };
+  absorb(x);
+  absorb(uint64_t{8} << 56);  // message length 8, no tail bytes
+  v2 ^= 0xff;
+  for (int i = 0; i < kFinalizationRounds; ++i) SipRound(v0, v1, v2, v3);
+  return v0 ^ v1 ^ v2 ^ v3;
+}
+
+}  // namespace internal
 
 }  // namespace streamlearn::lmu
 
