@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "client/lib/number_parse.h"
 #include "core/shard/routing.h"
 
@@ -34,7 +35,7 @@ bool Fail(LineError* error, size_t column, std::string message) {
   return false;
 }
 
-std::string Quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+std::string Quoted(std::string_view s) { return absl::StrCat("'", s, "'"); }
 
 bool IsNumberToken(std::string_view s) {
   double x = 0;

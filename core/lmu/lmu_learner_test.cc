@@ -116,7 +116,9 @@ TEST(LmuLearner, BitIdenticalToAReferenceLearnerAcrossRebuilds) {
       ASSERT_TRUE(lmu.Step(x, y, NAN, NAN, got.data()).ok());
       ref.Step(x, y, want.data());
       if (got != want) ++mismatches;
-      if (i % 1000 == 0) ASSERT_TRUE(lmu.Poll().ok());
+      if (i % 1000 == 0) {
+        ASSERT_TRUE(lmu.Poll().ok());
+      }
     }
     ASSERT_TRUE(lmu.Poll().ok());
     const LmuTableStats st = lmu.TableStats();

@@ -171,7 +171,9 @@ TEST(LmuTable, RebuildsUnderConcurrentReadersLoseNothingAndNeverBlockReaders) {
       ASSERT_TRUE(table.Locate(ids[j], &s, &probes));
       table.weights().Store(s, 0, table.weights().Load(s, 0) + 1.0);
     }
-    if (i % 256 == 0) ASSERT_TRUE(table.Poll().ok());
+    if (i % 256 == 0) {
+      ASSERT_TRUE(table.Poll().ok());
+    }
   }
   stop = true;
   r1.join();

@@ -83,6 +83,12 @@ FeatureMap FeatureMap::Draw(const SauSpec& spec) {
   } else {
     m.w_ = DrawRows(spec, spec.r);
   }
+  m.w_t_.resize(m.w_.size());
+  for (int i = 0; i < spec.r; ++i) {
+    for (int l = 0; l < spec.d; ++l) {
+      m.w_t_[static_cast<size_t>(l) * spec.r + i] = m.w_[static_cast<size_t>(i) * spec.d + l];
+    }
+  }
   Sha256 h;
   h.Update("streamlearn.sau.W.v1");
   h.U64(static_cast<uint64_t>(m.r_));
@@ -143,8 +149,12 @@ void FeatureMap::Condition(std::span<const double> x, double* out) const {
 FeatureMap::ClipStats FeatureMap::Features(const double* x, double* phi) const {
   ClipStats stats;
   const double half_norm2 = Dot(x, x, d_) * inv_two_tau_;
+  // g = W x accumulated as d axpys over the rows of W^T (for each i, the terms in order
+  // l = 0..d-1): one fixed order, vectorised across the r features.
+  std::fill(phi, phi + r_, 0.0);
+  for (int l = 0; l < d_; ++l) Axpy(x[l], &w_t_[static_cast<size_t>(l) * r_], phi, r_);
   for (int i = 0; i < r_; ++i) {
-    const double g = Dot(&w_[static_cast<size_t>(i) * d_], x, d_) * inv_sqrt_tau_ - half_norm2;
+    const double g = phi[i] * inv_sqrt_tau_ - half_norm2;
     stats.max_exponent = std::max(stats.max_exponent, g);
     double gc = g;
     if (g > c_hi_) {

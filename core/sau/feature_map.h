@@ -73,7 +73,8 @@ class FeatureMap {
   double inv_sqrt_r_ = 1;
   double c_lo_ = 0;
   double c_hi_ = 0;
-  std::vector<double> w_;
+  std::vector<double> w_;    // r x d, row-major (the documented layout; digested)
+  std::vector<double> w_t_;  // d x r: W transposed, so g = W x is d vectorised axpys
   Digest digest_{};
 };
 

@@ -60,11 +60,12 @@ MixtureEProcess::Step MixtureEProcess::Observe(const double* phi, const SauSpec&
       restart_pending_ = false;
       std::fill(log_e_.begin(), log_e_.end(), 0.0);
     }
-    const std::vector<double> lambdas = ProjectedTilts(spec);  // predictable: envelope of t-1
+    // Tilts projected with the envelope of step t-1 (predictable), seed 000 sec. 9.
     const double bprime = bprime_hat();
+    const double cap = bprime > 0 ? (1.0 - spec.xi) / bprime : HUGE_VAL;
     const double b_bar = 1.0 + spec.kappa;
-    for (size_t k = 0; k < lambdas.size(); ++k) {
-      const double l = lambdas[k];
+    for (size_t k = 0; k < spec.tilts.size(); ++k) {
+      const double l = std::min(spec.tilts[k], cap);
       const double psi = nu2_ * l * l / (2.0 * (1.0 - bprime * l));  // eq. (33)
       log_e_[k] += l * (step.z - b_bar) - psi;                        // eq. (34)
     }

@@ -91,11 +91,15 @@ RjGaps HalfSplitGaps(const double* num1, const double* num2, long double den1, l
   const long double d1 = std::max(den1, static_cast<long double>(floor) / 2) + lambda / 2;
   const long double d2 = std::max(den2, static_cast<long double>(floor) / 2) + lambda / 2;
   if (!(den > 0) || !(d1 > 0) || !(d2 > 0)) return {};
+  // A diagnostic, not an estimate: three reciprocals, then double multiplications.
+  const double inv = static_cast<double>(1.0L / den);
+  const double inv1 = static_cast<double>(1.0L / d1);
+  const double inv2 = static_cast<double>(1.0L / d2);
   double norm_y = 0, diff12 = 0, diff16 = 0;
   for (int j = 0; j < width; ++j) {
-    const double y = static_cast<double>((num1[j] + static_cast<long double>(num2[j])) / den);
-    const double y1 = static_cast<double>(num1[j] / d1);
-    const double y2 = static_cast<double>(num2[j] / d2);
+    const double y = (num1[j] + num2[j]) * inv;
+    const double y1 = num1[j] * inv1;
+    const double y2 = num2[j] * inv2;
     norm_y += y * y;
     diff12 += (y1 - y2) * (y1 - y2);
     const double e = y - 0.5 * (y1 + y2);
@@ -167,8 +171,7 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
     CompensatedDecayAdd(gamma, sc.phi[i], v.data(), &st.R[row], &st.R_c[row], dv);
   }
   // s_t, eq. (7); H_t, eq. (8) with rhat = U^T v.
-  const double one = 1.0;
-  for (int i = 0; i < r; ++i) CompensatedDecayAdd(gamma, sc.phi[i], &one, &st.s[i], &st.s_c[i], 1);
+  CompensatedDecayAdd(gamma, 1.0, sc.phi.data(), st.s.data(), st.s_c.data(), r);
   if (rv > 0) {
     const std::vector<double>& u = params_->u;
     for (int j = 0; j < rv; ++j) sc.rhat[j] = Dot(&u[static_cast<size_t>(j) * dv], v.data(), dv);
