@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "client/lib/number_parse.h"
 #include "core/shard/routing.h"
 
@@ -35,7 +34,14 @@ bool Fail(LineError* error, size_t column, std::string message) {
   return false;
 }
 
-std::string Quoted(std::string_view s) { return absl::StrCat("'", s, "'"); }
+std::string Quoted(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '\'';
+  out.append(s);
+  out += '\'';
+  return out;
+}
 
 bool IsNumberToken(std::string_view s) {
   double x = 0;
