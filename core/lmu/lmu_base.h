@@ -43,6 +43,13 @@ class LmuBase {
     return true;
   }
 
+  // The two halves of Locate, for staged lookups of many ids: the position (hashing only),
+  // then the entry there (one memory access, which the caller may have prefetched).
+  uint64_t Position(uint64_t id) const { return entries_.empty() ? 0 : mphf_(id); }
+  const BaseEntry* EntryAt(uint64_t pos) const {
+    return entries_.empty() ? nullptr : &entries_[pos];
+  }
+
   uint64_t generation() const { return generation_; }
   size_t size() const { return entries_.size(); }
   const std::vector<BaseEntry>& entries() const { return entries_; }  // in hash order

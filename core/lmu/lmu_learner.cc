@@ -10,7 +10,7 @@
 namespace streamlearn::lmu {
 
 namespace {
-constexpr uint64_t kAbsent = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t kAbsent = LmuTable::kAbsent;
 
 double LoadRelaxed(const double& x) {
   return std::atomic_ref<const double>(x).load(std::memory_order_relaxed);
@@ -26,18 +26,17 @@ LmuLearner::PredictInfo LmuLearner::Predict(std::span<const Feature> x, double* 
   info.ver_delta = table_.ver_delta();
   const LmuTable::Reader reader = table_.Pin();
   info.ver_base = reader.ver_base();
-  for (int o = 0; o < m; ++o) y[o] = LoadRelaxed(bias_[o]);
+  thread_local std::vector<uint64_t> ids, slots;
+  ids.resize(x.size());
+  slots.resize(x.size());
+  for (size_t j = 0; j < x.size(); ++j) ids[j] = x[j].id;
   const WeightArena& w = table_.weights();
-  int max_probes = 0;
-  for (const Feature& f : x) {
-    uint64_t slot = 0;
-    int probes = 0;
-    const bool found = reader.Locate(f.id, &slot, &probes);
-    max_probes = std::max(max_probes, probes);
-    if (!found) continue;
-    for (int o = 0; o < m; ++o) y[o] += w.Load(slot, o) * f.val;
+  info.max_locate_probes = reader.LocateMany(w, ids.data(), x.size(), slots.data());
+  for (int o = 0; o < m; ++o) y[o] = LoadRelaxed(bias_[o]);
+  for (size_t j = 0; j < x.size(); ++j) {  // in the order of x
+    if (slots[j] == kAbsent) continue;
+    for (int o = 0; o < m; ++o) y[o] += w.Load(slots[j], o) * x[j].val;
   }
-  info.max_locate_probes = max_probes;
   return info;
 }
 
@@ -82,16 +81,14 @@ absl::StatusOr<StepResult> LmuLearner::Step(std::span<const Feature> x, std::spa
   StepResult out;
   WeightArena& w = table_.weights();
   // Predict, remembering each feature's slot.
-  slots_.assign(x.size(), kAbsent);
+  ids_.resize(x.size());
+  slots_.resize(x.size());
+  for (size_t j = 0; j < x.size(); ++j) ids_[j] = x[j].id;
+  out.max_locate_probes = table_.LocateMany(ids_.data(), x.size(), slots_.data());
   for (int o = 0; o < m; ++o) y_before[o] = bias_[o];
   for (size_t j = 0; j < x.size(); ++j) {
-    uint64_t slot = 0;
-    int probes = 0;
-    if (table_.Locate(x[j].id, &slot, &probes)) {
-      slots_[j] = slot;
-      for (int o = 0; o < m; ++o) y_before[o] += w.Load(slot, o) * x[j].val;
-    }
-    out.max_locate_probes = std::max(out.max_locate_probes, probes);
+    if (slots_[j] == kAbsent) continue;
+    for (int o = 0; o < m; ++o) y_before[o] += w.Load(slots_[j], o) * x[j].val;
   }
   // Update, in feature order.
   ++samples_;

@@ -81,7 +81,7 @@ class LmuLearner {
   LmuTable table_;
   std::vector<double> bias_;  // read by Predict through atomic_ref
   uint64_t samples_ = 0;
-  std::vector<uint64_t> slots_;  // scratch: per feature, its slot or kAbsent
+  std::vector<uint64_t> ids_, slots_;  // writer scratch: per feature, its id and slot
 };
 
 }  // namespace streamlearn::lmu

@@ -45,6 +45,28 @@ bool LmuTable::Locate(uint64_t id, uint64_t* slot, int* probes) const {
   return r.found;
 }
 
+int LmuTable::LocateMany(const Generation& g, const WeightArena& w, const uint64_t* ids,
+                         size_t n, uint64_t* slots) {
+  const LmuBase& base = *g.base;
+  for (size_t j = 0; j < n; ++j) {
+    slots[j] = base.Position(ids[j]);
+    if (const BaseEntry* e = base.EntryAt(slots[j])) __builtin_prefetch(e);
+  }
+  int max_probes = 1;
+  for (size_t j = 0; j < n; ++j) {
+    const BaseEntry* e = base.EntryAt(slots[j]);
+    if (e != nullptr && e->id == ids[j]) {
+      slots[j] = e->slot;
+      w.Prefetch(e->slot);
+      continue;
+    }
+    const CuckooDelta::LocateResult r = g.delta->Locate(ids[j]);
+    max_probes = std::max(max_probes, 1 + r.probes);
+    slots[j] = r.found ? r.payload : kAbsent;
+  }
+  return max_probes;
+}
+
 absl::StatusOr<uint64_t> LmuTable::LocateOrInsert(uint64_t id, Probes* probes) {
   const Generation& g = cell_.Current();
   uint64_t slot = 0;

@@ -94,6 +94,11 @@ class LmuTable {
     }
     uint64_t ver_base() const { return pin_->base->generation(); }
 
+    // Locate for many ids at once (see LmuTable::LocateMany).
+    int LocateMany(const WeightArena& w, const uint64_t* ids, size_t n, uint64_t* slots) const {
+      return LmuTable::LocateMany(*pin_, w, ids, n, slots);
+    }
+
    private:
     friend class LmuTable;
     explicit Reader(VersionedCell<Generation>::Pin pin) : pin_(std::move(pin)) {}
@@ -114,6 +119,15 @@ class LmuTable {
   // Writer: the slot of `id` if present (no insert).
   bool Locate(uint64_t id, uint64_t* slot, int* probes) const;
 
+  // slots[j] = the slot of ids[j], or kAbsent. Staged so that the memory accesses of different
+  // ids overlap: every base position first (prefetching its entry), then the entries
+  // (prefetching the weight rows), then the delta for the ids the base does not hold. Returns
+  // the largest probe count of one id. Writer view.
+  static constexpr uint64_t kAbsent = ~uint64_t{0};
+  int LocateMany(const uint64_t* ids, size_t n, uint64_t* slots) const {
+    return LocateMany(cell_.Current(), weights_, ids, n, slots);
+  }
+
   // Writer: the slot of `id`, inserting it (with zero weights) if new. Errors: INTERNAL when
   // a rebuild the tripwire waits for fails.
   absl::StatusOr<uint64_t> LocateOrInsert(uint64_t id, Probes* probes);
@@ -129,6 +143,8 @@ class LmuTable {
   const LmuSpec& spec() const { return spec_; }
 
  private:
+  static int LocateMany(const Generation& g, const WeightArena& w, const uint64_t* ids, size_t n,
+                        uint64_t* slots);
   void MaybeStartRebuild();
   absl::Status FinishRebuild();  // waits for the builder, then publishes
   CuckooDelta::Options DeltaOptions() const;

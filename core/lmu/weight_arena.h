@@ -57,6 +57,9 @@ class WeightArena {
     std::atomic_ref<double>(Row(slot)[j]).store(w, std::memory_order_relaxed);
   }
 
+  // A hint that the row of `slot` will be read soon.
+  void Prefetch(uint64_t slot) const { __builtin_prefetch(Row(slot)); }
+
   size_t bytes() const {
     const uint64_t chunks = (size() + kChunkRows - 1) >> kChunkBits;
     return chunks * kChunkRows * m_ * sizeof(double) + kMaxChunks * sizeof(void*);
