@@ -22,7 +22,8 @@ if [ -z "${SKIP_SANITIZE:-}" ]; then
   echo "== core unit tests under AddressSanitizer + UBSan"
   san=${build}-asan
   cmake -S . -B "$san" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTREAMLEARN_CORE_ONLY=ON \
-    -DSTREAMLEARN_SANITIZE=ON -DSTREAMLEARN_BUILD_BENCH=OFF > "$san.configure.log" 2>&1 \
+    -DSTREAMLEARN_SANITIZE=ON -DSTREAMLEARN_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+    > "$san.configure.log" 2>&1 \
     || { cat "$san.configure.log"; exit 1; }
   cmake --build "$san" -j "$jobs"
   ctest --test-dir "$san" --output-on-failure -j "$jobs"
