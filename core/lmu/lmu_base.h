@@ -57,6 +57,8 @@ class LmuBase {
   size_t bytes() const { return mphf_.bytes() + entries_.size() * sizeof(BaseEntry); }
 
  private:
+  friend struct LmuSnapshotAccess;  // core/lmu/lmu_snapshot.cc: snapshot and restore
+
   uint64_t generation_ = 0;
   Mphf mphf_;
   std::vector<BaseEntry> entries_;

@@ -77,6 +77,8 @@ class LmuLearner {
   Digest StateDigest() const;
 
  private:
+  friend struct LmuSnapshotAccess;  // core/lmu/lmu_snapshot.cc: snapshot and restore
+
   const LmuSpec spec_;
   LmuTable table_;
   std::vector<double> bias_;  // read by Predict through atomic_ref

@@ -143,6 +143,8 @@ class LmuTable {
   const LmuSpec& spec() const { return spec_; }
 
  private:
+  friend struct LmuSnapshotAccess;  // core/lmu/lmu_snapshot.cc: snapshot and restore
+
   static int LocateMany(const Generation& g, const WeightArena& w, const uint64_t* ids, size_t n,
                         uint64_t* slots);
   void MaybeStartRebuild();

@@ -40,6 +40,8 @@ class FloorPolicy {
   uint64_t since_trigger() const { return since_trigger_; }
 
  private:
+  friend struct SauSnapshotAccess;  // core/sau/sau_snapshot.cc: snapshot and restore
+
   double floor_;
   uint64_t since_trigger_ = 0;
 };

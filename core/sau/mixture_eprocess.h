@@ -68,6 +68,8 @@ class MixtureEProcess {
   size_t Bytes() const { return (mu_.size() + v_.size() + log_e_.size()) * sizeof(double); }
 
  private:
+  friend struct SauSnapshotAccess;  // core/sau/sau_snapshot.cc: snapshot and restore
+
   uint64_t observed_ = 0;  // events seen
   uint64_t z_count_ = 0;   // Z values seen
   std::vector<double> mu_, v_;  // mu~, v~ (eqs. (30)-(31))

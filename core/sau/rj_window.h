@@ -30,6 +30,8 @@ class RjWindow {
   uint16_t bits() const { return bits_; }  // bit 0 = newest event
 
  private:
+  friend struct SauSnapshotAccess;  // core/sau/sau_snapshot.cc: snapshot and restore
+
   static constexpr uint16_t kMask = (1u << kLength) - 1;
   uint16_t bits_ = 0;
 };

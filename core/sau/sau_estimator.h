@@ -88,6 +88,8 @@ class SauEstimator {
   Digest StateDigest() const;
 
  private:
+  friend struct SauSnapshotAccess;  // core/sau/sau_snapshot.cc: snapshot and restore
+
   struct Params {
     SauSpec spec;
     FeatureMap features;

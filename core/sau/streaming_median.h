@@ -26,6 +26,8 @@ class StreamingMedian {
   double value() const { return value_; }  // 0 until the first positive value
 
  private:
+  friend struct SauSnapshotAccess;  // core/sau/sau_snapshot.cc: snapshot and restore
+
   double value_ = 0;
 };
 

@@ -50,6 +50,8 @@ class WhiteningStats {
   }
 
  private:
+  friend struct SauSnapshotAccess;  // core/sau/sau_snapshot.cc: snapshot and restore
+
   std::vector<double> mu_, sig2_;
   double beta_mu_, beta_sigma_, eps_;
   uint64_t n_ = 0;

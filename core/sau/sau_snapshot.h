@@ -1,0 +1,43 @@
+// Snapshots of one SAU for bit-equivalent restart (seed 002 sec. 7, applied to seed 000's
+// state): R_t, s_t, H_t with their compensations, whitening mu/sigma^2, the mixture e-process,
+// the RJ window, the floor policy, the running median, lambda_* and the counters, plus the
+// W digest and the spec parameters that drive the evolution (gamma, tau, clipping, tilt and
+// ridge grids, ...). W and U are not stored: they are re-drawn from the spec's seed and the
+// re-drawn W must have the stored digest.
+//
+// Format: a SnapshotContainer (core/common/byte_codec.h) of kind "streamlearn.sau" with two
+// sections, the parameters (kSauSectionParams) and the state (kSauSectionState); integers
+// little-endian, doubles as IEEE-754 bits.
+//
+//   std::string bytes = SerializeSauState(est);
+//   absl::StatusOr<SauEstimator> back = RestoreSau(est.spec(), bytes);
+//   // back->StateDigest() == est.StateDigest(); the same events give the same bits after.
+#ifndef STREAMLEARN_CORE_SAU_SAU_SNAPSHOT_H_
+#define STREAMLEARN_CORE_SAU_SAU_SNAPSHOT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "core/sau/sau_estimator.h"
+#include "core/sau/sau_spec.h"
+
+namespace streamlearn::sau {
+
+inline constexpr std::string_view kSauSnapshotKind = "streamlearn.sau";
+inline constexpr uint32_t kSauSectionParams = 1;
+inline constexpr uint32_t kSauSectionState = 2;
+
+// The whole mutable state of `est` and what identifies its parameters.
+std::string SerializeSauState(const SauEstimator& est);
+
+// Re-creates the estimator from `spec` (INVALID_ARGUMENT if the spec is invalid), then
+// restores the state. Errors: DATA_LOSS for a corrupt, truncated or malformed snapshot;
+// FAILED_PRECONDITION when the re-drawn W's digest differs from the stored one (another seed,
+// dimension or feature kind), or when a spec parameter differs (the message names it).
+absl::StatusOr<SauEstimator> RestoreSau(const SauSpec& spec, std::string_view bytes);
+
+}  // namespace streamlearn::sau
+
+#endif  // STREAMLEARN_CORE_SAU_SAU_SNAPSHOT_H_
