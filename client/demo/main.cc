@@ -17,6 +17,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "client/demo/ack_monitor.h"
+#include "client/demo/lmu_phase.h"
 #include "client/demo/report.h"
 #include "client/demo/workload.h"
 #include "client/lib/client.h"
@@ -35,6 +36,8 @@ ABSL_FLAG(uint64_t, every, 0, "events between table rows; 0 = events/20 (at leas
 ABSL_FLAG(uint32_t, r, 256, "random features of a newly created model");
 ABSL_FLAG(double, input_scale, 0, "input scale a of a newly created model; 0 = server default");
 ABSL_FLAG(std::string, routing_key, "demo", "routing key of every event");
+ABSL_FLAG(uint64_t, lmu_samples, 30000,
+          "samples for the LMU phase (model <model>-lmu) after the SAU phase; 0 skips it");
 
 namespace streamlearn::demo {
 namespace {
@@ -215,6 +218,11 @@ int Run() {
     return Fail(absl::InternalError(fmt::format("{} batch(es) rejected; first: {}",
                                                 totals.stats.batches_rejected,
                                                 totals.acks.rejections.front())));
+  }
+  if (const uint64_t n = absl::GetFlag(FLAGS_lmu_samples); n > 0) {
+    LmuPhaseOptions lo{.model = model + "-lmu", .routing_key = routing_key, .samples = n,
+                       .seed = absl::GetFlag(FLAGS_seed), .quiet = quiet};
+    if (absl::Status s = RunLmuPhase(**client, lo, std::cout); !s.ok()) return Fail(s);
   }
   return 0;
 }
