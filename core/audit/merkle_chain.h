@@ -1,0 +1,70 @@
+// MerkleChain: the hash chain over audit record bodies (DESIGN decision 5, seed 000 sec. 15).
+//
+//   merkle_prev(0) = 32 zero bytes
+//   merkle_curr(i) = SHA-256(merkle_prev(i) || EncodeCanonical(body(i)))
+//   merkle_prev(i+1) = merkle_curr(i)
+//
+// Record 0 is the genesis record: body {"kind":"genesis","model_spec":<string>,
+// "w_digest":<64 lowercase hex>}; it commits the chain to the model spec and the digest of the
+// random-feature matrix W. Every record travels as an envelope
+//   {"body":{...},"index":<uint>,"merkle_curr":<hex>,"merkle_prev":<hex>}
+// whose canonical encoding is one line of the log. The envelope's hashes are a convenience for
+// readers; the verifier recomputes them from the bodies.
+//
+// Example:
+//   MerkleChain chain;
+//   absl::StatusOr<ChainEntry> g = chain.AppendGenesis("sau:r=256", w_digest);
+//   absl::StatusOr<ChainEntry> e = chain.Append(body);   // e->index == 1
+//
+// Thread safety: not thread-safe; one writer owns a chain.
+#ifndef STREAMLEARN_CORE_AUDIT_MERKLE_CHAIN_H_
+#define STREAMLEARN_CORE_AUDIT_MERKLE_CHAIN_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "core/audit/audit_record.h"
+#include "core/common/digest.h"
+
+namespace streamlearn {
+
+inline constexpr std::string_view kAuditKindGenesis = "genesis";
+
+// SHA-256(prev || canonical_body).
+Digest MerkleStep(const Digest& prev, std::string_view canonical_body);
+
+AuditRecord GenesisBody(std::string_view model_spec, const Digest& w_digest);
+
+// Parses 64 hex digits (either case) into *out; false on any other input.
+bool ParseHexDigest(std::string_view hex, Digest* out);
+
+struct ChainEntry {
+  uint64_t index = 0;
+  Digest merkle_prev{};
+  Digest merkle_curr{};
+  AuditRecord envelope;  // see top of file
+};
+
+class MerkleChain {
+ public:
+  MerkleChain() = default;
+
+  // REQUIRES: size() == 0.
+  absl::StatusOr<ChainEntry> AppendGenesis(std::string_view model_spec, const Digest& w_digest);
+  // Fails (INVALID_ARGUMENT) only if the body has no canonical encoding; the chain is then
+  // unchanged.
+  absl::StatusOr<ChainEntry> Append(const AuditRecord& body);
+
+  const Digest& head() const { return head_; }
+  uint64_t size() const { return size_; }  // index the next record will get
+
+ private:
+  Digest head_{};
+  uint64_t size_ = 0;
+};
+
+}  // namespace streamlearn
+
+#endif  // STREAMLEARN_CORE_AUDIT_MERKLE_CHAIN_H_

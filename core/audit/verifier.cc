@@ -1,0 +1,291 @@
+#include "core/audit/verifier.h"
+
+#include <bit>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/audit/certificate.h"
+#include "core/audit/checkpoint.h"
+#include "core/audit/merkle_chain.h"
+
+namespace streamlearn {
+namespace {
+
+constexpr int kRjWindow = 10;  // seed 000 sec. 10: last 10 steps
+constexpr int kRjYellow = 3;
+constexpr int kRjRed = 5;
+constexpr uint32_t kRjMask = (1u << kRjWindow) - 1;
+
+const std::string* GetString(const AuditRecord& r, std::string_view key) {
+  const AuditValue* v = r.Find(key);
+  return v == nullptr ? nullptr : v->get_if<std::string>();
+}
+
+// True iff body "actions" holds an entry with the given cause (and action, unless empty).
+// Sets *malformed when "actions" is present but not a list of {action, cause} records.
+bool HasAction(const AuditRecord& body, std::string_view action, std::string_view cause,
+               bool* malformed) {
+  const AuditValue* v = body.Find("actions");
+  if (v == nullptr) return false;
+  const AuditList* list = v->get_if<AuditList>();
+  if (list == nullptr) {
+    *malformed = true;
+    return false;
+  }
+  for (const AuditValue& e : *list) {
+    const AuditRecord* r = e.get_if<AuditRecord>();
+    const std::string* a = r == nullptr ? nullptr : GetString(*r, "action");
+    const std::string* c = r == nullptr ? nullptr : GetString(*r, "cause");
+    if (a == nullptr || c == nullptr) {
+      *malformed = true;
+      return false;
+    }
+    if (*c == cause && (action.empty() || *a == action)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string_view AuditRuleName(AuditRule rule) {
+  switch (rule) {
+    case AuditRule::kNone: return "none";
+    case AuditRule::kParse: return "parse";
+    case AuditRule::kEnvelope: return "envelope";
+    case AuditRule::kIndex: return "index";
+    case AuditRule::kChain: return "chain";
+    case AuditRule::kGenesis: return "genesis";
+    case AuditRule::kCheckpoint: return "checkpoint";
+    case AuditRule::kSignature: return "signature";
+    case AuditRule::kMargin: return "margin";
+    case AuditRule::kRjWindow: return "rj_window";
+    case AuditRule::kLmuProbe: return "lmu_probe";
+    case AuditRule::kCertificate: return "certificate";
+  }
+  return "unknown";
+}
+
+absl::Status AuditVerifier::Fail(uint64_t index, AuditRule rule, absl::string_view what) {
+  bad_index_ = index;
+  rule_ = rule;
+  status_ = absl::DataLossError(
+      absl::StrCat("audit record ", index, " breaks rule ", std::string(AuditRuleName(rule)), ": ", what));
+  return status_;
+}
+
+absl::Status AuditVerifier::Feed(std::string_view line) {
+  if (!status_.ok()) return status_;
+  absl::StatusOr<AuditRecord> env = ParseAuditJson(line, opt_.parse);
+  if (!env.ok()) return Fail(next_, AuditRule::kParse, env.status().message());
+  return FeedEnvelope(*env);
+}
+
+absl::Status AuditVerifier::FeedEnvelope(const AuditRecord& envelope) {
+  if (!status_.ok()) return status_;
+  const uint64_t at = next_;
+  const AuditValue* body_v = envelope.Find("body");
+  const AuditRecord* body = body_v == nullptr ? nullptr : body_v->get_if<AuditRecord>();
+  const AuditValue* index_v = envelope.Find("index");
+  const std::string* prev_hex = GetString(envelope, "merkle_prev");
+  const std::string* curr_hex = GetString(envelope, "merkle_curr");
+  uint64_t index;
+  Digest prev, curr;
+  if (body == nullptr || index_v == nullptr || !index_v->AsUint64(&index) ||
+      prev_hex == nullptr || curr_hex == nullptr || !ParseHexDigest(*prev_hex, &prev) ||
+      !ParseHexDigest(*curr_hex, &curr)) {
+    return Fail(at, AuditRule::kEnvelope,
+                "envelope needs a record \"body\", an unsigned \"index\" and hex "
+                "\"merkle_prev\"/\"merkle_curr\"");
+  }
+  if (index != at) {
+    return Fail(at, AuditRule::kIndex,
+                absl::StrCat("carries index ", index, " where ", at,
+                             " is expected (a record was dropped, reordered or inserted)"));
+  }
+  if (prev != head_) {
+    return Fail(at, AuditRule::kChain,
+                absl::StrCat("merkle_prev ", *prev_hex, " is not the running head ",
+                             ToHex(head_)));
+  }
+  absl::StatusOr<std::string> canon = EncodeCanonical(*body);
+  if (!canon.ok()) return Fail(at, AuditRule::kEnvelope, canon.status().message());
+  const Digest recomputed = MerkleStep(head_, *canon);
+  if (recomputed != curr) {
+    return Fail(at, AuditRule::kChain,
+                absl::StrCat("SHA-256(merkle_prev || canonical(body)) = ", ToHex(recomputed),
+                             " but the record claims merkle_curr ", *curr_hex,
+                             " (the body was altered)"));
+  }
+  const Digest prev_head = head_;
+  head_ = recomputed;
+  absl::Status st = CheckBody(*body, prev_head);
+  ++next_;
+  return st;
+}
+
+absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& prev_head) {
+  const uint64_t at = next_;
+  const std::string* kind = GetString(body, "kind");
+
+  // genesis
+  if (at == 0) {
+    const std::string* spec = GetString(body, "model_spec");
+    const std::string* w_hex = GetString(body, "w_digest");
+    Digest w;
+    if (kind == nullptr || *kind != kAuditKindGenesis || spec == nullptr || w_hex == nullptr ||
+        !ParseHexDigest(*w_hex, &w)) {
+      return Fail(at, AuditRule::kGenesis,
+                  "record 0 must be {\"kind\":\"genesis\",\"model_spec\":...,\"w_digest\":hex}");
+    }
+    if (opt_.model_spec.has_value() && *opt_.model_spec != *spec) {
+      return Fail(at, AuditRule::kGenesis,
+                  absl::StrCat("model_spec \"", *spec, "\" is not the expected \"",
+                               *opt_.model_spec, "\""));
+    }
+    if (opt_.w_digest.has_value() && *opt_.w_digest != w) {
+      return Fail(at, AuditRule::kGenesis,
+                  absl::StrCat("w_digest ", *w_hex, " is not the expected ",
+                               ToHex(*opt_.w_digest)));
+    }
+  } else if (kind != nullptr && *kind == kAuditKindGenesis) {
+    return Fail(at, AuditRule::kGenesis, "a genesis record after record 0");
+  }
+
+  // checkpoints
+  if (kind != nullptr && *kind == kAuditKindCheckpoint) {
+    const AuditValue* cp_v = body.Find("checkpoint");
+    const AuditRecord* cp = cp_v == nullptr ? nullptr : cp_v->get_if<AuditRecord>();
+    const AuditValue* idx_v = cp == nullptr ? nullptr : cp->Find("index");
+    const std::string* head_hex = cp == nullptr ? nullptr : GetString(*cp, "head");
+    const std::string* sig_hex = cp == nullptr ? nullptr : GetString(*cp, "signature");
+    const std::string* fp = cp == nullptr ? nullptr : GetString(*cp, "key_fingerprint");
+    uint64_t idx;
+    Digest head;
+    std::string sig;
+    if (idx_v == nullptr || !idx_v->AsUint64(&idx) || head_hex == nullptr ||
+        !ParseHexDigest(*head_hex, &head) || sig_hex == nullptr || !HexDecode(*sig_hex, &sig) ||
+        fp == nullptr) {
+      return Fail(at, AuditRule::kCheckpoint,
+                  "checkpoint needs \"index\", hex \"head\", hex \"signature\" and "
+                  "\"key_fingerprint\"");
+    }
+    if (idx + 1 != at || head != prev_head) {
+      return Fail(at, AuditRule::kCheckpoint,
+                  absl::StrCat("checkpoint covers index ", idx, " head ", *head_hex,
+                               " but the previous record is ", at - 1, " with head ",
+                               ToHex(prev_head)));
+    }
+    if (opt_.public_key == nullptr) {
+      return Fail(at, AuditRule::kSignature, "no public key configured to check checkpoints");
+    }
+    if (*fp != opt_.public_key->fingerprint()) {
+      return Fail(at, AuditRule::kSignature,
+                  absl::StrCat("signed by key ", *fp, ", expected key ",
+                               opt_.public_key->fingerprint()));
+    }
+    if (!opt_.public_key->Verify(CheckpointMessage(idx, head), sig)) {
+      return Fail(at, AuditRule::kSignature,
+                  absl::StrCat("Ed25519 signature over (index ", idx, ", head ", *head_hex,
+                               ") does not verify"));
+    }
+    since_checkpoint_ = 0;
+    return absl::OkStatus();
+  }
+  if (opt_.checkpoint_every > 0 && since_checkpoint_ >= opt_.checkpoint_every) {
+    return Fail(at, AuditRule::kCheckpoint,
+                absl::StrCat("no checkpoint after ", since_checkpoint_,
+                             " records (one is due every ", opt_.checkpoint_every, ")"));
+  }
+  ++since_checkpoint_;
+
+  // margin: the record after a negative margin carries the alarm action.
+  bool malformed = false;
+  if (pending_alarm_) {
+    const bool acted = HasAction(body, "", "alarm", &malformed);
+    if (!acted) {
+      return Fail(at, AuditRule::kMargin,
+                  absl::StrFormat("record %d had margin %.17g < 0 but this record's actions "
+                                  "carry no action with cause \"alarm\"",
+                                  at - 1, pending_margin_));
+    }
+  }
+  pending_alarm_ = false;
+  if (const AuditValue* m = body.Find("margin")) {
+    double margin;
+    if (!m->AsNumber(&margin)) return Fail(at, AuditRule::kMargin, "\"margin\" is not a number");
+    if (margin < 0) {
+      pending_alarm_ = true;
+      pending_margin_ = margin;
+    }
+  }
+
+  // RJ window
+  if (const AuditValue* e = body.Find("rj_exceeded")) {
+    const bool* exceeded = e->get_if<bool>();
+    if (exceeded == nullptr) return Fail(at, AuditRule::kRjWindow, "\"rj_exceeded\" is not a bool");
+    rj_window_ = ((rj_window_ << 1) | (*exceeded ? 1u : 0u)) & kRjMask;
+    const int count = std::popcount(rj_window_);
+    if (count >= kRjRed && !HasAction(body, "raise_beta_floor", "rj_red", &malformed)) {
+      return Fail(at, AuditRule::kRjWindow,
+                  absl::StrCat(count, " of the last ", kRjWindow,
+                               " RJ gaps exceeded the threshold (red) but the record's actions "
+                               "carry no {\"action\":\"raise_beta_floor\",\"cause\":\"rj_red\"}"));
+    }
+  }
+  if (const AuditValue* l = body.Find("rj_level")) {
+    const int count = std::popcount(rj_window_);
+    const std::string_view expected =
+        count >= kRjRed ? "red" : (count >= kRjYellow ? "yellow" : "green");
+    const std::string* level = l->get_if<std::string>();
+    if (level == nullptr || *level != expected) {
+      return Fail(at, AuditRule::kRjWindow,
+                  absl::StrCat("rj_level is \"", level == nullptr ? "<not a string>" : *level,
+                               "\" but ", count, " of the last ", kRjWindow,
+                               " flags give \"", std::string(expected), "\""));
+    }
+  }
+  if (malformed) {
+    return Fail(at, AuditRule::kEnvelope,
+                "\"actions\" must be a list of {\"action\":string,\"cause\":string}");
+  }
+
+  // LMU probe bounds
+  for (const auto& [count_key, bound_key] :
+       {std::pair<std::string_view, std::string_view>{"c_lookup_p100", "locate_bound"},
+        std::pair<std::string_view, std::string_view>{"c_insert_p100", "insert_bound"}}) {
+    const AuditValue* c = body.Find(count_key);
+    if (c == nullptr) continue;
+    const AuditValue* b = body.Find(bound_key);
+    double cv, bv;
+    if (b == nullptr || !c->AsNumber(&cv) || !b->AsNumber(&bv)) {
+      return Fail(at, AuditRule::kLmuProbe,
+                  absl::StrCat("\"", std::string(count_key), "\" needs a numeric \"", std::string(bound_key), "\""));
+    }
+    if (cv > bv) {
+      return Fail(at, AuditRule::kLmuProbe,
+                  absl::StrFormat("%s = %g exceeds %s = %g", std::string(count_key), cv, std::string(bound_key), bv));
+    }
+  }
+
+  // certificate
+  if (const AuditValue* c = body.Find("certificate")) {
+    const AuditRecord* cert = c->get_if<AuditRecord>();
+    if (cert == nullptr) return Fail(at, AuditRule::kCertificate, "\"certificate\" is not a record");
+    absl::Status st = CheckCertificateRecord(*cert);
+    if (!st.ok()) return Fail(at, AuditRule::kCertificate, st.message());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AuditVerifier::Finish() {
+  if (!status_.ok()) return status_;
+  if (pending_alarm_) {
+    return Fail(next_, AuditRule::kMargin,
+                absl::StrFormat("the stream ends after record %d with margin %.17g < 0 and no "
+                                "following alarm action",
+                                next_ - 1, pending_margin_));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace streamlearn
