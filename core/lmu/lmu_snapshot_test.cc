@@ -65,7 +65,9 @@ void Train(LmuLearner& lmu, ZipfSamples& gen, int n) {
   for (int i = 0; i < n; ++i) {
     gen.Next(&x, &y);
     ASSERT_TRUE(lmu.Step(x, y, NAN, NAN, got.data()).ok());
-    if (i % 1000 == 0) ASSERT_TRUE(lmu.Poll().ok());
+    if (i % 1000 == 0) {
+      ASSERT_TRUE(lmu.Poll().ok());
+    }
   }
 }
 
@@ -133,16 +135,22 @@ TEST(LmuSnapshot, RestoreIsBitEquivalentAndStaysSo) {
         ASSERT_TRUE(orig.Poll().ok());
         ASSERT_TRUE(back.Poll().ok());
       }
-      if (i % 25000 == 0) ASSERT_EQ(back.StateDigest(), orig.StateDigest()) << i;
+      if (i % 25000 == 0) {
+        ASSERT_EQ(back.StateDigest(), orig.StateDigest()) << i;
+      }
     }
     EXPECT_EQ(mismatches, 0u);
     EXPECT_EQ(back.StateDigest(), orig.StateDigest());
     EXPECT_EQ(back.Bias(), orig.Bias());
     EXPECT_GT(back.TableStats().rebuilds, before.rebuilds);
-    // Generations (and so the derived salts) advance in step.
-    ASSERT_TRUE(orig.Poll().ok());
-    ASSERT_TRUE(back.Poll().ok());
-    EXPECT_EQ(back.TableStats().ver_base, orig.TableStats().ver_base);
+    // With inline rebuilds the layout is a function of the samples, so generations (and the
+    // salts derived from them) advance in step. With background rebuilds how many publish by
+    // a given sample depends on timing (docs/LMU.md); only the logical state above must match.
+    if (!c.background) {
+      ASSERT_TRUE(orig.Poll().ok());
+      ASSERT_TRUE(back.Poll().ok());
+      EXPECT_EQ(back.TableStats().ver_base, orig.TableStats().ver_base);
+    }
   }
 }
 
