@@ -135,6 +135,9 @@ class LmuTable {
   // Writer: publishes a finished background rebuild, if any. Cheap when there is none.
   absl::Status Poll();
 
+  // Writer: waits for a running rebuild (if any) and publishes it (shutdown, snapshots, tests).
+  absl::Status WaitForRebuild() { return FinishRebuild(); }
+
   // Writer: every (id, slot) in the published generation, in no particular order.
   std::vector<BaseEntry> Entries() const;
 
