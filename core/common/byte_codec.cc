@@ -115,20 +115,11 @@ absl::Status ByteReader::Bytes(std::string* s) {
 }
 
 absl::Status ByteReader::F64s(std::vector<double>* xs) {
-  const size_t start = pos_;
-  uint64_t n = 0;
-  if (absl::Status st = U64(&n); !st.ok()) return st;
-  if (n > remaining() / 8) {
-    pos_ = start;
-    return absl::DataLossError(absl::StrFormat(
-        "snapshot truncated: f64 vector of %d elements at offset %d, %d bytes left", n, start,
-        remaining()));
-  }
-  xs->resize(n);
-  for (double& x : *xs) {
-    x = std::bit_cast<double>(GetLe<uint64_t>(in_.data() + pos_));
-    pos_ += 8;
-  }
+  // Same wire form as U64s: a count, then the IEEE-754 bit patterns as little-endian u64.
+  std::vector<uint64_t> bits;
+  if (absl::Status st = U64s(&bits); !st.ok()) return st;
+  xs->resize(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) (*xs)[i] = std::bit_cast<double>(bits[i]);
   return absl::OkStatus();
 }
 
@@ -139,7 +130,7 @@ absl::Status ByteReader::U64s(std::vector<uint64_t>* xs) {
   if (n > remaining() / 8) {
     pos_ = start;
     return absl::DataLossError(absl::StrFormat(
-        "snapshot truncated: u64 vector of %d elements at offset %d, %d bytes left", n, start,
+        "snapshot truncated: vector of %d 8-byte elements at offset %d, %d bytes left", n, start,
         remaining()));
   }
   xs->resize(n);
