@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <chrono>
 #include <exception>
 #include <string>
 
@@ -15,6 +16,20 @@ const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
       50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3,
       50e-3, 100e-3, 250e-3, 500e-3, 1.0,  2.5,    5.0,  10.0};
   return *kBuckets;
+}
+
+// 10 us .. 1 s: an event-log append of one small batch up to a large snapshot.
+const prometheus::Histogram::BucketBoundaries& StoreWriteBuckets() {
+  static const auto* const kBuckets = new prometheus::Histogram::BucketBoundaries{
+      10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3,  2.5e-3,
+      5e-3,  10e-3, 25e-3, 50e-3,  100e-3, 250e-3, 500e-3, 1.0};
+  return *kBuckets;
+}
+
+double UnixNowSeconds() {
+  const std::chrono::duration<double> since_epoch =
+      std::chrono::system_clock::now().time_since_epoch();
+  return since_epoch.count();
 }
 
 prometheus::Family<prometheus::Counter>& CounterFamily(prometheus::Registry& registry,
@@ -45,6 +60,8 @@ Metrics::Metrics()
                                       "Events acknowledged as duplicates (t not new).")),
       alarms_total_(CounterFamily(*registry_, "streamlearn_sau_alarms_total",
                                   "Ingested events whose e-process margin went negative (an alarm).")),
+      rj_red_events_total_(CounterFamily(*registry_, "streamlearn_sau_rj_red_events_total",
+                                         "Ingested events at RJ level red.")),
       margin_(GaugeFamily(*registry_, "streamlearn_sau_margin",
                           "E-process margin log(1/alpha) - log E_mix at the last event.")),
       rj_gap_(GaugeFamily(*registry_, "streamlearn_sau_rj_gap",
@@ -88,7 +105,45 @@ Metrics::Metrics()
       lmu_base_keys_(GaugeFamily(*registry_, "streamlearn_lmu_base_keys",
                                  "Ids in the published MPHF base.")),
       lmu_delta_keys_(GaugeFamily(*registry_, "streamlearn_lmu_delta_keys",
-                                  "Ids in the current cuckoo delta.")) {}
+                                  "Ids in the current cuckoo delta.")),
+      audit_records_total_(CounterFamily(*registry_, "streamlearn_audit_records_total",
+                                         "Records appended to the shard's audit chain.")),
+      audit_chain_length_(GaugeFamily(*registry_, "streamlearn_audit_chain_length",
+                                      "Length of the shard's audit chain (the next record's index).")),
+      snapshots_total_(CounterFamily(*registry_, "streamlearn_snapshots_total",
+                                     "Snapshots of the shard written.")),
+      snapshot_failures_total_(CounterFamily(*registry_, "streamlearn_snapshot_failures_total",
+                                             "Snapshots of the shard that failed.")),
+      snapshot_last_timestamp_(GaugeFamily(*registry_, "streamlearn_snapshot_last_timestamp_seconds",
+                                           "Unix time at which the last snapshot was written.")),
+      snapshot_duration_(GaugeFamily(*registry_, "streamlearn_snapshot_duration_seconds",
+                                     "Time the last snapshot took to write.")),
+      snapshot_bytes_(GaugeFamily(*registry_, "streamlearn_snapshot_bytes",
+                                  "Size of the last snapshot written.")),
+      recovery_replayed_batches_(GaugeFamily(*registry_, "streamlearn_recovery_replayed_batches",
+                                             "Log batches replayed by the shard's last recovery.")),
+      recovery_seconds_(GaugeFamily(*registry_, "streamlearn_recovery_seconds",
+                                    "Duration of the shard's last recovery (load and replay).")),
+      log_backlog_batches_(GaugeFamily(*registry_, "streamlearn_log_backlog_batches",
+                                       "Batches in the event log since the shard's last snapshot.")),
+      fuse_gate_(GaugeFamily(*registry_, "streamlearn_fuse_gate",
+                             "Fuse Gate in force (weight of the SAU prediction).")),
+      fuse_gate_min_(GaugeFamily(*registry_, "streamlearn_fuse_gate_min",
+                                 "Lower clamp g_min(m_t) of the Fuse Gate.")),
+      fuse_gate_max_(GaugeFamily(*registry_, "streamlearn_fuse_gate_max",
+                                 "Upper clamp g_max(m_t) of the Fuse Gate.")),
+      fuse_abs_error_(GaugeFamily(*registry_, "streamlearn_fuse_abs_error",
+                                  "Absolute error |y - y_hat| of the last fused sample.")),
+      control_actions_total_(CounterFamily(*registry_, "streamlearn_control_actions_total",
+                                           "Actions taken by the shard's control plane.")),
+      store_write_seconds_(prometheus::BuildHistogram()
+                               .Name("streamlearn_store_write_seconds")
+                               .Help("Time of one write to the store (snapshot or log append).")
+                               .Register(*registry_)
+                               .Add({}, StoreWriteBuckets())),
+      store_write_bytes_total_(CounterFamily(*registry_, "streamlearn_store_write_bytes_total",
+                                             "Bytes written to the store.")
+                                   .Add({})) {}
 
 Metrics::~Metrics() = default;
 
@@ -122,26 +177,38 @@ Metrics::RpcSeries& Metrics::SeriesFor(std::string_view method, absl::StatusCode
   return rpcs_.emplace(std::move(key), series).first->second;
 }
 
-Metrics::ShardSeries& Metrics::SeriesFor(const std::string& model, uint32_t shard) {
+template <typename Series, typename Make>
+Series& Metrics::CachedSeries(std::map<ShardKey, Series>* cache, const std::string& model,
+                              uint32_t shard, const Make& make) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto key = std::make_pair(model, shard);
-  auto it = shards_.find(key);
-  if (it != shards_.end()) return it->second;
+  ShardKey key(model, shard);
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second;
   const prometheus::Labels labels{{"model", model}, {"shard", std::to_string(shard)}};
-  ShardSeries series{
-      .events = &events_total_.Add(labels),
-      .duplicates = &duplicates_total_.Add(labels),
-      .alarms = &alarms_total_.Add(labels),
-      .margin = &margin_.Add(labels),
-      .rj_gap = &rj_gap_.Add(labels),
-      .rj_level = &rj_level_.Add(labels),
-      .beta_floor = &beta_floor_.Add(labels),
-      .lambda_star = &lambda_star_.Add(labels),
-      .clip_rate = &clip_rate_.Add(labels),
-      .denominator = &denominator_.Add(labels),
-      .version = &version_.Add(labels),
-  };
-  return shards_.emplace(std::move(key), series).first->second;
+  // try_emplace: a series may hold atomics, so it is built in place.
+  Series& series = cache->try_emplace(std::move(key)).first->second;
+  make(labels, series);
+  return series;
+}
+
+Metrics::ShardSeries& Metrics::SeriesFor(const std::string& model, uint32_t shard) {
+  return CachedSeries(&shards_, model, shard,
+                      [this](const prometheus::Labels& labels, ShardSeries& s) {
+                        s = ShardSeries{
+                            .events = &events_total_.Add(labels),
+                            .duplicates = &duplicates_total_.Add(labels),
+                            .alarms = &alarms_total_.Add(labels),
+                            .rj_red_events = &rj_red_events_total_.Add(labels),
+                            .margin = &margin_.Add(labels),
+                            .rj_gap = &rj_gap_.Add(labels),
+                            .rj_level = &rj_level_.Add(labels),
+                            .beta_floor = &beta_floor_.Add(labels),
+                            .lambda_star = &lambda_star_.Add(labels),
+                            .clip_rate = &clip_rate_.Add(labels),
+                            .denominator = &denominator_.Add(labels),
+                            .version = &version_.Add(labels),
+                        };
+                      });
 }
 
 void Metrics::RecordIngest(const std::string& model, uint32_t shard, const IngestOutcome& outcome) {
@@ -150,6 +217,7 @@ void Metrics::RecordIngest(const std::string& model, uint32_t shard, const Inges
   s.duplicates->Increment(static_cast<double>(outcome.duplicates.size()));
   s.version->Set(static_cast<double>(outcome.version));
   s.alarms->Increment(outcome.alarms);
+  s.rj_red_events->Increment(outcome.red_events);
   if (!outcome.has_last) return;
   const sau::EventDiagnostics& d = outcome.last;
   s.margin->Set(d.margin);
@@ -172,28 +240,23 @@ void Metrics::TotalCounter::Advance(uint64_t total) {
 }
 
 Metrics::LmuSeries& Metrics::LmuSeriesFor(const std::string& model, uint32_t shard) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto key = std::make_pair(model, shard);
-  auto it = lmu_shards_.find(key);
-  if (it != lmu_shards_.end()) return it->second;
-  const prometheus::Labels labels{{"model", model}, {"shard", std::to_string(shard)}};
-  // try_emplace: LmuSeries holds atomics, so it is built in place.
-  LmuSeries& s = lmu_shards_.try_emplace(std::move(key)).first->second;
-  s.samples = &lmu_samples_total_.Add(labels);
-  s.duplicates = &lmu_duplicates_total_.Add(labels);
-  s.inserts = &lmu_inserts_total_.Add(labels);
-  s.rebuilds.counter = &lmu_rebuilds_total_.Add(labels);
-  s.tripwires.counter = &lmu_tripwires_total_.Add(labels);
-  s.lookup_probes_max = &lmu_lookup_probes_max_.Add(labels);
-  s.insert_probes_max = &lmu_insert_probes_max_.Add(labels);
-  s.delta_load = &lmu_delta_load_.Add(labels);
-  s.ring_used = &lmu_ring_used_.Add(labels);
-  s.stash_used = &lmu_stash_used_.Add(labels);
-  s.emergency_used = &lmu_emergency_used_.Add(labels);
-  s.rebuild_seconds = &lmu_rebuild_seconds_.Add(labels);
-  s.base_keys = &lmu_base_keys_.Add(labels);
-  s.delta_keys = &lmu_delta_keys_.Add(labels);
-  return s;
+  return CachedSeries(&lmu_shards_, model, shard,
+                      [this](const prometheus::Labels& labels, LmuSeries& s) {
+                        s.samples = &lmu_samples_total_.Add(labels);
+                        s.duplicates = &lmu_duplicates_total_.Add(labels);
+                        s.inserts = &lmu_inserts_total_.Add(labels);
+                        s.rebuilds.counter = &lmu_rebuilds_total_.Add(labels);
+                        s.tripwires.counter = &lmu_tripwires_total_.Add(labels);
+                        s.lookup_probes_max = &lmu_lookup_probes_max_.Add(labels);
+                        s.insert_probes_max = &lmu_insert_probes_max_.Add(labels);
+                        s.delta_load = &lmu_delta_load_.Add(labels);
+                        s.ring_used = &lmu_ring_used_.Add(labels);
+                        s.stash_used = &lmu_stash_used_.Add(labels);
+                        s.emergency_used = &lmu_emergency_used_.Add(labels);
+                        s.rebuild_seconds = &lmu_rebuild_seconds_.Add(labels);
+                        s.base_keys = &lmu_base_keys_.Add(labels);
+                        s.delta_keys = &lmu_delta_keys_.Add(labels);
+                      });
 }
 
 void Metrics::RecordUpdate(const std::string& model, uint32_t shard, const UpdateOutcome& outcome,
@@ -213,6 +276,91 @@ void Metrics::RecordUpdate(const std::string& model, uint32_t shard, const Updat
   s.rebuild_seconds->Set(table.last_rebuild_seconds);
   s.base_keys->Set(static_cast<double>(table.base_keys));
   s.delta_keys->Set(static_cast<double>(table.delta_keys));
+}
+
+void Metrics::RecordAuditRecords(const std::string& model, uint32_t shard, uint64_t n,
+                                 const std::string& /*head_hex*/, uint64_t next_index) {
+  AuditSeries& s = CachedSeries(&audit_, model, shard,
+                                [this](const prometheus::Labels& labels, AuditSeries& a) {
+                                  a.records = &audit_records_total_.Add(labels);
+                                  a.chain_length = &audit_chain_length_.Add(labels);
+                                });
+  s.records->Increment(static_cast<double>(n));
+  s.chain_length->Set(static_cast<double>(next_index));
+}
+
+void Metrics::RecordSnapshot(const std::string& model, uint32_t shard, double seconds,
+                             uint64_t bytes) {
+  SnapshotSeries& s =
+      CachedSeries(&snapshots_, model, shard,
+                   [this](const prometheus::Labels& labels, SnapshotSeries& series) {
+                     series.total = &snapshots_total_.Add(labels);
+                     series.last_timestamp = &snapshot_last_timestamp_.Add(labels);
+                     series.duration = &snapshot_duration_.Add(labels);
+                     series.bytes = &snapshot_bytes_.Add(labels);
+                   });
+  s.total->Increment();
+  s.duration->Set(seconds);
+  s.bytes->Set(static_cast<double>(bytes));
+  s.last_timestamp->Set(UnixNowSeconds());
+}
+
+void Metrics::RecordSnapshotFailure(const std::string& model, uint32_t shard) {
+  prometheus::Counter* failures =
+      CachedSeries(&snapshot_failures_, model, shard,
+                   [this](const prometheus::Labels& labels, prometheus::Counter*& c) {
+                     c = &snapshot_failures_total_.Add(labels);
+                   });
+  failures->Increment();
+}
+
+void Metrics::RecordStoreWrite(double seconds, uint64_t bytes) {
+  store_write_seconds_.Observe(seconds);
+  store_write_bytes_total_.Increment(static_cast<double>(bytes));
+}
+
+void Metrics::RecordRecovery(const std::string& model, uint32_t shard, uint64_t replayed_batches,
+                             double seconds) {
+  RecoverySeries& s = CachedSeries(&recoveries_, model, shard,
+                                   [this](const prometheus::Labels& labels, RecoverySeries& r) {
+                                     r.replayed_batches = &recovery_replayed_batches_.Add(labels);
+                                     r.seconds = &recovery_seconds_.Add(labels);
+                                   });
+  s.replayed_batches->Set(static_cast<double>(replayed_batches));
+  s.seconds->Set(seconds);
+}
+
+void Metrics::SetLogBacklog(const std::string& model, uint32_t shard, uint64_t batches) {
+  prometheus::Gauge* backlog =
+      CachedSeries(&log_backlog_, model, shard,
+                   [this](const prometheus::Labels& labels, prometheus::Gauge*& g) {
+                     g = &log_backlog_batches_.Add(labels);
+                   });
+  backlog->Set(static_cast<double>(batches));
+}
+
+void Metrics::RecordFuse(const std::string& model, uint32_t shard, const FuseHealth& h) {
+  FuseSeries& f = CachedSeries(&fuse_, model, shard,
+                               [this](const prometheus::Labels& labels, FuseSeries& series) {
+                                 series.gate = &fuse_gate_.Add(labels);
+                                 series.gate_min = &fuse_gate_min_.Add(labels);
+                                 series.gate_max = &fuse_gate_max_.Add(labels);
+                                 series.abs_error = &fuse_abs_error_.Add(labels);
+                                 series.actions.counter = &control_actions_total_.Add(labels);
+                               });
+  f.gate->Set(h.gate);
+  f.gate_min->Set(h.g_min);
+  f.gate_max->Set(h.g_max);
+  f.abs_error->Set(h.y_err_abs);
+  f.actions.Advance(h.actions);
+
+  ShardSeries& s = SeriesFor(model, shard);
+  s.margin->Set(h.margin);
+  s.rj_gap->Set(h.rj_gap);
+  s.rj_level->Set(static_cast<double>(h.rj_level));
+  s.beta_floor->Set(h.beta_floor);
+  s.lambda_star->Set(h.lambda_star);
+  s.denominator->Set(h.den);
 }
 
 }  // namespace streamlearn::server

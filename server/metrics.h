@@ -2,13 +2,14 @@
 //
 // Names start with streamlearn_ and carry their unit (DESIGN: observability). Per-model
 // series are labelled {model, shard} only, never by key; the RPC series are labelled
-// {method, code}, both from small fixed sets.
+// {method, code}, both from small fixed sets. docs/OPERATIONS.md explains each one.
 //
 //   streamlearn_rpc_total{method,code}            counter: unary RPCs and Ingest batches
 //   streamlearn_rpc_latency_seconds{method}       histogram: server-side handling time
 //   streamlearn_sau_events_total{model,shard}     counter: events applied
 //   streamlearn_sau_duplicate_events_total{...}   counter: events acknowledged as duplicates
 //   streamlearn_sau_alarms_total{model,shard}     counter: events whose margin went negative
+//   streamlearn_sau_rj_red_events_total{...}      counter: events at RJ level red
 //   streamlearn_sau_{margin,rj_gap,rj_level,beta_floor,lambda_star,clip_rate,denominator,
 //                    version}{model,shard}        gauges from the last applied event
 //   streamlearn_lmu_{samples,duplicate_samples,inserts,rebuilds,tripwires}_total{model,shard}
@@ -16,12 +17,28 @@
 //   streamlearn_lmu_{lookup,insert}_probes_max{model,shard}   gauges: lifetime maxima
 //   streamlearn_lmu_{delta_load,ring_used,stash_used,emergency_used,rebuild_seconds,
 //                    base_keys,delta_keys}{model,shard}       gauges from the table after a batch
+//   streamlearn_audit_records_total{model,shard}  counter: audit records appended
+//   streamlearn_audit_chain_length{model,shard}   gauge: index of the next record
+//   streamlearn_snapshots_total{model,shard}      counter: snapshots written
+//   streamlearn_snapshot_failures_total{...}      counter: snapshots that failed
+//   streamlearn_snapshot_{last_timestamp_seconds,duration_seconds,bytes}{model,shard}
+//                                                 gauges of the last snapshot written
+//   streamlearn_store_write_seconds               histogram: one store write (no labels)
+//   streamlearn_store_write_bytes_total           counter: bytes written (no labels)
+//   streamlearn_recovery_{replayed_batches,seconds}{model,shard}  gauges: the last recovery
+//   streamlearn_log_backlog_batches{model,shard}  gauge: batches logged since the last snapshot
+//   streamlearn_fuse_{gate,gate_min,gate_max,abs_error}{model,shard}  gauges: Fuse health
+//   streamlearn_control_actions_total{model,shard}  counter: control-plane actions
+//
+// Series of a (model, shard) appear at its first Record call of their kind, so a model
+// without a store or a Fuse part exports none of theirs.
 //
 //   Metrics metrics;
 //   if (auto s = metrics.StartExposer("0.0.0.0:9464"); !s.ok()) ...   // optional
 //   metrics.RecordRpc("Query", absl::StatusCode::kOk, 0.0002);
 //   metrics.RecordIngest("demo", 1, outcome);
 //   metrics.RecordUpdate("demo", 1, update_outcome, shard.TableStats());
+//   metrics.RecordSnapshot("demo", 1, /*seconds=*/0.03, /*bytes=*/1 << 20);
 //
 // The exposer is optional because stopping its HTTP server takes about two seconds; tests
 // read registry() directly instead.
@@ -57,6 +74,22 @@ class Exposer;
 
 namespace streamlearn::server {
 
+// The health of one shard's Fuse and control plane after a step (seed 002 sec. 4-6, 11), as
+// RecordFuse exports it.
+struct FuseHealth {
+  double gate = 0;         // Gate in force
+  double g_min = 0;        // its clamp bounds g_min(m_t), g_max(m_t)
+  double g_max = 0;
+  double y_err_abs = 0;    // |y - y_hat| of the last fused sample
+  double margin = 0;       // SAU health the gate was computed from
+  double rj_gap = 0;
+  int rj_level = 0;        // 0 green, 1 yellow, 2 red
+  double beta_floor = 0;
+  double lambda_star = 0;
+  double den = 0;
+  uint64_t actions = 0;    // control actions the shard has taken so far (a running total)
+};
+
 class Metrics {
  public:
   Metrics();
@@ -84,11 +117,40 @@ class Metrics {
   void RecordUpdate(const std::string& model, uint32_t shard, const UpdateOutcome& outcome,
                     const lmu::LmuTableStats& table);
 
+  // After `n` audit records were appended to the shard's chain; `next_index` is the index the
+  // next record will get (the chain's length). head_hex is not exported.
+  void RecordAuditRecords(const std::string& model, uint32_t shard, uint64_t n,
+                          const std::string& head_hex, uint64_t next_index);
+
+  // After a snapshot of the shard was written: `seconds` from start to durable, `bytes`
+  // written. Sets the last-snapshot timestamp to now (Unix time).
+  void RecordSnapshot(const std::string& model, uint32_t shard, double seconds, uint64_t bytes);
+  void RecordSnapshotFailure(const std::string& model, uint32_t shard);
+
+  // One write to the store (a snapshot or an event-log append), any model.
+  void RecordStoreWrite(double seconds, uint64_t bytes);
+
+  // After the shard was recovered: `replayed_batches` log batches replayed on top of its
+  // snapshot in `seconds` (load plus replay).
+  void RecordRecovery(const std::string& model, uint32_t shard, uint64_t replayed_batches,
+                      double seconds);
+
+  // Batches in the shard's event log since its last snapshot (what a recovery would replay).
+  void SetLogBacklog(const std::string& model, uint32_t shard, uint64_t batches);
+
+  // After a Fuse step: sets the gate gauges, advances the control-action counter to
+  // h.actions, and sets the shard's SAU health gauges (margin, RJ, beta_floor, lambda_*, den)
+  // from `h`.
+  void RecordFuse(const std::string& model, uint32_t shard, const FuseHealth& h);
+
  private:
+  using ShardKey = std::pair<std::string, uint32_t>;
+
   struct ShardSeries {
     prometheus::Counter* events;
     prometheus::Counter* duplicates;
     prometheus::Counter* alarms;
+    prometheus::Counter* rj_red_events;
     prometheus::Gauge* margin;
     prometheus::Gauge* rj_gap;
     prometheus::Gauge* rj_level;
@@ -130,6 +192,37 @@ class Metrics {
     prometheus::Histogram* latency;
   };
 
+  struct AuditSeries {
+    prometheus::Counter* records;
+    prometheus::Gauge* chain_length;
+  };
+
+  struct SnapshotSeries {
+    prometheus::Counter* total;
+    prometheus::Gauge* last_timestamp;
+    prometheus::Gauge* duration;
+    prometheus::Gauge* bytes;
+  };
+
+  struct RecoverySeries {
+    prometheus::Gauge* replayed_batches;
+    prometheus::Gauge* seconds;
+  };
+
+  struct FuseSeries {
+    prometheus::Gauge* gate;
+    prometheus::Gauge* gate_min;
+    prometheus::Gauge* gate_max;
+    prometheus::Gauge* abs_error;
+    TotalCounter actions;
+  };
+
+  // The cached series of (model, shard) in `*cache`; on a miss, builds them in place with
+  // make(labels, series). Takes mu_.
+  template <typename Series, typename Make>
+  Series& CachedSeries(std::map<ShardKey, Series>* cache, const std::string& model,
+                       uint32_t shard, const Make& make);
+
   ShardSeries& SeriesFor(const std::string& model, uint32_t shard);
   RpcSeries& SeriesFor(std::string_view method, absl::StatusCode code);
   LmuSeries& LmuSeriesFor(const std::string& model, uint32_t shard);
@@ -142,6 +235,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& events_total_;
   prometheus::Family<prometheus::Counter>& duplicates_total_;
   prometheus::Family<prometheus::Counter>& alarms_total_;
+  prometheus::Family<prometheus::Counter>& rj_red_events_total_;
   prometheus::Family<prometheus::Gauge>& margin_;
   prometheus::Family<prometheus::Gauge>& rj_gap_;
   prometheus::Family<prometheus::Gauge>& rj_level_;
@@ -164,13 +258,37 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& lmu_rebuild_seconds_;
   prometheus::Family<prometheus::Gauge>& lmu_base_keys_;
   prometheus::Family<prometheus::Gauge>& lmu_delta_keys_;
+  prometheus::Family<prometheus::Counter>& audit_records_total_;
+  prometheus::Family<prometheus::Gauge>& audit_chain_length_;
+  prometheus::Family<prometheus::Counter>& snapshots_total_;
+  prometheus::Family<prometheus::Counter>& snapshot_failures_total_;
+  prometheus::Family<prometheus::Gauge>& snapshot_last_timestamp_;
+  prometheus::Family<prometheus::Gauge>& snapshot_duration_;
+  prometheus::Family<prometheus::Gauge>& snapshot_bytes_;
+  prometheus::Family<prometheus::Gauge>& recovery_replayed_batches_;
+  prometheus::Family<prometheus::Gauge>& recovery_seconds_;
+  prometheus::Family<prometheus::Gauge>& log_backlog_batches_;
+  prometheus::Family<prometheus::Gauge>& fuse_gate_;
+  prometheus::Family<prometheus::Gauge>& fuse_gate_min_;
+  prometheus::Family<prometheus::Gauge>& fuse_gate_max_;
+  prometheus::Family<prometheus::Gauge>& fuse_abs_error_;
+  prometheus::Family<prometheus::Counter>& control_actions_total_;
+  // The store's series have no labels: made once, by the constructor.
+  prometheus::Histogram& store_write_seconds_;
+  prometheus::Counter& store_write_bytes_total_;
 
   // Series are looked up once and cached: Family::Add builds a metric on every call. Map
   // nodes never move, so a returned reference stays valid after mu_ is released.
-  std::mutex mu_;  // guards shards_, lmu_shards_ and rpcs_
-  std::map<std::pair<std::string, uint32_t>, ShardSeries> shards_;
-  std::map<std::pair<std::string, uint32_t>, LmuSeries> lmu_shards_;
+  std::mutex mu_;  // guards every map below
+  std::map<ShardKey, ShardSeries> shards_;
+  std::map<ShardKey, LmuSeries> lmu_shards_;
   std::map<std::pair<std::string, absl::StatusCode>, RpcSeries> rpcs_;
+  std::map<ShardKey, AuditSeries> audit_;
+  std::map<ShardKey, SnapshotSeries> snapshots_;
+  std::map<ShardKey, prometheus::Counter*> snapshot_failures_;
+  std::map<ShardKey, RecoverySeries> recoveries_;
+  std::map<ShardKey, prometheus::Gauge*> log_backlog_;
+  std::map<ShardKey, FuseSeries> fuse_;
 };
 
 // Times one unary RPC or Ingest batch and records it on Done().
