@@ -11,6 +11,7 @@ PACKAGES=(
   prometheus-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcmph-dev
   python3 python3-grpcio python3-protobuf python3-grpc-tools
+  prometheus python3-yaml
 )
 
 missing=()
@@ -29,6 +30,25 @@ echo "setup: installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
+
+# The prometheus package (promtool and prometheus, for the deploy tests, which start their own
+# Prometheus) starts its daemon when installed, through its init script or systemd unit. While
+# apt-get runs, a policy-rc.d that denies every start is in place (unless one exists already,
+# as in Debian's container images); on a host run by systemd the unit is then disabled, so it
+# does not start at boot either.
+installing_prometheus=""
+if [[ " ${missing[*]} " == *" prometheus "* ]]; then installing_prometheus=1; fi
+policy=/usr/sbin/policy-rc.d
+if [ -n "$installing_prometheus" ] && [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# scripts/setup.sh: no service starts while packages install\nexit 101\n' \
+    | $SUDO tee "$policy" > /dev/null
+  $SUDO chmod 755 "$policy"
+  trap '$SUDO rm -f "$policy"' EXIT
+fi
+
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ -n "$installing_prometheus" ] && [ -d /run/systemd/system ]; then
+  $SUDO systemctl disable prometheus.service > /dev/null 2>&1 || true
+fi
 echo "setup: done"
