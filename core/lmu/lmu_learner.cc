@@ -93,6 +93,7 @@ absl::StatusOr<StepResult> LmuLearner::Step(std::span<const Feature> x, std::spa
   // Update, in feature order.
   ++samples_;
   double eta = std::isnan(lr) ? spec_.lr : lr;
+  if (lr_scale_ != 1.0) eta = eta * lr_scale_;  // control input; scale 1 leaves eta as is
   if (spec_.schedule == LrSchedule::kInverseSqrt) eta = eta / std::sqrt(static_cast<double>(samples_));
   const double shrink = 1.0 - eta * (std::isnan(l2) ? spec_.l2 : l2);
   for (size_t j = 0; j < x.size(); ++j) {
@@ -145,6 +146,12 @@ Digest LmuLearner::StateDigest() const {
   for (const auto& [id, row] : Weights()) {
     h.U64(id);
     h.F64s(row);
+  }
+  // Control inputs, only when set: an unsteered learner keeps the digest of docs/LMU.md.
+  if (lr_scale_ != 1.0 || table_.tau_low_override().has_value()) {
+    h.Update("streamlearn.lmu.control.v1");
+    h.F64(lr_scale_);
+    h.F64(table_.tau_low_override().value_or(-1.0));
   }
   return h.Finish();
 }

@@ -15,7 +15,9 @@
 #ifndef STREAMLEARN_CORE_LMU_LMU_LEARNER_H_
 #define STREAMLEARN_CORE_LMU_LMU_LEARNER_H_
 
+#include <cassert>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -68,12 +70,27 @@ class LmuLearner {
   uint64_t samples() const { return samples_; }
   LmuTableStats TableStats() const { return table_.Stats(); }
 
+  // Control inputs of the fused control plane (docs/FUSE.md, seed 002 sec. 4 and 11). Writer.
+  // The learning rate in force becomes `scale` times the spec's lr (or the sample's override),
+  // before the schedule: eta = (lr * scale) or (lr * scale) / sqrt(t). Scale 1 (the default)
+  // gives exactly the updates above. REQUIRES: scale in (0, 1].
+  void SetLrScale(double scale) {
+    assert(scale > 0 && scale <= 1);
+    lr_scale_ = scale;
+  }
+  double lr_scale() const { return lr_scale_; }
+  // The rebuild threshold tau_low, honoured at the next rebuild trigger check (LmuTable).
+  // REQUIRES: tau_low, when set, in (0, spec().tau_high).
+  void SetTauLowOverride(std::optional<double> tau_low) { table_.SetTauLowOverride(tau_low); }
+  const std::optional<double>& tau_low_override() const { return table_.tau_low_override(); }
+
   // Writer: every id with its m weights, sorted by id; the bias.
   std::vector<std::pair<uint64_t, std::vector<double>>> Weights() const;
   std::vector<double> Bias() const;
 
   // Writer: SHA-256 over samples, the bias and the sorted (id, weights): the logical state,
-  // independent of where ids sit (base or delta) and of rebuild timing.
+  // independent of where ids sit (base or delta) and of rebuild timing. Control inputs that
+  // differ from their defaults (lr scale, tau_low override) are hashed after the weights.
   Digest StateDigest() const;
 
  private:
@@ -83,6 +100,7 @@ class LmuLearner {
   LmuTable table_;
   std::vector<double> bias_;  // read by Predict through atomic_ref
   uint64_t samples_ = 0;
+  double lr_scale_ = 1.0;
   std::vector<uint64_t> ids_, slots_;  // writer scratch: per feature, its id and slot
 };
 

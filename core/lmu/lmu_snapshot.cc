@@ -1,6 +1,7 @@
 #include "core/lmu/lmu_snapshot.h"
 
 #include <bit>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -114,12 +115,18 @@ struct LmuSnapshotAccess {
       for (int o = 0; o < m; ++o) weights.F64(w.Load(slot, o));
     }
 
+    ByteWriter control;
+    control.F64(lmu.lr_scale_);
+    control.U8(t.tau_low_override_.has_value() ? 1 : 0);
+    control.F64(t.tau_low_override_.value_or(0.0));
+
     SnapshotBuilder b(kLmuSnapshotKind);
     b.AddSection(kLmuSectionParams, params.Take());
     b.AddSection(kLmuSectionLearner, learner.Take());
     b.AddSection(kLmuSectionBase, base.Take());
     b.AddSection(kLmuSectionDelta, delta.Take());
     b.AddSection(kLmuSectionWeights, weights.Take());
+    b.AddSection(kLmuSectionControl, control.Take());
     return b.Finish();
   }
 
@@ -258,8 +265,32 @@ struct LmuSnapshotAccess {
                                   delta_ids.size(), rows));
     }
 
+    // Control inputs (optional section).
+    double lr_scale = 1.0;
+    std::optional<double> tau_low_override;
+    for (const auto& [tag, payload] : c->sections()) {
+      if (tag != kLmuSectionControl) continue;
+      ByteReader cr(payload);
+      uint8_t has_tau = 0;
+      double tau = 0;
+      s = cr.F64(&lr_scale);
+      if (s.ok()) s = cr.U8(&has_tau);
+      if (s.ok()) s = cr.F64(&tau);
+      if (s.ok()) s = cr.ExpectDone("LMU control section");
+      if (!s.ok()) return s;
+      if (!(lr_scale > 0 && lr_scale <= 1) || has_tau > 1 ||
+          (has_tau == 1 && !(tau > 0 && tau < spec.tau_high))) {
+        return Loss(absl::StrFormat("control inputs out of range (lr scale %g, tau_low %g)",
+                                    lr_scale, tau));
+      }
+      if (has_tau == 1) tau_low_override = tau;
+      break;
+    }
+
     // Build the learner.
     auto lmu = std::make_unique<LmuLearner>(spec, secret);
+    lmu->lr_scale_ = lr_scale;
+    lmu->table_.tau_low_override_ = tau_low_override;
     LmuTable& t = lmu->table_;
     WeightArena& w = t.weights_;
     for (uint64_t slot = 0; slot < rows; ++slot) {

@@ -42,6 +42,9 @@ inline constexpr uint32_t kLmuSectionLearner = 2;
 inline constexpr uint32_t kLmuSectionBase = 3;
 inline constexpr uint32_t kLmuSectionDelta = 4;
 inline constexpr uint32_t kLmuSectionWeights = 5;
+// Optional (older snapshots lack it and restore with the defaults): the control inputs of the
+// fused control plane, lr scale (f64) and tau_low override (u8 present, f64 value).
+inline constexpr uint32_t kLmuSectionControl = 6;
 
 // Writer side: call from the learner's writer (no concurrent Step or Poll). Does not wait for
 // a rebuild in flight (see above).

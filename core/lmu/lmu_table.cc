@@ -104,7 +104,7 @@ absl::StatusOr<uint64_t> LmuTable::LocateOrInsert(uint64_t id, Probes* probes) {
   }
   ver_delta_.fetch_add(1, std::memory_order_release);
   if (tripwire) frozen_ = true;
-  if (tripwire || delta.load() >= spec_.tau_low || delta.ring_used() > 0) MaybeStartRebuild();
+  if (tripwire || delta.load() >= tau_low() || delta.ring_used() > 0) MaybeStartRebuild();
   return slot;
 }
 
@@ -177,7 +177,7 @@ absl::Status LmuTable::FinishRebuild() {
   }
   // Ids that arrived during a long rebuild may already fill the new delta past tau_low.
   const CuckooDelta& fresh = *cell_.Current().delta;
-  if (tripwire || fresh.load() >= spec_.tau_low || fresh.ring_used() > 0) MaybeStartRebuild();
+  if (tripwire || fresh.load() >= tau_low() || fresh.ring_used() > 0) MaybeStartRebuild();
   return absl::OkStatus();
 }
 

@@ -27,10 +27,12 @@
 #define STREAMLEARN_CORE_LMU_LMU_TABLE_H_
 
 #include <atomic>
+#include <cassert>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -141,6 +143,17 @@ class LmuTable {
   // Writer: every (id, slot) in the published generation, in no particular order.
   std::vector<BaseEntry> Entries() const;
 
+  // Writer: a control input (docs/FUSE.md, seed 002 sec. 4, 11, 15): the load at which a
+  // rebuild starts becomes `tau_low` instead of spec().tau_low, from the next rebuild trigger
+  // check on (an insert, or the publish of a rebuild); nullopt restores the spec's value.
+  // REQUIRES: tau_low, when set, in (0, spec().tau_high).
+  void SetTauLowOverride(std::optional<double> tau_low) {
+    assert(!tau_low || (*tau_low > 0 && *tau_low < spec_.tau_high));
+    tau_low_override_ = tau_low;
+  }
+  const std::optional<double>& tau_low_override() const { return tau_low_override_; }
+  double tau_low() const { return tau_low_override_.value_or(spec_.tau_low); }
+
   // Writer only (the delta's occupancy counters are the writer's).
   LmuTableStats Stats() const;
   const LmuSpec& spec() const { return spec_; }
@@ -161,6 +174,7 @@ class LmuTable {
   VersionedCell<Generation> cell_;
 
   // Writer-side rebuild state.
+  std::optional<double> tau_low_override_;
   std::atomic<bool> frozen_{false};
   std::atomic<uint64_t> ver_delta_{0};
   bool rebuild_running_ = false;

@@ -1,6 +1,7 @@
 #include "core/sau/sau_estimator.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <numbers>
 
@@ -183,7 +184,7 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
 
   EventDiagnostics diag;
   const double floor = st.floor.floor();
-  const double lambda = st.lambda_star;
+  const double lambda = effective_lambda();
   const RjGaps gaps = HalfSplitGaps(sc.num1.data(), sc.num2.data(), den1, den2, floor, lambda, dv);
   const double raw_den = static_cast<double>(den1 + den2);
   const double n = static_cast<double>(st.events + 1);
@@ -217,7 +218,7 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
   diag.nu2_hat = st.eprocess.nu2_hat();
   diag.bprime_hat = st.eprocess.bprime_hat();
   diag.beta_floor = st.floor.floor();
-  diag.lambda_star = st.lambda_star;
+  diag.lambda_star = effective_lambda();
   diag.clip_rate = st.clip_rate();
   diag.max_exponent = st.max_exponent;
   return diag;
@@ -239,7 +240,7 @@ QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
     f = sc.phiw.data();
   }
   const double floor = stabilized ? st.floor.floor() : 0.0;
-  const double lambda = stabilized ? st.lambda_star : 0.0;
+  const double lambda = stabilized ? effective_lambda() : 0.0;
   const int width = low_rank ? spec.r_v : spec.d_v;
   const HalfReadout h = ReadHalves(f, low_rank ? st.H : st.R, width, st, r, sc.num1.data(),
                                    sc.num2.data());
@@ -268,13 +269,27 @@ QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
   out.rj_gap = HalfSplitGaps(sc.num1.data(), sc.num2.data(), h.den1, h.den2, floor, lambda, width).gap;
   out.margin = st.eprocess.margin();
   out.shr = raw + lambda > 0 ? static_cast<double>(raw / (raw + lambda)) : 1.0;
+  double l1 = 0;
+  for (int i = 0; i < r; ++i) l1 += std::abs(f[i]);
+  out.phi_w_l1 = l1;
   return out;
+}
+
+void SauEstimator::SetLambdaNudge(LambdaNudge nudge) {
+  assert(std::isfinite(nudge.factor) && nudge.factor >= 1.0);
+  assert(std::isfinite(nudge.increment) && nudge.increment >= 0.0);
+  nudge_ = nudge;
 }
 
 Digest SauEstimator::StateDigest() const {
   Sha256 h;
   h.Update(params_->features.digest().data(), params_->features.digest().size());
   state_.Hash(h);
+  if (!nudge_.is_default()) {  // an unsteered estimator keeps the digest of docs/SAU.md
+    h.Update("streamlearn.sau.lambda_nudge.v1");
+    h.F64(nudge_.factor);
+    h.F64(nudge_.increment);
+  }
   return h.Finish();
 }
 

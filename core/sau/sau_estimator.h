@@ -59,6 +59,16 @@ struct QueryResult {
   double rj_gap = 0;
   double margin = 0;
   double shr = 0;
+  double phi_w_l1 = 0;        // ||phi_w(q)||_1 on the stabilized path, ||phi(q)||_1 otherwise
+};
+
+// A control input of the fused control plane (docs/FUSE.md, seed 002 sec. 4 and 11): the ridge
+// in force becomes lambda_*(t) * factor + increment. The default leaves the estimator exactly
+// as it is without one.
+struct LambdaNudge {
+  double factor = 1.0;     // >= 1
+  double increment = 0.0;  // >= 0, absolute (units of the denominator)
+  bool is_default() const { return factor == 1.0 && increment == 0.0; }
 };
 
 class SauEstimator {
@@ -84,7 +94,22 @@ class SauEstimator {
   uint64_t events() const { return state_.events; }
   size_t state_bytes() const { return state_.Bytes(); }
 
-  // SHA-256 over the canonical byte layout of the whole mutable state (docs/SAU.md).
+  // Control input (docs/FUSE.md): from the next event or query on, the ridge in force is
+  // lambda_*(t) * factor + increment instead of lambda_*(t) (DESIGN decision 1), in the readout
+  // and the prequential diagnostics alike. A caller that sets it between events from
+  // information up to t-1 keeps every decision predictable. The nudge is part of the state
+  // (digest, snapshot); it stays until it is set again.
+  // REQUIRES: factor finite and >= 1, increment finite and >= 0.
+  void SetLambdaNudge(LambdaNudge nudge);
+  const LambdaNudge& lambda_nudge() const { return nudge_; }
+  // The ridge in force for the next event or query: lambda_*(t) with the nudge applied.
+  double effective_lambda() const {
+    return nudge_.is_default() ? state_.lambda_star
+                               : state_.lambda_star * nudge_.factor + nudge_.increment;
+  }
+
+  // SHA-256 over the canonical byte layout of the whole mutable state (docs/SAU.md); a
+  // non-default lambda nudge is appended after the state.
   Digest StateDigest() const;
 
  private:
@@ -100,6 +125,7 @@ class SauEstimator {
 
   std::shared_ptr<const Params> params_;
   SauState state_;
+  LambdaNudge nudge_;
 };
 
 }  // namespace streamlearn::sau

@@ -1,6 +1,7 @@
 #include "core/sau/sau_snapshot.h"
 
 #include <bit>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,7 @@ namespace streamlearn::sau {
 // Reaches the private state of the SAU's components (friend of each).
 struct SauSnapshotAccess {
   static SauState& State(SauEstimator& est) { return est.state_; }
+  static LambdaNudge& Nudge(SauEstimator& est) { return est.nudge_; }
 
   static void Write(ByteWriter& w, const WhiteningStats& x) {
     w.U64(x.n_);
@@ -185,9 +187,14 @@ std::string SerializeSauState(const SauEstimator& est) {
   w.U64(st.den_below_floor);
   w.F64(st.den_min);
 
+  ByteWriter control;
+  control.F64(est.lambda_nudge().factor);
+  control.F64(est.lambda_nudge().increment);
+
   SnapshotBuilder b(kSauSnapshotKind);
   b.AddSection(kSauSectionParams, params.Take());
   b.AddSection(kSauSectionState, w.Take());
+  b.AddSection(kSauSectionControl, control.Take());
   return b.Finish();
 }
 
@@ -271,7 +278,25 @@ absl::StatusOr<SauEstimator> RestoreSau(const SauSpec& spec, std::string_view by
   if (s.ok()) s = r.F64(&st.den_min);
   if (s.ok()) s = r.ExpectDone("SAU state section");
   if (!s.ok()) return s;
+
+  LambdaNudge nudge;
+  for (const auto& [tag, payload] : c->sections()) {
+    if (tag != kSauSectionControl) continue;
+    ByteReader cr(payload);
+    s = cr.F64(&nudge.factor);
+    if (s.ok()) s = cr.F64(&nudge.increment);
+    if (s.ok()) s = cr.ExpectDone("SAU control section");
+    if (!s.ok()) return s;
+    if (!(std::isfinite(nudge.factor) && nudge.factor >= 1.0 && std::isfinite(nudge.increment) &&
+          nudge.increment >= 0.0)) {
+      return absl::DataLossError(absl::StrFormat(
+          "SAU snapshot: lambda nudge (factor %g, increment %g) is out of range", nudge.factor,
+          nudge.increment));
+    }
+    break;
+  }
   SauSnapshotAccess::State(*est) = std::move(st);
+  SauSnapshotAccess::Nudge(*est) = nudge;
   return est;
 }
 

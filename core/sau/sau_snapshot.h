@@ -28,6 +28,9 @@ namespace streamlearn::sau {
 inline constexpr std::string_view kSauSnapshotKind = "streamlearn.sau";
 inline constexpr uint32_t kSauSectionParams = 1;
 inline constexpr uint32_t kSauSectionState = 2;
+// Optional (older snapshots lack it and restore with the default): the lambda nudge of the
+// control plane (SauEstimator::SetLambdaNudge), factor and increment as IEEE-754 bits.
+inline constexpr uint32_t kSauSectionControl = 3;
 
 // The whole mutable state of `est` and what identifies its parameters.
 std::string SerializeSauState(const SauEstimator& est);
