@@ -1,8 +1,14 @@
 #include "server/admin_service.h"
 
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <memory>
+#include <system_error>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "server/model_info.h"
 #include "server/model_registration.h"
 #include "server/spec_conversion.h"
@@ -33,12 +39,71 @@ grpc::Status AdminService::ListModels(grpc::ServerContext* context,
   return ToGrpcStatus(timer.Done(absl::OkStatus()));
 }
 
+grpc::Status AdminService::Snapshot(grpc::ServerContext* context,
+                                    const v1::SnapshotRequest* request,
+                                    v1::SnapshotResponse* response) {
+  RpcTimer timer(metrics_, "Snapshot");
+  return ToGrpcStatus(timer.Done(DoSnapshot(*request, response)));
+}
+
+grpc::Status AdminService::Backup(grpc::ServerContext* context, const v1::BackupRequest* request,
+                                  v1::BackupResponse* response) {
+  RpcTimer timer(metrics_, "Backup");
+  return ToGrpcStatus(timer.Done(DoBackup(*request, response)));
+}
+
+absl::Status AdminService::DoSnapshot(const v1::SnapshotRequest& request,
+                                      v1::SnapshotResponse* response) {
+  absl::StatusOr<std::shared_ptr<Model>> model = registry_->Find(request.name());
+  if (!model.ok()) return model.status();
+  absl::StatusOr<std::vector<SnapshotInfo>> infos = persistence_->SnapshotModel(**model);
+  if (!infos.ok()) return infos.status();
+  for (const SnapshotInfo& i : *infos) {
+    v1::ShardSnapshot* out = response->add_shards();
+    out->set_shard(i.shard);
+    out->set_part(std::string(StorePartName(i.part)));
+    out->set_taken(i.taken);
+    out->set_snapshot_seq(i.snapshot_seq);
+    out->set_log_seq(i.log_seq);
+    out->set_steps(i.steps);
+    out->set_bytes(i.bytes);
+    out->set_seconds(i.seconds);
+    out->set_trimmed_through(i.trimmed_through);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AdminService::DoBackup(const v1::BackupRequest& request,
+                                    v1::BackupResponse* response) {
+  const std::string& name = request.name();
+  const bool valid =
+      !name.empty() && name.size() <= 64 && name != "." && name != ".." &&
+      std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+      });
+  if (!valid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backup name '", name, "' is not 1..64 characters of [A-Za-z0-9_.-] (and not . or ..)"));
+  }
+  if (backup_root_.empty()) {
+    return absl::FailedPreconditionError(
+        "this server has no data_dir and no --backup_dir: there is nowhere to write a backup");
+  }
+  const std::string dir = (std::filesystem::path(backup_root_) / name).string();
+  std::error_code ec;
+  std::filesystem::create_directories(backup_root_, ec);
+  if (absl::Status s = persistence_->Backup(dir); !s.ok()) return s;
+  response->set_dir(dir);
+  return absl::OkStatus();
+}
+
 absl::Status AdminService::DoCreateModel(const v1::CreateModelRequest& request,
                                          v1::ModelInfo* response) {
   absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(request.spec());
   if (!spec.ok()) return spec.status();
   absl::StatusOr<std::shared_ptr<Model>> model =
-      RegisterModel(*std::move(spec), registry_, "Admin.CreateModel");
+      RegisterModel(*std::move(spec), registry_, "Admin.CreateModel",
+                    [this](const std::shared_ptr<Model>& m) { return persistence_->OnCreate(m); });
   if (!model.ok()) return model.status();
   *response = MakeModelInfo(**model);
   return absl::OkStatus();

@@ -4,21 +4,33 @@
 // and converts the result (model_info.h) and the status (status_conversion.h). Registry errors
 // pass through unchanged: INVALID_ARGUMENT naming the field, ALREADY_EXISTS, NOT_FOUND.
 //
-// Ownership: *registry and *metrics must outlive the service.
+// CreateModel commits the model through Persistence::OnCreate (spec and genesis records on
+// disk before the reply). Snapshot and Backup need a data_dir (FAILED_PRECONDITION otherwise).
+//
+// Ownership: *registry, *metrics and *persistence must outlive the service.
 // Thread safety: gRPC calls the methods concurrently; the registry is thread-safe.
 #ifndef STREAMLEARN_SERVER_ADMIN_SERVICE_H_
 #define STREAMLEARN_SERVER_ADMIN_SERVICE_H_
 
+#include <string>
+#include <utility>
+
 #include "admin.grpc.pb.h"
 #include "core/shard/model_registry.h"
 #include "server/metrics.h"
+#include "server/persistence.h"
 
 namespace streamlearn::server {
 
 class AdminService final : public v1::Admin::Service {
  public:
-  AdminService(ModelRegistry* registry, Metrics* metrics)
-      : registry_(registry), metrics_(metrics) {}
+  // `backup_root` is where Backup writes (empty: Backup is refused).
+  AdminService(ModelRegistry* registry, Metrics* metrics, Persistence* persistence,
+               std::string backup_root)
+      : registry_(registry),
+        metrics_(metrics),
+        persistence_(persistence),
+        backup_root_(std::move(backup_root)) {}
 
   grpc::Status CreateModel(grpc::ServerContext* context, const v1::CreateModelRequest* request,
                            v1::ModelInfo* response) override;
@@ -26,13 +38,21 @@ class AdminService final : public v1::Admin::Service {
                         v1::ModelInfo* response) override;
   grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
                           v1::ListModelsResponse* response) override;
+  grpc::Status Snapshot(grpc::ServerContext* context, const v1::SnapshotRequest* request,
+                        v1::SnapshotResponse* response) override;
+  grpc::Status Backup(grpc::ServerContext* context, const v1::BackupRequest* request,
+                      v1::BackupResponse* response) override;
 
  private:
   absl::Status DoCreateModel(const v1::CreateModelRequest& request, v1::ModelInfo* response);
   absl::Status DoGetModel(const v1::GetModelRequest& request, v1::ModelInfo* response);
+  absl::Status DoSnapshot(const v1::SnapshotRequest& request, v1::SnapshotResponse* response);
+  absl::Status DoBackup(const v1::BackupRequest& request, v1::BackupResponse* response);
 
   ModelRegistry* const registry_;
   Metrics* const metrics_;
+  Persistence* const persistence_;
+  const std::string backup_root_;
 };
 
 }  // namespace streamlearn::server

@@ -29,8 +29,9 @@ void AppendFeatures(const google::protobuf::RepeatedField<uint64_t>& ids,
 
 }  // namespace
 
-LmuRequestHandler::LmuRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch)
-    : registry_(registry), metrics_(metrics), max_batch_(max_batch) {
+LmuRequestHandler::LmuRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch,
+                                     Persistence* persistence)
+    : registry_(registry), metrics_(metrics), max_batch_(max_batch), persistence_(persistence) {
   assert(max_batch_ >= 1);
 }
 
@@ -49,6 +50,8 @@ absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
         FindModelWithPart(*registry_, request.model(), ModelPart::kLmu);
     if (!model.ok()) return model.status();
     session->model = *std::move(model);
+    session->logs =
+        persistence_ != nullptr ? persistence_->Find(session->model->spec().name) : nullptr;
   }
   Model& model = *session->model;
   const uint32_t shard = model.ShardOf(request.routing_key());
@@ -90,8 +93,25 @@ absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
   }
 
   LmuShard& lmu_shard = model.lmu_shard(shard);
-  absl::StatusOr<UpdateOutcome> outcome = lmu_shard.Update(views, max_batch_);
+  // Committed with its audit record and log entry before this ack (server/persistence.h).
+  Receipt receipt;
+  LmuCommitHook hook;
+  if (session->logs != nullptr) {
+    ShardLog* log = &session->logs->shard(shard);
+    hook = [log, &receipt](const LmuCommit& c) { return log->CommitLmu(c, &receipt); };
+  }
+  absl::StatusOr<UpdateOutcome> outcome =
+      lmu_shard.Update(views, max_batch_, hook ? &hook : nullptr);
   if (!outcome.ok()) return outcome.status();
+  if (session->logs != nullptr) {
+    if (outcome->applied == 0) {
+      const ChainHead h = session->logs->shard(shard).journal().head();
+      receipt.next_index = h.next_index;
+      receipt.head = h.head;
+    }
+    ack->set_audit_next_index(receipt.next_index);
+    ack->set_merkle_curr(ToHex(receipt.head));
+  }
 
   ack->set_ver_base(outcome->ver_base);
   ack->set_ver_delta(outcome->ver_delta);

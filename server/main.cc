@@ -26,7 +26,21 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC listen address, host:port"
 ABSL_FLAG(std::string, metrics, "0.0.0.0:9464",
           "Prometheus exposer address (host:port, path /metrics); empty disables it");
 ABSL_FLAG(std::string, data_dir, "./data",
-          "state directory, created if missing (state is in memory only for now)");
+          "state directory (RocksDB store, keys, backups), created if missing; empty keeps "
+          "learned state in memory only");
+ABSL_FLAG(std::string, durability, "process",
+          "when an ack is sent: 'process' (store WAL written: survives kill -9) or 'machine' "
+          "(WAL fsync'ed, group commit: survives power loss)");
+ABSL_FLAG(std::string, audit_key_file, "",
+          "Ed25519 private key (PEM) signing audit checkpoints, created (0600) if missing; "
+          "default <data_dir>/audit.key");
+ABSL_FLAG(uint64_t, audit_checkpoint_every, 1024, "audit records between signed checkpoints");
+ABSL_FLAG(uint64_t, snapshot_every_steps, 100000,
+          "snapshot a shard part after this many events/samples (0 = off)");
+ABSL_FLAG(absl::Duration, snapshot_interval, absl::Minutes(5),
+          "snapshot a shard part that changed at least this often (0 = off)");
+ABSL_FLAG(uint64_t, keep_snapshots, 2, "snapshots kept per shard part (>= 1)");
+ABSL_FLAG(std::string, backup_dir, "", "where Admin.Backup writes; default <data_dir>/backups");
 ABSL_FLAG(std::string, config, "",
           "JSON config file (docs/SERVER.md); flags given on the command line override it");
 ABSL_FLAG(uint64_t, max_batch, 4096, "maximum events per IngestRequest");
@@ -72,6 +86,12 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   o.max_batch = absl::GetFlag(FLAGS_max_batch);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.lmu_secret_file = absl::GetFlag(FLAGS_lmu_secret_file);
+  o.audit_key_file = absl::GetFlag(FLAGS_audit_key_file);
+  o.audit_checkpoint_every = absl::GetFlag(FLAGS_audit_checkpoint_every);
+  o.snapshot_every_steps = absl::GetFlag(FLAGS_snapshot_every_steps);
+  o.snapshot_interval = absl::GetFlag(FLAGS_snapshot_interval);
+  o.keep_snapshots = absl::GetFlag(FLAGS_keep_snapshots);
+  o.backup_dir = absl::GetFlag(FLAGS_backup_dir);
   if (config.listen && !given.contains("listen")) o.listen = *config.listen;
   if (config.metrics && !given.contains("metrics")) o.metrics = *config.metrics;
   if (config.data_dir && !given.contains("data_dir")) o.data_dir = *config.data_dir;
@@ -111,14 +131,18 @@ int main(int argc, char** argv) {
     }
     config = *std::move(loaded);
   }
-  const Server::Options options = MergeOptions(config, config_path, given);
+  Server::Options options = MergeOptions(config, config_path, given);
+  absl::StatusOr<streamlearn::server::Durability> durability =
+      streamlearn::server::ParseDurability(absl::GetFlag(FLAGS_durability));
+  if (!durability.ok()) {
+    spdlog::error("--durability: {}", std::string(durability.status().message()));
+    return kExitUsage;
+  }
+  options.durability = *durability;
 
   spdlog::info("streamlearn-server starting: listen {}, metrics {}, data_dir '{}', config '{}'",
                options.listen, options.metrics.empty() ? "disabled" : options.metrics,
                options.data_dir, config_path);
-  spdlog::warn(
-      "learned state is kept in memory only for now (persistence to data_dir lands "
-      "in a later change); a restart starts every model from scratch");
 
   Server server(options);
   absl::StatusOr<int> port = server.Start();

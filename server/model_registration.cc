@@ -10,8 +10,9 @@
 namespace streamlearn::server {
 
 absl::StatusOr<std::shared_ptr<Model>> RegisterModel(ModelSpec spec, ModelRegistry* registry,
-                                                     std::string_view origin) {
-  absl::StatusOr<std::shared_ptr<Model>> model = registry->Create(std::move(spec));
+                                                     std::string_view origin,
+                                                     const ModelRegistry::ModelCommit& commit) {
+  absl::StatusOr<std::shared_ptr<Model>> model = registry->Create(std::move(spec), commit);
   if (!model.ok()) return model.status();
   const ModelSpec& s = (*model)->spec();
   std::string parts;

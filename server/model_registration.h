@@ -19,8 +19,10 @@
 namespace streamlearn::server {
 
 // Errors from the registry, unchanged: INVALID_ARGUMENT naming the field, ALREADY_EXISTS.
-absl::StatusOr<std::shared_ptr<Model>> RegisterModel(ModelSpec spec, ModelRegistry* registry,
-                                                     std::string_view origin);
+// `commit` (may be empty) persists the model before it becomes visible (ModelRegistry::Create).
+absl::StatusOr<std::shared_ptr<Model>> RegisterModel(
+    ModelSpec spec, ModelRegistry* registry, std::string_view origin,
+    const ModelRegistry::ModelCommit& commit = {});
 
 }  // namespace streamlearn::server
 

@@ -54,8 +54,9 @@ std::span<const double> Span(const google::protobuf::RepeatedField<double>& xs) 
 
 }  // namespace
 
-SauRequestHandler::SauRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch)
-    : registry_(registry), metrics_(metrics), max_batch_(max_batch) {
+SauRequestHandler::SauRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch,
+                                     Persistence* persistence)
+    : registry_(registry), metrics_(metrics), max_batch_(max_batch), persistence_(persistence) {
   assert(max_batch_ >= 1);
 }
 
@@ -74,6 +75,8 @@ absl::Status SauRequestHandler::IngestBatch(const v1::IngestRequest& request,
         FindModelWithPart(*registry_, request.model(), ModelPart::kSau);
     if (!model.ok()) return model.status();
     session->model = *std::move(model);
+    session->logs =
+        persistence_ != nullptr ? persistence_->Find(session->model->spec().name) : nullptr;
   }
   Model& model = *session->model;
   const uint32_t shard = model.ShardOf(request.routing_key());
@@ -94,8 +97,26 @@ absl::Status SauRequestHandler::IngestBatch(const v1::IngestRequest& request,
     views.push_back(EventView{.t = e.t(), .k = Span(e.k()), .v = Span(e.v())});
   }
 
-  absl::StatusOr<IngestOutcome> outcome = model.shard(shard).Ingest(views, max_batch_);
+  // The batch, its audit records and its log entry are committed together before the shard
+  // publishes it and before this ack is sent (server/persistence.h).
+  Receipt receipt;
+  SauCommitHook hook;
+  if (session->logs != nullptr) {
+    ShardLog* log = &session->logs->shard(shard);
+    hook = [log, &receipt](const SauCommit& c) { return log->CommitSau(c, &receipt); };
+  }
+  absl::StatusOr<IngestOutcome> outcome =
+      model.shard(shard).Ingest(views, max_batch_, hook ? &hook : nullptr);
   if (!outcome.ok()) return outcome.status();
+  if (session->logs != nullptr) {
+    if (outcome->applied == 0) {
+      const ChainHead h = session->logs->shard(shard).journal().head();
+      receipt.next_index = h.next_index;
+      receipt.head = h.head;
+    }
+    ack->set_audit_next_index(receipt.next_index);
+    ack->set_merkle_curr(ToHex(receipt.head));
+  }
 
   ack->set_ver_sau(outcome->version);
   ack->set_applied(outcome->applied);

@@ -14,13 +14,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/admin_service.h"
+#include "server/auditor_service.h"
 #include "server/config.h"
 #include "server/lmu_request_handler.h"
 #include "server/lmu_secret.h"
 #include "server/lmu_service.h"
 #include "server/model_registration.h"
+#include "server/persistence.h"
 #include "server/sau_request_handler.h"
 #include "server/sau_service.h"
+#include "server/spec_conversion.h"
 #include "spdlog/spdlog.h"
 
 namespace streamlearn::server {
@@ -63,16 +66,35 @@ absl::StatusOr<int> Server::Start() {
   if (!secret.ok()) return secret.status();
   registry_ = std::make_unique<ModelRegistry>(*secret);
   OPENSSL_cleanse(secret->data(), secret->size());
+  absl::StatusOr<std::unique_ptr<Persistence>> persistence = Persistence::Open(
+      PersistenceOptions{.data_dir = options_.data_dir,
+                         .durability = options_.durability,
+                         .audit_key_file = options_.audit_key_file,
+                         .checkpoint_every = options_.audit_checkpoint_every,
+                         .snapshot_every_steps = options_.snapshot_every_steps,
+                         .snapshot_interval = options_.snapshot_interval,
+                         .keep_snapshots = options_.keep_snapshots},
+      &metrics_);
+  if (!persistence.ok()) return persistence.status();
+  persistence_ = *std::move(persistence);
+  if (absl::Status s = persistence_->Recover(registry_.get()); !s.ok()) return s;
   if (absl::Status s = CreateConfiguredModels(); !s.ok()) return s;
   if (!options_.metrics.empty()) {
     if (absl::Status s = metrics_.StartExposer(options_.metrics); !s.ok()) return s;
   }
 
   sau_handler_ = std::make_unique<SauRequestHandler>(registry_.get(), &metrics_,
-                                                     options_.max_batch);
+                                                     options_.max_batch, persistence_.get());
   lmu_handler_ = std::make_unique<LmuRequestHandler>(registry_.get(), &metrics_,
-                                                     options_.max_batch);
-  admin_service_ = std::make_unique<AdminService>(registry_.get(), &metrics_);
+                                                     options_.max_batch, persistence_.get());
+  std::string backup_root = options_.backup_dir;
+  if (backup_root.empty() && !options_.data_dir.empty()) {
+    backup_root = (std::filesystem::path(options_.data_dir) / "backups").string();
+  }
+  admin_service_ = std::make_unique<AdminService>(registry_.get(), &metrics_, persistence_.get(),
+                                                  backup_root);
+  auditor_service_ = std::make_unique<AuditorService>(registry_.get(), persistence_.get(),
+                                                      &metrics_, &draining_);
   sau_service_ = std::make_unique<SauService>(sau_handler_.get(), &metrics_, &draining_);
   lmu_service_ = std::make_unique<LmuService>(lmu_handler_.get(), &metrics_, &draining_);
 
@@ -87,6 +109,7 @@ absl::StatusOr<int> Server::Start() {
   builder.RegisterService(admin_service_.get());
   builder.RegisterService(sau_service_.get());
   builder.RegisterService(lmu_service_.get());
+  builder.RegisterService(auditor_service_.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on '", options_.listen,
@@ -96,6 +119,7 @@ absl::StatusOr<int> Server::Start() {
     std::lock_guard<std::mutex> lock(shutdown_mu_);
     server_ = std::move(server);
   }
+  persistence_->StartSnapshotter(registry_.get());
   spdlog::info("serving gRPC on {} (port {}); metrics {}; max_batch {}; max_message_bytes {}",
                options_.listen, port_,
                options_.metrics.empty() ? std::string("disabled")
@@ -111,8 +135,24 @@ absl::Status Server::CreateConfiguredModels() {
   const std::string origin = absl::StrCat("config file '", options_.config_path, "'");
   for (ModelSpec& spec : config->models) {
     const std::string name = spec.name;
-    absl::StatusOr<std::shared_ptr<Model>> model =
-        RegisterModel(std::move(spec), registry_.get(), origin);
+    if (absl::StatusOr<std::shared_ptr<Model>> have = registry_->Find(name); have.ok()) {
+      // Recovered from the store: the config must still describe it.
+      absl::StatusOr<std::shared_ptr<Model>> fresh = Model::Create(spec, registry_->secret());
+      if (!fresh.ok()) {
+        return absl::Status(fresh.status().code(), absl::StrCat(origin, ": model \"", name,
+                                                                "\": ", fresh.status().message()));
+      }
+      if (ModelSpecToProto((*fresh)->spec()).SerializeAsString() !=
+          ModelSpecToProto((*have)->spec()).SerializeAsString()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            origin, ": model \"", name, "\" differs from the stored model of that name in '",
+            options_.data_dir, "'; a stored model keeps its spec (use another name)"));
+      }
+      continue;
+    }
+    absl::StatusOr<std::shared_ptr<Model>> model = RegisterModel(
+        std::move(spec), registry_.get(), origin,
+        [this](const std::shared_ptr<Model>& m) { return persistence_->OnCreate(m); });
     if (!model.ok()) {
       return absl::Status(model.status().code(), absl::StrCat(origin, ": model \"", name,
                                                               "\": ", model.status().message()));
@@ -151,6 +191,9 @@ void Server::Shutdown(absl::Duration grace) {
   }
   server_->Wait();
   server_.reset();
+  // Every call has ended: no writer is left, so the snapshotter can stop and the store close
+  // (with the server object).
+  if (persistence_ != nullptr) persistence_->Stop();
 }
 
 }  // namespace streamlearn::server

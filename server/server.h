@@ -19,7 +19,9 @@
 //   ...
 //   server.Shutdown(absl::Seconds(10));
 //
-// Learned state lives in memory only; persistence under data_dir comes in a later change.
+// With a data_dir, learned state is durable (server/persistence.h): Start() recovers every
+// stored model (newest valid snapshot + log replay) before it listens, acks follow the store
+// write, and snapshots are taken in the background. Without one, state lives in memory only.
 // Thread safety: Start() once, before anything else; Shutdown() and the accessors are
 // thread-safe, and Shutdown() is idempotent (the destructor calls it with no grace).
 #ifndef STREAMLEARN_SERVER_SERVER_H_
@@ -37,6 +39,7 @@
 #include "core/lmu/keyed_hash.h"
 #include "core/shard/model_registry.h"
 #include "server/metrics.h"
+#include "server/store.h"
 
 namespace grpc {
 class Server;
@@ -45,6 +48,8 @@ class Server;
 namespace streamlearn::server {
 
 class AdminService;
+class AuditorService;
+class Persistence;
 class LmuRequestHandler;
 class LmuService;
 class SauRequestHandler;
@@ -61,6 +66,14 @@ class Server {
     size_t max_message_bytes = 16 << 20;   // larger requests get RESOURCE_EXHAUSTED
     std::string lmu_secret_file;           // empty = <data_dir>/lmu.secret
     std::optional<lmu::HashSecret> lmu_secret;  // wins over the file; for in-process tests
+    // Persistence (server/persistence.h; used only with a data_dir unless noted).
+    Durability durability = Durability::kProcess;
+    std::string audit_key_file;            // empty = <data_dir>/audit.key (or a process key)
+    uint64_t audit_checkpoint_every = 1024;  // also without a data_dir
+    uint64_t snapshot_every_steps = 100000;  // per shard part; 0 = off
+    absl::Duration snapshot_interval = absl::Minutes(5);  // zero = off
+    size_t keep_snapshots = 2;
+    std::string backup_dir;                // empty = <data_dir>/backups
   };
 
   explicit Server(Options options);
@@ -86,6 +99,8 @@ class Server {
   // can fail except the options, data_dir and secret checks).
   ModelRegistry& registry() { return *registry_; }
   Metrics& metrics() { return metrics_; }
+  // REQUIRES: Start() succeeded.
+  Persistence& persistence() { return *persistence_; }
 
  private:
   absl::Status CreateConfiguredModels();
@@ -94,10 +109,12 @@ class Server {
   const Options options_;
   std::unique_ptr<ModelRegistry> registry_;  // made by Start(), with the LMU secret
   Metrics metrics_;
+  std::unique_ptr<Persistence> persistence_;
   std::atomic<bool> draining_{false};
   std::unique_ptr<SauRequestHandler> sau_handler_;
   std::unique_ptr<LmuRequestHandler> lmu_handler_;
   std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<AuditorService> auditor_service_;
   std::unique_ptr<SauService> sau_service_;
   std::unique_ptr<LmuService> lmu_service_;
   int port_ = 0;

@@ -150,10 +150,7 @@ absl::Status AppendValue(const AuditValue& v, const std::string& path, std::stri
       return absl::InvalidArgumentError(
           absl::StrCat("audit encoding: non-finite double at ", path));
     }
-    auto res = std::to_chars(buf, buf + sizeof(buf), *d);
-    const std::string_view text(buf, res.ptr - buf);
-    out->append(text);
-    if (text.find_first_of(".e") == std::string_view::npos) out->append(".0");
+    AppendCanonicalDouble(*d, out);
   } else if (const bool* b = v.get_if<bool>()) {
     out->append(*b ? "true" : "false");
   } else if (const std::string* s = v.get_if<std::string>()) {
@@ -194,6 +191,14 @@ absl::Status AppendRecord(const AuditRecord& r, const std::string& path, std::st
 }
 
 }  // namespace
+
+void AppendCanonicalDouble(double x, std::string* out) {
+  char buf[32];
+  const auto res = std::to_chars(buf, buf + sizeof(buf), x);
+  const std::string_view text(buf, res.ptr - buf);
+  out->append(text);
+  if (text.find_first_of(".e") == std::string_view::npos) out->append(".0");
+}
 
 absl::Status AppendCanonical(const AuditRecord& record, std::string* out) {
   return AppendRecord(record, "$", out);

@@ -111,6 +111,9 @@ bool operator==(const AuditRecord& a, const AuditRecord& b);
 absl::StatusOr<std::string> EncodeCanonical(const AuditRecord& record);
 // Appends to *out; on error *out holds a partial encoding.
 absl::Status AppendCanonical(const AuditRecord& record, std::string* out);
+// The canonical text of one finite double (shortest round trip, ".0" when it would read as an
+// integer). REQUIRES: std::isfinite(x).
+void AppendCanonicalDouble(double x, std::string* out);
 
 struct AuditParseOptions {
   size_t max_bytes = size_t{1} << 20;  // input longer than this is rejected before parsing

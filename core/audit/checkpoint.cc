@@ -66,22 +66,31 @@ absl::Status AuditLogWriter::AppendGenesis(std::string_view model_spec, const Di
 }
 
 absl::Status AuditLogWriter::Append(const AuditRecord& body, std::vector<std::string>* lines) {
-  absl::Status st = Emit(body, /*counts=*/true, lines);
-  if (!st.ok() || since_checkpoint_ < every_) return st;
-  absl::StatusOr<AuditRecord> cp = MakeCheckpointBody(key_, chain_.size() - 1, chain_.head());
-  if (!cp.ok()) return cp.status();
-  since_checkpoint_ = 0;
-  return Emit(*cp, /*counts=*/false, lines);
+  absl::StatusOr<std::string> canon = EncodeCanonical(body);
+  if (!canon.ok()) return canon.status();
+  return AppendCanonical(*canon, lines);
 }
 
-absl::Status AuditLogWriter::Emit(const AuditRecord& body, bool counts,
-                                  std::vector<std::string>* lines) {
-  absl::StatusOr<ChainEntry> e = chain_.Append(body);
-  if (!e.ok()) return e.status();
-  absl::StatusOr<std::string> line = EncodeCanonical(e->envelope);
-  if (!line.ok()) return line.status();
-  lines->push_back(*std::move(line));
-  if (counts) ++since_checkpoint_;
+absl::Status AuditLogWriter::AppendCanonical(std::string_view canonical_body,
+                                             std::vector<std::string>* lines) {
+  const MerkleChain before = chain_;
+  std::string line = chain_.AppendCanonical(canonical_body);
+  if (since_checkpoint_ + 1 < every_) {
+    lines->push_back(std::move(line));
+    ++since_checkpoint_;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<AuditRecord> cp = MakeCheckpointBody(key_, chain_.size() - 1, chain_.head());
+  absl::StatusOr<std::string> canon =
+      cp.ok() ? EncodeCanonical(*cp) : absl::StatusOr<std::string>(cp.status());
+  if (!canon.ok()) {
+    // Leave the writer as it was: the record is not appended without its checkpoint.
+    chain_ = before;
+    return canon.status();
+  }
+  lines->push_back(std::move(line));
+  lines->push_back(chain_.AppendCanonical(*canon));
+  since_checkpoint_ = 0;
   return absl::OkStatus();
 }
 

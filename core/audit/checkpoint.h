@@ -53,13 +53,23 @@ class AuditLogWriter {
   absl::Status AppendGenesis(std::string_view model_spec, const Digest& w_digest,
                              std::vector<std::string>* lines);
   // Appends the canonical envelope line of `body`, then a checkpoint line when one is due.
+  // On an error nothing is appended and the writer is unchanged.
   absl::Status Append(const AuditRecord& body, std::vector<std::string>* lines);
+  // The same for a body already in canonical form (core/shard/step_records.h).
+  absl::Status AppendCanonical(std::string_view canonical_body, std::vector<std::string>* lines);
+
+  // Continues a stored chain: `size` is the next index, `head` the last merkle_curr and
+  // `since_checkpoint` the records counted since the last checkpoint (< every).
+  void Resume(uint64_t size, const Digest& head, uint64_t since_checkpoint) {
+    chain_.Resume(size, head);
+    since_checkpoint_ = since_checkpoint;
+  }
+  uint64_t every() const { return every_; }
+  uint64_t since_checkpoint() const { return since_checkpoint_; }
 
   const MerkleChain& chain() const { return chain_; }
 
  private:
-  absl::Status Emit(const AuditRecord& body, bool counts, std::vector<std::string>* lines);
-
   Ed25519PrivateKey key_;
   uint64_t every_;
   uint64_t since_checkpoint_ = 0;

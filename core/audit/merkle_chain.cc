@@ -1,6 +1,7 @@
 #include "core/audit/merkle_chain.h"
 
 #include <cassert>
+#include <charconv>
 
 namespace streamlearn {
 
@@ -33,6 +34,31 @@ bool ParseHexDigest(std::string_view hex, Digest* out) {
     (*out)[i] = static_cast<uint8_t>(hi << 4 | lo);
   }
   return true;
+}
+
+std::string EnvelopeLine(std::string_view canonical_body, uint64_t index, const Digest& prev,
+                         const Digest& curr) {
+  // Keys in canonical (bytewise) order: body < index < merkle_curr < merkle_prev.
+  std::string line;
+  line.reserve(canonical_body.size() + 190);
+  line.append("{\"body\":");
+  line.append(canonical_body);
+  line.append(",\"index\":");
+  char buf[24];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), index);
+  line.append(buf, end);
+  line.append(",\"merkle_curr\":\"");
+  line.append(ToHex(curr));
+  line.append("\",\"merkle_prev\":\"");
+  line.append(ToHex(prev));
+  line.append("\"}");
+  return line;
+}
+
+std::string MerkleChain::AppendCanonical(std::string_view canonical_body) {
+  const Digest prev = head_;
+  head_ = MerkleStep(prev, canonical_body);
+  return EnvelopeLine(canonical_body, size_++, prev, head_);
 }
 
 absl::StatusOr<ChainEntry> MerkleChain::AppendGenesis(std::string_view model_spec,

@@ -37,6 +37,10 @@ Digest MerkleStep(const Digest& prev, std::string_view canonical_body);
 
 AuditRecord GenesisBody(std::string_view model_spec, const Digest& w_digest);
 
+// The canonical envelope line of a record whose body is already canonical.
+std::string EnvelopeLine(std::string_view canonical_body, uint64_t index, const Digest& prev,
+                         const Digest& curr);
+
 // Parses 64 hex digits (either case) into *out; false on any other input.
 bool ParseHexDigest(std::string_view hex, Digest* out);
 
@@ -56,6 +60,17 @@ class MerkleChain {
   // Fails (INVALID_ARGUMENT) only if the body has no canonical encoding; the chain is then
   // unchanged.
   absl::StatusOr<ChainEntry> Append(const AuditRecord& body);
+  // The fast path for bodies already in canonical form (the caller guarantees it, e.g. the
+  // step-record encoders of core/shard/step_records.h): appends and returns the envelope's
+  // canonical line, byte-identical to EncodeCanonical(Append(parsed body)->envelope).
+  std::string AppendCanonical(std::string_view canonical_body);
+
+  // Continues a chain whose next index is `size` and whose last merkle_curr is `head` (the
+  // state recovered from a stored log).
+  void Resume(uint64_t size, const Digest& head) {
+    size_ = size;
+    head_ = head;
+  }
 
   const Digest& head() const { return head_; }
   uint64_t size() const { return size_; }  // index the next record will get

@@ -267,12 +267,20 @@ absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& pre
     }
   }
 
-  // certificate
-  if (const AuditValue* c = body.Find("certificate")) {
-    const AuditRecord* cert = c->get_if<AuditRecord>();
-    if (cert == nullptr) return Fail(at, AuditRule::kCertificate, "\"certificate\" is not a record");
-    absl::Status st = CheckCertificateRecord(*cert);
-    if (!st.ok()) return Fail(at, AuditRule::kCertificate, st.message());
+  // certificate: in the body, or in the payload of a record appended by a client
+  // (Auditor.Append stores {"kind":"append","payload":{...}}).
+  const AuditRecord* holder = &body;
+  for (int level = 0; level < 2 && holder != nullptr; ++level) {
+    if (const AuditValue* c = holder->Find("certificate")) {
+      const AuditRecord* cert = c->get_if<AuditRecord>();
+      if (cert == nullptr) {
+        return Fail(at, AuditRule::kCertificate, "\"certificate\" is not a record");
+      }
+      absl::Status st = CheckCertificateRecord(*cert);
+      if (!st.ok()) return Fail(at, AuditRule::kCertificate, st.message());
+    }
+    const AuditValue* payload = level == 0 ? holder->Find("payload") : nullptr;
+    holder = payload != nullptr ? payload->get_if<AuditRecord>() : nullptr;
   }
   return absl::OkStatus();
 }

@@ -23,7 +23,8 @@
 //               "green".
 //   lmu_probe   "c_lookup_p100" <= "locate_bound" and "c_insert_p100" <= "insert_bound"; a
 //               probe count without its bound is a failure.
-//   certificate a nested record "certificate" passes CheckCertificateRecord (certificate.h).
+//   certificate a nested record "certificate" (in the body, or in the body's "payload" record of
+//               a client append) passes CheckCertificateRecord (certificate.h).
 // "actions" is a list of records {"action":<string>,"cause":<string>}.
 //
 // On the first failure, Feed returns DATA_LOSS naming the record's position and the rule, e.g.

@@ -3,15 +3,85 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/byte_codec.h"
+#include "core/lmu/lmu_snapshot.h"
 
 namespace streamlearn {
 
+namespace {
+
+constexpr std::string_view kLmuShardKind = "streamlearn.lmu_shard";
+constexpr uint32_t kSectionHeader = 1;
+constexpr uint32_t kSectionLearner = 2;
+
+}  // namespace
+
+absl::Status LmuShard::FencedError(std::string_view what) const {
+  return absl::UnavailableError(absl::StrCat(
+      "this LMU shard ", std::string(what), " after a failed write (", fenced_.message(),
+      "); restart the server to recover its last committed state"));
+}
+
 LmuShard::LmuShard(const lmu::LmuSpec& spec, const lmu::HashSecret& secret)
-    : learner_(spec, secret) {}
+    : learner_(std::make_unique<lmu::LmuLearner>(spec, secret)) {}
+
+LmuShard::LmuShard(std::unique_ptr<lmu::LmuLearner> learner) : learner_(std::move(learner)) {}
+
+absl::StatusOr<std::unique_ptr<LmuShard>> LmuShard::Restore(const lmu::LmuSpec& spec,
+                                                            const lmu::HashSecret& secret,
+                                                            std::string_view blob) {
+  absl::StatusOr<SnapshotContainer> c = SnapshotContainer::Open(blob, kLmuShardKind);
+  if (!c.ok()) return c.status();
+  absl::StatusOr<std::string_view> header = c->Section(kSectionHeader);
+  if (!header.ok()) return header.status();
+  absl::StatusOr<std::string_view> body = c->Section(kSectionLearner);
+  if (!body.ok()) return body.status();
+  uint64_t last_t = 0, log_seq = 0;
+  uint8_t seen = 0;
+  ByteReader r(*header);
+  if (absl::Status s = r.U64(&last_t); !s.ok()) return s;
+  if (absl::Status s = r.U64(&log_seq); !s.ok()) return s;
+  if (absl::Status s = r.U8(&seen); !s.ok()) return s;
+  if (absl::Status s = r.ExpectDone("lmu shard header"); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<lmu::LmuLearner>> learner = lmu::RestoreLmu(spec, secret, *body);
+  if (!learner.ok()) return learner.status();
+  std::unique_ptr<LmuShard> shard(new LmuShard(*std::move(learner)));
+  shard->last_t_ = last_t;
+  shard->log_seq_ = log_seq;
+  shard->seen_ = seen != 0;
+  return shard;
+}
+
+absl::StatusOr<LmuShardSnapshot> LmuShard::Snapshot() const {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  // A fenced shard holds samples that were neither acknowledged nor logged: a snapshot of it
+  // would make recovery resurrect them.
+  if (!fenced_.ok()) return FencedError("cannot be snapshotted");
+  LmuShardSnapshot out;
+  out.last_t = last_t_;
+  out.log_seq = log_seq_;
+  out.samples = learner_->samples();
+  out.state_digest = learner_->StateDigest();
+  ByteWriter header;
+  header.U64(last_t_);
+  header.U64(log_seq_);
+  header.U8(seen_ ? 1 : 0);
+  SnapshotBuilder b(kLmuShardKind);
+  b.AddSection(kSectionHeader, header.Take());
+  b.AddSection(kSectionLearner, lmu::SerializeLmu(*learner_));
+  out.blob = b.Finish();
+  return out;
+}
+
+uint64_t LmuShard::log_seq() const {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return log_seq_;
+}
 
 absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch,
-                                               size_t max_batch) {
+                                               size_t max_batch, const LmuCommitHook* hook) {
   if (batch.empty()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("batch is empty; send 1..%d samples per request", max_batch));
@@ -21,23 +91,31 @@ absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch
         "batch has %d samples; the limit is %d per request", batch.size(), max_batch));
   }
   std::lock_guard<std::mutex> lock(write_mu_);
+  if (!fenced_.ok()) return FencedError("stopped taking updates");
   for (size_t i = 0; i < batch.size(); ++i) {
     const SampleView& s = batch[i];
-    if (absl::Status st = learner_.CheckSample(s.x, s.y, s.lr, s.l2); !st.ok()) {
+    if (absl::Status st = learner_->CheckSample(s.x, s.y, s.lr, s.l2); !st.ok()) {
       return absl::InvalidArgumentError(
           absl::StrFormat("sample %d (t=%d): %s", i, s.t, st.message()));
     }
   }
   UpdateOutcome out;
-  out.last_prediction.resize(learner_.m());
-  std::vector<double> y_before(learner_.m());
+  out.last_prediction.resize(learner_->m());
+  std::vector<double> y_before(learner_->m());
+  uint64_t t_first = 0;
   for (const SampleView& s : batch) {
     if (seen_ && s.t <= last_t_) {
       out.duplicates.push_back(s.t);
       continue;
     }
-    absl::StatusOr<lmu::StepResult> r = learner_.Step(s.x, s.y, s.lr, s.l2, y_before.data());
-    if (!r.ok()) return r.status();  // only a failed tripwire rebuild; reported, not hidden
+    if (out.applied == 0) t_first = s.t;
+    absl::StatusOr<lmu::StepResult> r = learner_->Step(s.x, s.y, s.lr, s.l2, y_before.data());
+    if (!r.ok()) {
+      // Only a failed tripwire rebuild. Samples before it were applied but will not be
+      // acknowledged or logged, so the shard stops here (see the header).
+      fenced_ = r.status();
+      return r.status();
+    }
     seen_ = true;
     last_t_ = s.t;
     ++out.applied;
@@ -46,10 +124,28 @@ absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch
     out.c_insert_p100 = std::max(out.c_insert_p100, r->max_insert_probes);
     out.last_prediction = y_before;
   }
-  if (absl::Status st = learner_.Poll(); !st.ok()) return st;
-  const lmu::LmuTableStats ts = learner_.TableStats();
+  if (absl::Status st = learner_->Poll(); !st.ok()) {
+    // A failed rebuild after samples were applied: as for a failed Step above.
+    if (out.applied > 0) fenced_ = st;
+    return st;
+  }
+  const lmu::LmuTableStats ts = learner_->TableStats();
   out.ver_base = ts.ver_base;
   out.ver_delta = ts.ver_delta;
+  if (out.applied == 0) return out;
+  if (hook != nullptr) {
+    absl::Status st = (*hook)(LmuCommit{.batch = batch,
+                                        .outcome = &out,
+                                        .log_seq = log_seq_ + 1,
+                                        .t_first = t_first,
+                                        .t_last = last_t_,
+                                        .learner = learner_.get()});
+    if (!st.ok()) {
+      fenced_ = st;
+      return st;
+    }
+  }
+  ++log_seq_;  // only once the batch is committed
   return out;
 }
 
@@ -63,8 +159,8 @@ absl::StatusOr<PredictOutcome> LmuShard::Predict(std::span<const lmu::Feature> x
     }
   }
   PredictOutcome out;
-  out.y_hat.resize(learner_.m());
-  const lmu::LmuLearner::PredictInfo info = learner_.Predict(x, out.y_hat.data());
+  out.y_hat.resize(learner_->m());
+  const lmu::LmuLearner::PredictInfo info = learner_->Predict(x, out.y_hat.data());
   out.probes_p100 = info.max_locate_probes;
   out.ver_base = info.ver_base;
   out.ver_delta = info.ver_delta;
@@ -74,16 +170,16 @@ absl::StatusOr<PredictOutcome> LmuShard::Predict(std::span<const lmu::Feature> x
 LmuShardStats LmuShard::Stats() const {
   std::lock_guard<std::mutex> lock(write_mu_);
   LmuShardStats s;
-  s.samples = learner_.samples();
+  s.samples = learner_->samples();
   s.last_t = last_t_;
-  s.digest = learner_.StateDigest();
-  s.table = learner_.TableStats();
+  s.digest = learner_->StateDigest();
+  s.table = learner_->TableStats();
   return s;
 }
 
 lmu::LmuTableStats LmuShard::TableStats() const {
   std::lock_guard<std::mutex> lock(write_mu_);
-  return learner_.TableStats();
+  return learner_->TableStats();
 }
 
 }  // namespace streamlearn

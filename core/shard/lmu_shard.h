@@ -5,13 +5,24 @@
 // overrides: INVALID_ARGUMENT naming the sample and field); samples whose t is not new are
 // duplicates, acknowledged and skipped. Predictions read the published table without locks.
 //
+// Persistence plugs in through a commit hook, called after the batch is applied and before
+// Update returns. The LMU updates its weights in place (readers see them at once), so a
+// failed hook cannot be undone: the shard is then fenced, every later Update and Snapshot
+// fails with UNAVAILABLE, and a restart recovers the last committed state from the store.
+// Nothing acknowledged is lost: the failed batch was never acknowledged. A failed rebuild
+// (Step or Poll) after samples of a batch were applied fences the shard the same way.
+//
 // Thread safety: all methods are thread-safe; writers are serialised by a mutex.
 #ifndef STREAMLEARN_CORE_SHARD_LMU_SHARD_H_
 #define STREAMLEARN_CORE_SHARD_LMU_SHARD_H_
 
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <span>
 #include <vector>
 
@@ -54,13 +65,38 @@ struct LmuShardStats {
   lmu::LmuTableStats table;
 };
 
+struct LmuCommit {
+  std::span<const SampleView> batch;  // as received, duplicates included
+  const UpdateOutcome* outcome = nullptr;
+  uint64_t log_seq = 0;
+  uint64_t t_first = 0;               // of the applied samples
+  uint64_t t_last = 0;
+  const lmu::LmuLearner* learner = nullptr;  // the state after the batch
+};
+using LmuCommitHook = std::function<absl::Status(const LmuCommit&)>;
+
+struct LmuShardSnapshot {
+  uint64_t last_t = 0;
+  uint64_t log_seq = 0;
+  uint64_t samples = 0;
+  Digest state_digest{};
+  std::string blob;  // container "streamlearn.lmu_shard": header + core/lmu/lmu_snapshot.h
+};
+
 class LmuShard {
  public:
   LmuShard(const lmu::LmuSpec& spec, const lmu::HashSecret& secret);
+
+  // Errors as RestoreLmu (core/lmu/lmu_snapshot.h), DATA_LOSS for a bad shard header.
+  static absl::StatusOr<std::unique_ptr<LmuShard>> Restore(const lmu::LmuSpec& spec,
+                                                           const lmu::HashSecret& secret,
+                                                           std::string_view blob);
   LmuShard(const LmuShard&) = delete;
   LmuShard& operator=(const LmuShard&) = delete;
 
-  absl::StatusOr<UpdateOutcome> Update(std::span<const SampleView> batch, size_t max_batch);
+  // UNAVAILABLE once fenced by a failed hook (see top of file).
+  absl::StatusOr<UpdateOutcome> Update(std::span<const SampleView> batch, size_t max_batch,
+                                       const LmuCommitHook* hook = nullptr);
 
   // Errors: INVALID_ARGUMENT for an empty x or a NaN/Inf value.
   absl::StatusOr<PredictOutcome> Predict(std::span<const lmu::Feature> x) const;
@@ -71,11 +107,23 @@ class LmuShard {
   // The table's counters alone, without the digest: O(1). Takes the writer lock.
   lmu::LmuTableStats TableStats() const;
 
+  // Takes the writer lock while it serializes (predictions go on; updates wait).
+  // UNAVAILABLE once fenced: the state then holds a batch that was never committed.
+  absl::StatusOr<LmuShardSnapshot> Snapshot() const;
+  // The log sequence number of the last committed batch (0 before any).
+  uint64_t log_seq() const;
+
  private:
+  explicit LmuShard(std::unique_ptr<lmu::LmuLearner> learner);
+  // REQUIRES: write_mu_ held and fenced_ not OK.
+  absl::Status FencedError(std::string_view what) const;
+
   mutable std::mutex write_mu_;
-  lmu::LmuLearner learner_;
+  std::unique_ptr<lmu::LmuLearner> learner_;
   bool seen_ = false;
   uint64_t last_t_ = 0;
+  uint64_t log_seq_ = 0;
+  absl::Status fenced_;  // not OK after a failed commit hook
 };
 
 }  // namespace streamlearn

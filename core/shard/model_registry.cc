@@ -59,7 +59,8 @@ uint32_t Model::ShardOf(std::string_view routing_key) const {
   return ShardFor(routing_key, num_shards());
 }
 
-absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Create(ModelSpec spec) {
+absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Create(ModelSpec spec,
+                                                             const ModelCommit& commit) {
   absl::StatusOr<std::shared_ptr<Model>> m = Model::Create(std::move(spec), secret_);
   if (!m.ok()) return m.status();
   std::lock_guard<std::mutex> lock(mu_);
@@ -67,8 +68,21 @@ absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Create(ModelSpec spec) {
   if (models_.contains(name)) {
     return absl::AlreadyExistsError(absl::StrFormat("model '%s' already exists", name));
   }
+  if (commit) {
+    if (absl::Status s = commit(*m); !s.ok()) return s;
+  }
   models_.emplace(name, *m);
   return m;
+}
+
+absl::Status ModelRegistry::Add(std::shared_ptr<Model> model) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string& name = model->spec().name;
+  if (models_.contains(name)) {
+    return absl::AlreadyExistsError(absl::StrFormat("model '%s' already exists", name));
+  }
+  models_.emplace(name, std::move(model));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Find(std::string_view name) const {

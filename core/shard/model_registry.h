@@ -11,6 +11,7 @@
 #define STREAMLEARN_CORE_SHARD_MODEL_REGISTRY_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,6 +66,13 @@ class Model {
   // The shard a routing key maps to (core/shard/routing.h).
   uint32_t ShardOf(std::string_view routing_key) const;
 
+  // Recovery (server/recovery.h): replaces a shard by one restored from a snapshot. Only
+  // before the model is shared (ModelRegistry::Add). REQUIRES: i < num_shards() and the part.
+  void ReplaceShard(uint32_t i, std::unique_ptr<SauShard> shard) { shards_[i] = std::move(shard); }
+  void ReplaceLmuShard(uint32_t i, std::unique_ptr<LmuShard> shard) {
+    lmu_shards_[i] = std::move(shard);
+  }
+
  private:
   Model() = default;
   ModelSpec spec_;
@@ -78,9 +86,15 @@ class ModelRegistry {
  public:
   explicit ModelRegistry(const lmu::HashSecret& secret = {}) : secret_(secret) {}
 
-  absl::StatusOr<std::shared_ptr<Model>> Create(ModelSpec spec);
+  // `commit` (may be null) runs after the model is built and before it becomes visible, with
+  // the registry locked (so a name is committed once); its error fails the creation.
+  using ModelCommit = std::function<absl::Status(const std::shared_ptr<Model>&)>;
+  absl::StatusOr<std::shared_ptr<Model>> Create(ModelSpec spec, const ModelCommit& commit = {});
+  // Adds a model built elsewhere (recovery). ALREADY_EXISTS if the name is taken.
+  absl::Status Add(std::shared_ptr<Model> model);
   absl::StatusOr<std::shared_ptr<Model>> Find(std::string_view name) const;
   std::vector<std::shared_ptr<Model>> List() const;  // sorted by name
+  const lmu::HashSecret& secret() const { return secret_; }
 
  private:
   const lmu::HashSecret secret_;

@@ -1,14 +1,76 @@
 #include "core/shard/sau_shard.h"
 
 #include "absl/strings/str_format.h"
+#include "core/common/byte_codec.h"
+#include "core/sau/sau_snapshot.h"
 
 namespace streamlearn {
 
+namespace {
+
+constexpr std::string_view kSauShardKind = "streamlearn.sau_shard";
+constexpr uint32_t kSectionHeader = 1;
+constexpr uint32_t kSectionEstimator = 2;
+
+}  // namespace
+
 SauShard::SauShard(const sau::SauEstimator& initial)
-    : cell_(Version{0, 0, false, {}, initial}) {}
+    : cell_(Version{.version = 0,
+                    .last_t = 0,
+                    .log_seq = 0,
+                    .has_last = false,
+                    .last = {},
+                    .estimator = initial}) {}
+
+SauShard::SauShard(Version initial) : cell_(std::move(initial)) {}
+
+absl::StatusOr<std::unique_ptr<SauShard>> SauShard::Restore(const sau::SauSpec& spec,
+                                                            std::string_view blob) {
+  absl::StatusOr<SnapshotContainer> c = SnapshotContainer::Open(blob, kSauShardKind);
+  if (!c.ok()) return c.status();
+  absl::StatusOr<std::string_view> header = c->Section(kSectionHeader);
+  if (!header.ok()) return header.status();
+  absl::StatusOr<std::string_view> body = c->Section(kSectionEstimator);
+  if (!body.ok()) return body.status();
+  uint64_t version = 0, last_t = 0, log_seq = 0;
+  ByteReader r(*header);
+  for (uint64_t* field : {&version, &last_t, &log_seq}) {
+    if (absl::Status s = r.U64(field); !s.ok()) return s;
+  }
+  if (absl::Status s = r.ExpectDone("sau shard header"); !s.ok()) return s;
+  absl::StatusOr<sau::SauEstimator> est = sau::RestoreSau(spec, *body);
+  if (!est.ok()) return est.status();
+  return std::unique_ptr<SauShard>(new SauShard(Version{.version = version,
+                                                        .last_t = last_t,
+                                                        .log_seq = log_seq,
+                                                        .has_last = false,
+                                                        .last = {},
+                                                        .estimator = *std::move(est)}));
+}
+
+SauShardSnapshot SauShard::Snapshot() const {
+  auto pin = cell_.Read();
+  SauShardSnapshot out;
+  out.version = pin->version;
+  out.last_t = pin->last_t;
+  out.log_seq = pin->log_seq;
+  out.events = pin->estimator.events();
+  out.state_digest = pin->estimator.StateDigest();
+  ByteWriter header;
+  header.U64(pin->version);
+  header.U64(pin->last_t);
+  header.U64(pin->log_seq);
+  SnapshotBuilder b(kSauShardKind);
+  b.AddSection(kSectionHeader, header.Take());
+  b.AddSection(kSectionEstimator, sau::SerializeSauState(pin->estimator));
+  out.blob = b.Finish();
+  return out;
+}
+
+uint64_t SauShard::log_seq() const { return cell_.Read()->log_seq; }
 
 absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
-                                               size_t max_batch) {
+                                               size_t max_batch, const SauCommitHook* hook) {
   if (batch.empty()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("batch is empty; send 1..%d events per request", max_batch));
@@ -28,8 +90,8 @@ absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
 
   IngestOutcome out;
   // Duplicates first, so a batch of nothing new publishes nothing.
-  std::vector<size_t> fresh;
-  fresh.reserve(batch.size());
+  std::vector<size_t>& fresh = fresh_;
+  fresh.clear();
   bool seen = cur.estimator.events() > 0;
   uint64_t last_t = cur.last_t;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -46,14 +108,29 @@ absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
     return out;
   }
   Version* next = cell_.BeginWrite();
+  diags_.clear();
   for (size_t i : fresh) {
     next->last = next->estimator.Ingest(batch[i].k, batch[i].v);
     out.alarms += next->last.alarm ? 1 : 0;
     out.red_events += next->last.rj_level == sau::RjLevel::kRed ? 1 : 0;
+    if (hook != nullptr) diags_.push_back(next->last);
   }
   next->has_last = true;
   next->last_t = last_t;
   next->version = cur.version + 1;
+  next->log_seq = cur.log_seq + 1;
+  if (hook != nullptr) {
+    // Not published on failure: the next BeginWrite starts again from the current version.
+    if (absl::Status s = (*hook)(SauCommit{.batch = batch,
+                                           .applied = fresh,
+                                           .diags = diags_,
+                                           .version = next->version,
+                                           .log_seq = next->log_seq,
+                                           .state = &next->estimator});
+        !s.ok()) {
+      return s;
+    }
+  }
   out.version = next->version;
   out.applied = static_cast<uint32_t>(fresh.size());
   out.has_last = true;

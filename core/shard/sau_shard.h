@@ -10,13 +10,24 @@
 // greater than the shard's last applied t (or a previous t in the same batch) are duplicates:
 // acknowledged, not applied.
 //
+// Persistence (server/shard_journal.h) plugs in through a commit hook: Ingest calls it with
+// the batch, the per-event diagnostics and the new state after applying the batch to the
+// private copy and before publishing it. If the hook fails (the write to the store failed),
+// nothing is published and the shard is unchanged. Every published batch that applied at
+// least one event gets the next log sequence number (log_seq); snapshots record the log_seq
+// they include so recovery replays exactly the batches after it.
+//
 // Thread safety: all methods are thread-safe; writers are serialised by a mutex, readers are
-// lock-free.
+// lock-free. Snapshot() reads a published version and takes no lock.
 #ifndef STREAMLEARN_CORE_SHARD_SAU_SHARD_H_
 #define STREAMLEARN_CORE_SHARD_SAU_SHARD_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <span>
 #include <vector>
 
@@ -57,16 +68,45 @@ struct ShardStats {
   sau::EventDiagnostics last;  // of the last applied event (zeros before any)
 };
 
+// What a commit hook sees of a batch about to be published.
+struct SauCommit {
+  std::span<const EventView> batch;                // as received, duplicates included
+  std::span<const size_t> applied;                 // indices into batch, in order
+  std::span<const sau::EventDiagnostics> diags;    // one per applied event
+  uint64_t version = 0;                            // the version being published
+  uint64_t log_seq = 0;                            // its log sequence number
+  const sau::SauEstimator* state = nullptr;        // the state after the batch
+};
+using SauCommitHook = std::function<absl::Status(const SauCommit&)>;
+
+// A shard's snapshot: the header plus the estimator (core/sau/sau_snapshot.h), in one
+// checksummed container of kind "streamlearn.sau_shard".
+struct SauShardSnapshot {
+  uint64_t version = 0;
+  uint64_t last_t = 0;
+  uint64_t log_seq = 0;
+  uint64_t events = 0;
+  Digest state_digest{};
+  std::string blob;
+};
+
 class SauShard {
  public:
   explicit SauShard(const sau::SauEstimator& initial);
+
+  // Rebuilds a shard from SauShardSnapshot::blob. Errors: DATA_LOSS (corrupt or truncated),
+  // FAILED_PRECONDITION (another spec: named), INVALID_ARGUMENT (invalid spec).
+  static absl::StatusOr<std::unique_ptr<SauShard>> Restore(const sau::SauSpec& spec,
+                                                           std::string_view blob);
 
   SauShard(const SauShard&) = delete;
   SauShard& operator=(const SauShard&) = delete;
 
   // Applies a batch whole or not at all. Errors: INVALID_ARGUMENT (empty, more than max_batch
   // events, wrong dimensions, NaN/Inf) naming the event index and field.
-  absl::StatusOr<IngestOutcome> Ingest(std::span<const EventView> batch, size_t max_batch);
+  // `hook` (may be null) runs before the publish; its error is returned and nothing changes.
+  absl::StatusOr<IngestOutcome> Ingest(std::span<const EventView> batch, size_t max_batch,
+                                       const SauCommitHook* hook = nullptr);
 
   // Errors: INVALID_ARGUMENT (dimension, NaN/Inf, low_rank without r_v),
   // FAILED_PRECONDITION (current version older than min_version).
@@ -75,17 +115,27 @@ class SauShard {
 
   ShardStats Stats() const;
 
+  // Serializes the current published version (lock-free: the writer goes on meanwhile).
+  SauShardSnapshot Snapshot() const;
+  // The log_seq of the current version (the last logged batch it includes).
+  uint64_t log_seq() const;
+
  private:
   struct Version {
     uint64_t version = 0;
     uint64_t last_t = 0;
+    uint64_t log_seq = 0;
     bool has_last = false;
     sau::EventDiagnostics last;
     sau::SauEstimator estimator;
   };
 
+  explicit SauShard(Version initial);
+
   std::mutex write_mu_;  // one writer at a time
   VersionedCell<Version> cell_;
+  std::vector<size_t> fresh_;                 // writer scratch
+  std::vector<sau::EventDiagnostics> diags_;  // writer scratch
 };
 
 }  // namespace streamlearn

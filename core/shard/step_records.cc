@@ -1,0 +1,125 @@
+#include "core/shard/step_records.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/audit/canonical_writer.h"
+
+namespace streamlearn {
+namespace {
+
+double MaxAbs(const std::vector<double>& xs) {
+  double m = 0;
+  for (double x : xs) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+}  // namespace
+
+std::string_view RjLevelName(sau::RjLevel level) {
+  switch (level) {
+    case sau::RjLevel::kGreen:
+      return "green";
+    case sau::RjLevel::kYellow:
+      return "yellow";
+    case sau::RjLevel::kRed:
+      return "red";
+  }
+  return "green";
+}
+
+SauStateSummary SummarizeSau(const sau::SauEstimator& est) {
+  const sau::SauState& st = est.state();
+  SauStateSummary s;
+  s.digest = est.StateDigest();
+  s.den_min = st.den_min;
+  s.den_below_floor = st.den_below_floor;
+  s.kahan_residual_max = std::max({MaxAbs(st.R_c), MaxAbs(st.s_c), MaxAbs(st.H_c)});
+  return s;
+}
+
+void AppendSauEventBody(const SauEventRecord& rec, std::string* out) {
+  const sau::EventDiagnostics& d = *rec.diag;
+  const bool red = d.rj_level == sau::RjLevel::kRed;
+  CanonicalObjectWriter w(out);
+  // Keys in bytewise order.
+  if (red) w.Raw("actions", R"([{"action":"raise_beta_floor","cause":"rj_red"}])");
+  if (rec.batch_digest != nullptr) w.String("batch_digest", ToHex(*rec.batch_digest));
+  w.Double("beta_floor", d.beta_floor).Double("bprime_hat", d.bprime_hat);
+  w.Double("clip_rate", d.clip_rate).Double("den", d.den);
+  if (rec.state != nullptr) {
+    w.Uint("den_below_floor", rec.state->den_below_floor).Double("den_min", rec.state->den_min);
+  }
+  w.Uint("epoch", d.epoch);
+  if (rec.state != nullptr) w.Double("kahan_residual_max", rec.state->kahan_residual_max);
+  w.String("kind", kRecordSauEvent)
+      .Double("lambda_star", d.lambda_star)
+      .Double("log_e_mix", d.log_e_mix)
+      .Uint("log_seq", rec.log_seq)
+      .Double("margin", d.margin)
+      .Double("max_exponent", d.max_exponent)
+      .Double("nu2_hat", d.nu2_hat)
+      .Bool("rj_exceeded", d.rj_gap > d.rj_threshold)  // what the estimator's window saw
+      .Double("rj_gap", d.rj_gap)
+      .Double("rj_gap_eq16", d.rj_gap_eq16)
+      .String("rj_level", RjLevelName(d.rj_level))
+      .Double("rj_threshold", d.rj_threshold)
+      .Double("shr", d.shr);
+  if (rec.state != nullptr) w.String("state_digest", ToHex(rec.state->digest));
+  w.Uint("t", rec.t).Uint("ver_sau", rec.ver_sau);
+  w.End();
+}
+
+void AppendSauAlarmBody(uint64_t t, uint64_t log_seq, const sau::EventDiagnostics& diag,
+                        std::string* out) {
+  CanonicalObjectWriter w(out);
+  w.Raw("actions",
+        R"([{"action":"raise_beta_floor","cause":"alarm"},)"
+        R"({"action":"restart_eprocess","cause":"alarm"}])")
+      .Double("beta_floor", diag.beta_floor)
+      .Uint("epoch_next", diag.epoch + 1)
+      .String("kind", kRecordSauControl)
+      .Uint("log_seq", log_seq)
+      .Uint("t", t);
+  w.End();
+}
+
+void AppendLmuUpdateBody(const LmuUpdateRecord& rec, std::string* out) {
+  const lmu::LmuTableStats& ts = *rec.table;
+  CanonicalObjectWriter w(out);
+  w.Uint("applied", rec.applied)
+      .Uint("base_keys", ts.base_keys)
+      .String("batch_digest", ToHex(*rec.batch_digest))
+      .Int("c_insert_p100", rec.c_insert_p100)
+      .Int("c_lookup_p100", rec.c_lookup_p100)
+      .Uint("delta_keys", ts.delta_keys)
+      .Double("delta_load", ts.delta_load)
+      .Uint("duplicates", rec.duplicates)
+      .Bool("emergency_used", ts.emergency_used)
+      .Int("insert_bound", ts.insert_bound)
+      .Uint("inserted", rec.inserted)
+      .String("kind", kRecordLmuUpdate)
+      .Int("locate_bound", ts.locate_bound)
+      .Uint("log_seq", rec.log_seq)
+      .Int("ring_used", ts.ring_used)
+      .Int("stash_used", ts.stash_used);
+  if (rec.state_digest != nullptr) w.String("state_digest", ToHex(*rec.state_digest));
+  w.Uint("t_first", rec.t_first).Uint("t_last", rec.t_last);
+  w.Uint("ver_base", ts.ver_base).Uint("ver_delta", ts.ver_delta);
+  w.End();
+}
+
+void AppendSnapshotBody(const SnapshotRecord& rec, std::string* out) {
+  CanonicalObjectWriter w(out);
+  w.String("blob_digest", ToHex(rec.blob_digest))
+      .String("kind", kRecordSnapshot)
+      .Uint("log_seq", rec.log_seq)
+      .String("part", rec.part)
+      .Uint("snapshot_seq", rec.snapshot_seq)
+      .String("state_digest", ToHex(rec.state_digest))
+      .Uint("steps", rec.steps);
+  w.End();
+}
+
+}  // namespace streamlearn

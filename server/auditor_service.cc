@@ -1,0 +1,164 @@
+#include "server/auditor_service.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/audit/audit_record.h"
+#include "core/audit/certificate.h"
+#include "server/status_conversion.h"
+
+namespace streamlearn::server {
+namespace {
+
+constexpr size_t kReadChunkRecords = 512;
+constexpr size_t kReadChunkBytes = 1 << 20;
+
+}  // namespace
+
+absl::StatusOr<ShardLog*> AuditorService::FindShard(const std::string& model, uint32_t shard,
+                                                    std::shared_ptr<ModelLog>* keep) const {
+  absl::StatusOr<std::shared_ptr<Model>> m = registry_->Find(model);
+  if (!m.ok()) return m.status();
+  if (shard >= (*m)->num_shards()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shard %d is out of range: model '%s' has %d shard(s)", shard, model,
+        (*m)->num_shards()));
+  }
+  *keep = persistence_->Find(model);
+  if (*keep == nullptr) {
+    return absl::InternalError(absl::StrCat("model '", model, "' has no audit chains"));
+  }
+  return &(*keep)->shard(shard);
+}
+
+grpc::Status AuditorService::Append(grpc::ServerContext* context,
+                                    const v1::AppendRequest* request,
+                                    v1::AppendResponse* response) {
+  RpcTimer timer(metrics_, "Auditor.Append");
+  return ToGrpcStatus(timer.Done(DoAppend(*request, response)));
+}
+
+grpc::Status AuditorService::Read(grpc::ServerContext* context, const v1::ReadRequest* request,
+                                  grpc::ServerWriter<v1::ReadResponse>* writer) {
+  RpcTimer timer(metrics_, "Auditor.Read");
+  return ToGrpcStatus(timer.Done(DoRead(context, *request, writer)));
+}
+
+grpc::Status AuditorService::Head(grpc::ServerContext* context, const v1::HeadRequest* request,
+                                  v1::HeadResponse* response) {
+  RpcTimer timer(metrics_, "Auditor.Head");
+  return ToGrpcStatus(timer.Done(DoHead(*request, response)));
+}
+
+absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,
+                                      v1::AppendResponse* response) {
+  if (draining_ != nullptr && draining_->load(std::memory_order_acquire)) {
+    return absl::UnavailableError("the server is shutting down; append again after restart");
+  }
+  if (request.json().size() > kAuditAppendMaxBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "json has %d bytes; the limit is %d", request.json().size(), kAuditAppendMaxBytes));
+  }
+  std::shared_ptr<ModelLog> keep;
+  absl::StatusOr<ShardLog*> log = FindShard(request.model(), request.shard(), &keep);
+  if (!log.ok()) return log.status();
+  absl::StatusOr<AuditRecord> payload = ParseAuditJson(
+      request.json(), {.max_bytes = kAuditAppendMaxBytes, .max_depth = kAuditAppendMaxDepth - 1});
+  if (!payload.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("json: ", payload.status().message()));
+  }
+  if (const AuditValue* c = payload->Find("certificate")) {
+    const AuditRecord* cert = c->get_if<AuditRecord>();
+    if (cert == nullptr) {
+      return absl::InvalidArgumentError("json: \"certificate\" must be an object");
+    }
+    if (absl::Status s = CheckCertificateRecord(*cert); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("certificate refused: ", s.message()));
+    }
+  }
+  AuditRecord body;
+  body.Set("kind", "append").Set("payload", *std::move(payload));
+  Bodies bodies;
+  if (absl::Status s = AppendCanonical(body, bodies.Add()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("json: ", s.message()));
+  }
+  absl::StatusOr<Receipt> r = (*log)->journal().Commit(bodies, nullptr);
+  if (!r.ok()) return r.status();
+  response->set_index(r->first_index);
+  response->set_merkle_curr(ToHex(r->first_curr));
+  response->set_next_index(r->next_index);
+  metrics_->RecordAuditRecords(request.model(), request.shard(), r->next_index - r->first_index,
+                               ToHex(r->head), r->next_index);
+  return absl::OkStatus();
+}
+
+absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::ReadRequest& request,
+                                    grpc::ServerWriter<v1::ReadResponse>* writer) {
+  std::shared_ptr<ModelLog> keep;
+  absl::StatusOr<ShardLog*> log = FindShard(request.model(), request.shard(), &keep);
+  if (!log.ok()) return log.status();
+  Store* store = (*log)->journal().store();
+  if (store == nullptr) {
+    return absl::FailedPreconditionError(
+        "this server has no data_dir: audit records are not kept (use Head, or start the "
+        "server with --data_dir)");
+  }
+  // Read up to the head as of now; records appended meanwhile belong to a later Read.
+  const uint64_t end = (*log)->journal().head().next_index;
+  const uint64_t limit = request.limit() == 0 ? UINT64_MAX : request.limit();
+  v1::ReadResponse chunk;
+  size_t chunk_bytes = 0;
+  uint64_t sent = 0;
+  absl::Status failure;
+  absl::Status scan = store->ScanAudit(
+      request.model(), request.shard(), request.from_index(),
+      [&](uint64_t index, std::string_view line) {
+        if (index >= end || sent >= limit) return false;
+        if (context->IsCancelled()) {
+          failure = absl::CancelledError("the client cancelled the read");
+          return false;
+        }
+        v1::AuditLine* rec = chunk.add_records();
+        rec->set_index(index);
+        rec->set_line(std::string(line));
+        chunk_bytes += line.size();
+        ++sent;
+        if (chunk.records_size() >= static_cast<int>(kReadChunkRecords) ||
+            chunk_bytes >= kReadChunkBytes) {
+          if (!writer->Write(chunk)) {
+            failure = absl::CancelledError("the client went away");
+            return false;
+          }
+          chunk.Clear();
+          chunk_bytes = 0;
+        }
+        return true;
+      });
+  if (!scan.ok()) return scan;
+  if (!failure.ok()) return failure;
+  if (chunk.records_size() > 0 && !writer->Write(chunk)) {
+    return absl::CancelledError("the client went away");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AuditorService::DoHead(const v1::HeadRequest& request, v1::HeadResponse* response) {
+  std::shared_ptr<ModelLog> keep;
+  absl::StatusOr<ShardLog*> log = FindShard(request.model(), request.shard(), &keep);
+  if (!log.ok()) return log.status();
+  const ChainHead h = (*log)->journal().head();
+  response->set_next_index(h.next_index);
+  response->set_merkle_curr(ToHex(h.head));
+  absl::StatusOr<std::string> pem = persistence_->public_key().ToPem();
+  if (!pem.ok()) return pem.status();
+  response->set_public_key_pem(*pem);
+  response->set_key_fingerprint(persistence_->public_key().fingerprint());
+  response->set_checkpoint_every(persistence_->options().checkpoint_every);
+  response->set_durable(persistence_->durable());
+  response->set_shards(keep->num_shards());
+  return absl::OkStatus();
+}
+
+}  // namespace streamlearn::server

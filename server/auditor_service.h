@@ -1,0 +1,60 @@
+// AuditorService: the gRPC adapter of the Auditor service (audit.proto) over the shards'
+// audit chains (server/persistence.h, docs/AUDIT.md).
+//
+//   Append  validates a client's JSON object (RFC 8259, <= 64 KiB, <= 16 levels; otherwise
+//           INVALID_ARGUMENT naming the byte offset), checks a "certificate" member against
+//           seed 000 eqs. (43)-(45) (INVALID_ARGUMENT naming the failing condition), then
+//           appends {"kind":"append","payload":<object>} to the chain of (model, shard), on
+//           disk before the reply. A refused append leaves the chain unchanged.
+//   Read    streams records from an index, in chunks (FAILED_PRECONDITION without a data_dir:
+//           records are then not kept).
+//   Head    the chain's next index and head, and the checkpoint public key.
+// Unknown model: NOT_FOUND; shard out of range: INVALID_ARGUMENT naming the shard count.
+//
+// Ownership: *registry, *persistence and *metrics must outlive the service.
+// Thread safety: gRPC calls the methods concurrently; the journals are thread-safe.
+#ifndef STREAMLEARN_SERVER_AUDITOR_SERVICE_H_
+#define STREAMLEARN_SERVER_AUDITOR_SERVICE_H_
+
+#include <atomic>
+
+#include "audit.grpc.pb.h"
+#include "core/shard/model_registry.h"
+#include "server/metrics.h"
+#include "server/persistence.h"
+
+namespace streamlearn::server {
+
+inline constexpr size_t kAuditAppendMaxBytes = 64 << 10;
+inline constexpr int kAuditAppendMaxDepth = 16;
+
+class AuditorService final : public v1::Auditor::Service {
+ public:
+  AuditorService(ModelRegistry* registry, Persistence* persistence, Metrics* metrics,
+                 const std::atomic<bool>* draining)
+      : registry_(registry), persistence_(persistence), metrics_(metrics), draining_(draining) {}
+
+  grpc::Status Append(grpc::ServerContext* context, const v1::AppendRequest* request,
+                      v1::AppendResponse* response) override;
+  grpc::Status Read(grpc::ServerContext* context, const v1::ReadRequest* request,
+                    grpc::ServerWriter<v1::ReadResponse>* writer) override;
+  grpc::Status Head(grpc::ServerContext* context, const v1::HeadRequest* request,
+                    v1::HeadResponse* response) override;
+
+ private:
+  absl::StatusOr<ShardLog*> FindShard(const std::string& model, uint32_t shard,
+                                      std::shared_ptr<ModelLog>* keep) const;
+  absl::Status DoAppend(const v1::AppendRequest& request, v1::AppendResponse* response);
+  absl::Status DoRead(grpc::ServerContext* context, const v1::ReadRequest& request,
+                      grpc::ServerWriter<v1::ReadResponse>* writer);
+  absl::Status DoHead(const v1::HeadRequest& request, v1::HeadResponse* response);
+
+  ModelRegistry* const registry_;
+  Persistence* const persistence_;
+  Metrics* const metrics_;
+  const std::atomic<bool>* const draining_;
+};
+
+}  // namespace streamlearn::server
+
+#endif  // STREAMLEARN_SERVER_AUDITOR_SERVICE_H_

@@ -1,0 +1,77 @@
+#include "server/shard_journal.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "core/audit/audit_record.h"
+#include "core/audit/merkle_chain.h"
+
+namespace streamlearn::server {
+
+ShardJournal::ShardJournal(Store* store, std::string model, uint32_t shard,
+                           Ed25519PrivateKey key, uint64_t checkpoint_every)
+    : store_(store),
+      model_(std::move(model)),
+      shard_(shard),
+      writer_(std::move(key), checkpoint_every) {}
+
+absl::Status ShardJournal::Resume() {
+  if (store_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::optional<std::pair<uint64_t, std::string>>> last =
+      store_->LastAudit(model_, shard_);
+  if (!last.ok()) return last.status();
+  if (!last->has_value()) return absl::OkStatus();
+  const auto& [index, line] = **last;
+  absl::StatusOr<AuditRecord> env = ParseAuditJson(line);
+  const AuditValue* curr = env.ok() ? env->Find("merkle_curr") : nullptr;
+  const std::string* hex = curr != nullptr ? curr->get_if<std::string>() : nullptr;
+  Digest head{};
+  if (hex == nullptr || !ParseHexDigest(*hex, &head)) {
+    return absl::DataLossError(absl::StrFormat(
+        "audit chain of model '%s' shard %d: the newest record (index %d) has no readable "
+        "merkle_curr", model_, shard_, index));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  writer_.Resume(index + 1, head, writer_.every() - 1);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Receipt> ShardJournal::Commit(
+    Bodies& bodies, const LogAppend* log,
+    const std::function<void(const Receipt&, StoreBatch*)>& extra) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Receipt receipt;
+  receipt.first_index = writer_.chain().size();
+  if (bodies.size() == 0) {
+    receipt.next_index = receipt.first_index;
+    receipt.head = writer_.chain().head();
+    return receipt;
+  }
+  AuditLogWriter next = writer_;  // advanced only once the write succeeded
+  lines_.clear();
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    if (absl::Status s = next.AppendCanonical(bodies.at(i), &lines_); !s.ok()) return s;
+    if (i == 0) receipt.first_curr = MerkleStep(writer_.chain().head(), bodies.at(0));
+  }
+  receipt.next_index = next.chain().size();
+  receipt.head = next.chain().head();
+  if (store_ != nullptr) {
+    StoreBatch batch;
+    if (log != nullptr) batch.AppendLog(model_, shard_, log->part, log->seq, log->entry);
+    for (size_t i = 0; i < lines_.size(); ++i) {
+      batch.AppendAudit(model_, shard_, receipt.first_index + i, lines_[i]);
+    }
+    if (extra) extra(receipt, &batch);
+    if (absl::Status s = store_->Write(batch); !s.ok()) return s;
+  }
+  writer_ = std::move(next);
+  return receipt;
+}
+
+ChainHead ShardJournal::head() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ChainHead{.next_index = writer_.chain().size(), .head = writer_.chain().head()};
+}
+
+}  // namespace streamlearn::server

@@ -1,0 +1,126 @@
+// ShardJournal: the audit chain of one (model, shard) and its commits to the store.
+//
+// Every state-changing step of a shard ends in one Commit: its audit record bodies (already
+// canonical, core/shard/step_records.h), the log entry of the batch when there is one, and any
+// extra store operations (a snapshot and its manifest) go into ONE store write batch. The batch
+// is acknowledged only after that write returns, so an acknowledged batch always has its
+// events and its audit records on disk together (issue 4, durability). The chain state (next
+// index, head, records since the last signed checkpoint) advances only when the write
+// succeeded; on an error nothing changed and the caller reports it.
+//
+// Without a store (no data_dir) the chain is still computed, so acks carry merkle_curr, but
+// the records are not kept.
+//
+//   ShardJournal j(store, "demo", 0, key, /*checkpoint_every=*/1024);
+//   j.Resume();                                   // from the stored chain (or empty)
+//   Bodies b; AppendSauEventBody(..., b.Add()); ...
+//   absl::StatusOr<Receipt> r = j.Commit(b, &log, nullptr);
+//
+// Thread safety: thread-safe; commits are serialised by the journal's mutex (the SAU and LMU
+// writers of a shard share its chain).
+#ifndef STREAMLEARN_SERVER_SHARD_JOURNAL_H_
+#define STREAMLEARN_SERVER_SHARD_JOURNAL_H_
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/audit/checkpoint.h"
+#include "core/audit/ed25519_key.h"
+#include "core/common/digest.h"
+#include "server/store.h"
+
+namespace streamlearn::server {
+
+// Canonical bodies in one buffer: Add() returns the string to append one body to.
+class Bodies {
+ public:
+  std::string* Add() {
+    Close();
+    open_ = true;
+    return &buf_;
+  }
+  void Clear() {
+    buf_.clear();
+    ends_.clear();
+    open_ = false;
+  }
+  size_t size() {
+    Close();
+    return ends_.size();
+  }
+  std::string_view at(size_t i) {
+    Close();
+    const size_t begin = i == 0 ? 0 : ends_[i - 1];
+    return std::string_view(buf_).substr(begin, ends_[i] - begin);
+  }
+
+ private:
+  void Close() {
+    if (open_) ends_.push_back(buf_.size());
+    open_ = false;
+  }
+  std::string buf_;
+  std::vector<size_t> ends_;
+  bool open_ = false;
+};
+
+struct LogAppend {
+  StorePart part = StorePart::kSau;
+  uint64_t seq = 0;
+  std::string_view entry;
+};
+
+struct Receipt {
+  uint64_t first_index = 0;  // of the first record of this commit
+  Digest first_curr{};       // its merkle_curr
+  uint64_t next_index = 0;   // the chain's next index after it
+  Digest head{};             // merkle_curr of the last record written (checkpoints included)
+};
+
+struct ChainHead {
+  uint64_t next_index = 0;
+  Digest head{};
+};
+
+class ShardJournal {
+ public:
+  // `store` may be null (memory only). REQUIRES: checkpoint_every >= 1.
+  ShardJournal(Store* store, std::string model, uint32_t shard, Ed25519PrivateKey key,
+               uint64_t checkpoint_every);
+
+  // Continues the stored chain: next index and head from its newest record. A resumed
+  // writer signs a checkpoint after the next record (it cannot know how many records passed
+  // since the last one without scanning, and an early checkpoint never breaks the cadence).
+  // DATA_LOSS if the newest record is unreadable.
+  absl::Status Resume();
+
+  // Appends `bodies` (each a canonical record body) and writes them, the log entry and
+  // whatever `extra` adds, in one store batch. `extra` is called with the receipt (so the
+  // caller can point a manifest at the new records) and may add operations. With an empty
+  // `bodies` nothing is written. On error the chain is unchanged.
+  absl::StatusOr<Receipt> Commit(
+      Bodies& bodies, const LogAppend* log,
+      const std::function<void(const Receipt&, StoreBatch*)>& extra = {});
+
+  ChainHead head() const;
+  const std::string& model() const { return model_; }
+  uint32_t shard() const { return shard_; }
+  Store* store() const { return store_; }
+
+ private:
+  Store* const store_;
+  const std::string model_;
+  const uint32_t shard_;
+  mutable std::mutex mu_;
+  AuditLogWriter writer_;
+  std::vector<std::string> lines_;  // scratch, under mu_
+};
+
+}  // namespace streamlearn::server
+
+#endif  // STREAMLEARN_SERVER_SHARD_JOURNAL_H_
