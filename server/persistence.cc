@@ -275,8 +275,8 @@ absl::Status ShardLog::CommitLmu(const LmuCommit& c, Receipt* receipt) {
 
 absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOptions options,
                                                                Metrics* metrics) {
-  if (options.checkpoint_every < 1) {
-    return absl::InvalidArgumentError("audit checkpoint_every must be >= 1");
+  if (options.checkpoint_every < 2) {
+    return absl::InvalidArgumentError("audit checkpoint_every must be >= 2");
   }
   if (options.keep_snapshots < 1) {
     return absl::InvalidArgumentError("keep_snapshots must be >= 1");
@@ -349,19 +349,9 @@ absl::Status Persistence::OnCreate(const std::shared_ptr<Model>& model) {
       return WithContext(s, absl::StrCat("model '", spec.name, "': storing its spec"));
     }
   }
-  // The writers start after their genesis (no checkpoint is due after one record unless the
-  // cadence is 1).
+  // The writers continue after their genesis, which counts toward the first checkpoint.
   for (uint32_t i = 0; i < model->num_shards(); ++i) {
-    Bodies g;
-    g.Add()->append(genesis);
-    ShardJournal& j = logs->shard(i).journal();
-    if (store_ != nullptr) {
-      // Already on disk: resume from it rather than writing it twice.
-      if (absl::Status s = j.Resume(); !s.ok()) return s;
-    } else {
-      absl::StatusOr<Receipt> r = j.Commit(g, nullptr);
-      if (!r.ok()) return r.status();
-    }
+    logs->shard(i).journal().ResumeAt(heads[i], /*since_checkpoint=*/1);
   }
   std::lock_guard<std::mutex> lock(mu_);
   logs_[spec.name] = std::move(logs);

@@ -37,6 +37,11 @@ absl::Status ShardJournal::Resume() {
   return absl::OkStatus();
 }
 
+void ShardJournal::ResumeAt(const ChainHead& head, uint64_t since_checkpoint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  writer_.Resume(head.next_index, head.head, since_checkpoint);
+}
+
 absl::StatusOr<Receipt> ShardJournal::Commit(
     Bodies& bodies, const LogAppend* log,
     const std::function<void(const Receipt&, StoreBatch*)>& extra) {

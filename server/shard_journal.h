@@ -98,6 +98,8 @@ class ShardJournal {
   // since the last one without scanning, and an early checkpoint never breaks the cadence).
   // DATA_LOSS if the newest record is unreadable.
   absl::Status Resume();
+  // Continues a chain whose state the caller knows (a genesis it just wrote).
+  void ResumeAt(const ChainHead& head, uint64_t since_checkpoint);
 
   // Appends `bodies` (each a canonical record body) and writes them, the log entry and
   // whatever `extra` adds, in one store batch. `extra` is called with the receipt (so the
