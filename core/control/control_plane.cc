@@ -98,7 +98,9 @@ void ControlPlane::Observe(const Observation& obs, std::vector<ControlAction>* o
   const bool testing = obs.epoch > 0;
   const bool thin = testing && !alarm && obs.margin < spec_.margin_thin;
   const bool rj_warn = obs.rj_level != sau::RjLevel::kGreen;
-  warn_streak_ = (rj_warn || thin) ? warn_streak_ + 1 : 0;
+  // Yellow and thin margins count once the e-process tests (after the SAU's warm-up): before,
+  // the diagnostics rest on a handful of events and are yellow as a rule.
+  warn_streak_ = testing && (rj_warn || thin) ? warn_streak_ + 1 : 0;
 
   // The SAU's floor rule ran inside this step's ingest (seed 000 sec. 10, docs/SAU.md).
   if (red) own->push_back({Action::kRaiseBetaFloor, Cause::kRjRed, obs.floor_next});

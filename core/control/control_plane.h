@@ -61,8 +61,8 @@ inline constexpr int kActionCount = 13;
 enum class Cause : uint8_t {
   kAlarm = 1,     // margin < 0 at the previous step
   kRjRed,         // RJ window red (>= 5 of the last 10)
-  kRjYellow,      // RJ window yellow or red for warn_persist steps
-  kMarginThin,    // 0 <= margin < margin_thin (while testing) for warn_persist steps
+  kRjYellow,      // RJ window yellow or red for warn_persist steps (while testing)
+  kMarginThin,    // 0 <= margin < margin_thin for warn_persist steps (while testing)
   kDenBelowFloor, // the raw denominator fell below the beta_floor in force
   kRecovery,      // a window ran out
 };

@@ -219,6 +219,8 @@ TEST(ControlPlaneTest, EachTriggerAndItsCause) {
   Observation thin_warmup = thin;
   thin_warmup.epoch = 0;  // not testing yet: a margin of 0 is no warning
   thin_warmup.margin = 0;
+  Observation yellow_warmup = yellow;
+  yellow_warmup.epoch = 0;
 
   const std::vector<TriggerCase> cases = {
       {"alarm", {Alarm()}, {},
@@ -239,6 +241,8 @@ TEST(ControlPlaneTest, EachTriggerAndItsCause) {
         {Action::kReduceLmuLr, Cause::kMarginThin, 0.5}}},
       {"margin 0 in warm-up", {thin_warmup, thin_warmup, thin_warmup, thin_warmup, thin_warmup},
        {}, {}},
+      {"rj_yellow in warm-up", {yellow_warmup, yellow_warmup, yellow_warmup, yellow_warmup,
+                                 yellow_warmup, yellow_warmup}, {}, {}},
       {"streak broken", {yellow, yellow, Healthy(), yellow, yellow, yellow}, {}, {}},
   };
   for (const TriggerCase& c : cases) {

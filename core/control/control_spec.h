@@ -32,7 +32,7 @@ struct ControlSpec {
   // / a thin margin persisting warn_persist steps, the LMU's tau_low is lowered (from its next
   // rebuild trigger check) and its learning rate scaled, for warn_window steps after the last
   // trigger; then both are restored.
-  int warn_persist = 5;          // consecutive steps
+  int warn_persist = 5;          // consecutive steps, counted once the e-process tests
   double margin_thin = 1.0;      // nats; "thin" = 0 <= m_t < margin_thin while testing
   double warn_tau_low = 0.5;     // sec. 15: "tau_low is lowered to 0.5"
   double warn_lr_scale = 0.5;    // LMU lr multiplier during a warning

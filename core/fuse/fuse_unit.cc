@@ -1,0 +1,347 @@
+#include "core/fuse/fuse_unit.h"
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "core/fuse/fuse_features.h"
+
+namespace streamlearn::fuse {
+
+namespace {
+
+constexpr double kNoOverride = std::numeric_limits<double>::quiet_NaN();  // LMU lr / l2
+
+// The gate learner regresses a logit; its per-step pseudo-residual is bounded so that one
+// outlier cannot throw the gate across its range.
+constexpr double kMaxGateStep = 4.0;
+
+AuditList Doubles(const std::vector<double>& v) {
+  AuditList out;
+  out.reserve(v.size());
+  for (double x : v) out.emplace_back(x);
+  return out;
+}
+
+double Norm2(std::span<const double> a, std::span<const double> b) {
+  double s = 0;
+  for (size_t o = 0; o < a.size(); ++o) s += (a[o] - b[o]) * (a[o] - b[o]);
+  return s;
+}
+
+std::string_view LevelName(sau::RjLevel level) {
+  switch (level) {
+    case sau::RjLevel::kGreen: return "green";
+    case sau::RjLevel::kYellow: return "yellow";
+    case sau::RjLevel::kRed: return "red";
+  }
+  return "green";
+}
+
+Digest InputDigest(uint64_t t, std::span<const lmu::Feature> x, std::span<const double> q,
+                   std::span<const double> y) {
+  Sha256 h;
+  h.Update("streamlearn.fuse.input.v1");
+  h.U64(t);
+  h.U64(x.size());
+  for (const lmu::Feature& f : x) {
+    h.U64(f.id);
+    h.F64(f.val);
+  }
+  h.F64s(q);
+  h.F64s(y);
+  return h.Finish();
+}
+
+}  // namespace
+
+struct FuseUnit::Forward {
+  FusePrediction p;
+  HealthFeatures health;
+  double gate_lmu = 0;  // the gate learner's output w_g^T z_gate + b_g
+  std::vector<lmu::Feature> z;       // z_gate (gate) or z_meta (meta-linear)
+  std::vector<lmu::Feature> main_x;  // attention-as-feature: x ++ z_attn
+  std::vector<double> y_meta;        // meta-linear: the meta learner's output
+};
+
+absl::StatusOr<std::unique_ptr<FuseUnit>> FuseUnit::Create(const FuseSpec& raw,
+                                                           const lmu::HashSecret& secret) {
+  absl::StatusOr<FuseSpec> spec = ResolveFuseSpec(raw);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<sau::SauEstimator> sau = sau::SauEstimator::Create(spec->sau);
+  if (!sau.ok()) return sau.status();
+  return std::unique_ptr<FuseUnit>(new FuseUnit(*spec, secret, *std::move(sau)));
+}
+
+FuseUnit::FuseUnit(const FuseSpec& spec, const lmu::HashSecret& secret, sau::SauEstimator sau)
+    : spec_(spec),
+      sau_(std::move(sau)),
+      main_(std::make_unique<lmu::LmuLearner>(spec.lmu, secret)),
+      gate_(std::make_unique<lmu::LmuLearner>(GateLmuSpec(spec), secret)),
+      control_(spec.control) {}
+
+absl::Status FuseUnit::CheckSample(std::span<const lmu::Feature> x,
+                                   std::span<const double> q) const {
+  if (absl::Status s = sau_.CheckQuery(q); !s.ok()) return s;
+  for (size_t j = 0; j < x.size(); ++j) {
+    if (x[j].id >= kReservedIdBase) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "x[%d] has id %d; ids >= %d are reserved for the fused features", j, x[j].id,
+          kReservedIdBase));
+    }
+    if (!std::isfinite(x[j].val)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("x[%d] (id %d) has value %g; values must be finite", j, x[j].id, x[j].val));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// seed 002 sec. 6, up to y_hat.
+void FuseUnit::RunForward(std::span<const lmu::Feature> x, std::span<const double> q,
+                          const control::Controls& c, Forward* f) const {
+  const int m = spec_.lmu.m;
+  FusePrediction& p = f->p;
+  // y_hat_sau with the stabilized readout (seed 000 eqs. (12)-(13), (20)-(21)).
+  sau::QueryResult qr = sau_.Query(q, sau::ReadoutPath::kStabilized, spec_.low_rank);
+  f->health = ScaleHealth(qr, sau_.spec(), sau_.events(), sau_.state().median_den.value());
+  p.y_hat_sau = std::move(qr.y_hat);
+  p.rj_gap = qr.rj_gap;
+  p.margin = qr.margin;
+  p.den = qr.raw_den;
+  p.ver_sau = sau_.events();
+  p.g_min = c.g_min;
+  p.g_max = c.g_max;
+
+  // y_hat_lmu (attention-as-feature: over x ++ z_attn, seed 002 sec. 5).
+  p.y_hat_lmu.assign(m, 0.0);
+  lmu::LmuLearner::PredictInfo info;
+  if (spec_.pattern == FusePattern::kAttentionAsFeature) {
+    AttentionFeatures(x, p.y_hat_sau, YScale(), f->health, c.g_max, &f->main_x);
+    info = main_->Predict(f->main_x, p.y_hat_lmu.data());
+  } else {
+    info = main_->Predict(x, p.y_hat_lmu.data());
+  }
+  p.ver_base = info.ver_base;
+  p.ver_delta = info.ver_delta;
+
+  p.y_hat.assign(m, 0.0);
+  switch (spec_.pattern) {
+    case FusePattern::kLinearAsGate: {
+      // Gate = clamp(sigma(w_g^T z_gate), g_min(m_t), g_max(m_t)), seed 002 sec. 4, 6, with
+      // the rolling-error log ratio also as a fixed offset of the logit: sigma(ln(E_lmu /
+      // E_sau)) = E_lmu / (E_sau + E_lmu) is the best constant gate for independent errors, so
+      // the gate starts there and w_g learns the correction (docs/FUSE.md).
+      const double advantage = Advantage(err_sau_, err_lmu_);
+      GateFeatures(f->health, advantage, &f->z);
+      gate_->Predict(f->z, &f->gate_lmu);
+      p.gate_raw = Sigmoid(advantage + f->gate_lmu);
+      p.gate = std::clamp(p.gate_raw, c.g_min, c.g_max);
+      for (int o = 0; o < m; ++o) {
+        p.y_hat[o] = p.gate * p.y_hat_sau[o] + (1 - p.gate) * p.y_hat_lmu[o];
+      }
+      break;
+    }
+    case FusePattern::kMetaLinear: {
+      // LMU regression on [y_sau, y_lmu] with a bias (seed 002 sec. 5); the gate clamp in
+      // force weighs it against the plain LMU (1 normally: y_hat = y_meta).
+      MetaFeatures(p.y_hat_sau, p.y_hat_lmu, YScale(), &f->z);
+      f->y_meta.assign(m, 0.0);
+      gate_->Predict(f->z, f->y_meta.data());
+      p.gate_raw = p.gate = c.g_max;
+      for (int o = 0; o < m; ++o) {
+        p.y_hat[o] = p.gate * f->y_meta[o] + (1 - p.gate) * p.y_hat_lmu[o];
+      }
+      break;
+    }
+    case FusePattern::kAttentionAsFeature:
+      p.gate_raw = p.gate = c.g_max;  // the weight on the attention readout features
+      p.y_hat = p.y_hat_lmu;
+      break;
+  }
+}
+
+absl::StatusOr<FusePrediction> FuseUnit::Predict(std::span<const lmu::Feature> x,
+                                                 std::span<const double> q) const {
+  if (absl::Status s = CheckSample(x, q); !s.ok()) return s;
+  Forward f;
+  RunForward(x, q, control_.controls(), &f);
+  return std::move(f.p);
+}
+
+absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Feature> x,
+                                         std::span<const double> q, std::span<const double> y) {
+  if (has_last_t_ && t <= last_t_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "t = %d does not follow the last applied t = %d; t must increase", t, last_t_));
+  }
+  if (absl::Status s = CheckSample(x, q); !s.ok()) return s;
+  if (absl::Status s = sau_.CheckEvent(q, y); !s.ok()) return s;
+  if (absl::Status s = main_->CheckSample(x, y, kNoOverride, kNoOverride); !s.ok()) return s;
+  if (absl::Status s = main_->Poll(); !s.ok()) return s;  // publish a finished rebuild
+
+  const int m = spec_.lmu.m;
+  // 1. The controls of this step, decided at the end of the last one (already applied to the
+  //    SAU's lambda nudge and the LMU's lr scale and tau_low), and their actions.
+  const control::Controls c = control_.controls();
+  std::vector<control::ControlAction> actions = control_.TakePending();
+  const double floor_used = sau_.state().floor.floor();
+  const double lambda_used = sau_.effective_lambda();
+
+  // 2. Predict.
+  Forward f;
+  RunForward(x, q, c, &f);
+  const FusePrediction& p = f.p;
+
+  // 3. Learn. The main LMU learns from its own residual y - y_hat_lmu: it stays an exact,
+  //    standalone sparse linear model (the fallback of seed 002 sec. 15-16), bit-identical to
+  //    an LmuLearner fed the same (x, y). (Attention-as-feature: its residual is the fused one.)
+  std::vector<double> before(m);
+  absl::StatusOr<lmu::StepResult> step = main_->Step(
+      spec_.pattern == FusePattern::kAttentionAsFeature ? std::span<const lmu::Feature>(f.main_x) : x,
+      y, kNoOverride, kNoOverride, before.data());
+  if (!step.ok()) return step.status();
+  assert(std::equal(before.begin(), before.end(), p.y_hat_lmu.begin(),
+                    [](double a, double b) { return std::bit_cast<uint64_t>(a) ==
+                                                    std::bit_cast<uint64_t>(b); }));
+
+  double diff2 = 0;  // ||y_sau - y_lmu||^2
+  for (int o = 0; o < m; ++o) diff2 += (p.y_hat_sau[o] - p.y_hat_lmu[o]) * (p.y_hat_sau[o] - p.y_hat_lmu[o]);
+  switch (spec_.pattern) {
+    case FusePattern::kLinearAsGate: {
+      // SGD on 1/2 ||y - (s y_sau + (1 - s) y_lmu)||^2 in the logit of s = sigma(w_g^T z_gate),
+      // unclamped (the clamp is the controller's, the gate keeps learning what it would pick),
+      // normalised by the running ||y_sau - y_lmu||^2 so one lr fits any target scale. The
+      // LMU's own update w += lr (target - logit) z then is exactly that step.
+      const double s = p.gate_raw;
+      double dot = 0;
+      for (int o = 0; o < m; ++o) {
+        const double d = p.y_hat_sau[o] - p.y_hat_lmu[o];
+        const double e_raw = y[o] - (s * p.y_hat_sau[o] + (1 - s) * p.y_hat_lmu[o]);
+        dot += e_raw * d;
+      }
+      const double norm = diff2_ > 0 ? diff2_ : diff2;
+      const double g = norm > 0 ? std::clamp(s * (1 - s) * dot / norm, -kMaxGateStep, kMaxGateStep)
+                                : 0.0;
+      const double target = f.gate_lmu + g;
+      double logit_before = 0;
+      absl::StatusOr<lmu::StepResult> gs =
+          gate_->Step(f.z, std::span<const double>(&target, 1), kNoOverride, kNoOverride, &logit_before);
+      if (!gs.ok()) return gs.status();
+      break;
+    }
+    case FusePattern::kMetaLinear: {
+      std::vector<double> meta_before(m);
+      absl::StatusOr<lmu::StepResult> gs =
+          gate_->Step(f.z, y, kNoOverride, kNoOverride, meta_before.data());
+      if (!gs.ok()) return gs.status();
+      break;
+    }
+    case FusePattern::kAttentionAsFeature:
+      break;
+  }
+
+  // 4. SAU.ingest(k_t = q, v_t = y) (DESIGN decision 7).
+  const sau::EventDiagnostics diag = sau_.Ingest(q, y);
+
+  // Rolling errors for z_gate, after their use at this step.
+  const double e_sau = Norm2(y, p.y_hat_sau), e_lmu = Norm2(y, p.y_hat_lmu);
+  double y2 = 0;
+  for (int o = 0; o < m; ++o) y2 += y[o] * y[o];
+  y2 /= m;
+  if (steps_ == 0) {
+    err_sau_ = e_sau;
+    err_lmu_ = e_lmu;
+    diff2_ = diff2;
+    y_ms_ = y2;
+  } else {
+    const double a = spec_.gate.error_rate;
+    err_sau_ += a * (e_sau - err_sau_);
+    err_lmu_ += a * (e_lmu - err_lmu_);
+    diff2_ += a * (diff2 - diff2_);
+    y_ms_ += spec_.gate.scale_rate * (y2 - y_ms_);
+  }
+
+  // 5. Control: observe this step, set the controls of the next.
+  control_.Observe(control::ObservationOf(diag, floor_used, sau_.state().median_den.value()),
+                   &actions);
+  ApplyControls();
+  ++steps_;
+  has_last_t_ = true;
+  last_t_ = t;
+
+  // 6. The audit body (seed 002 sec. 8).
+  const lmu::LmuTableStats stats = main_->TableStats();
+  FuseStep out;
+  AuditList list;
+  for (const control::ControlAction& a : actions) {
+    AuditRecord r;
+    r.Set("action", control::ActionName(a.action))
+        .Set("cause", control::CauseName(a.cause))
+        .Set("value", a.value);
+    list.emplace_back(std::move(r));
+  }
+  AuditRecord& r = out.record;
+  r.Set("kind", kRecordFuseLearn)
+      .Set("t", t)
+      .Set("pattern", PatternName(spec_.pattern))
+      .Set("input_digest", ToHex(InputDigest(t, x, q, y)))
+      .Set("ver_sau", sau_.events())
+      .Set("ver_base", stats.ver_base)
+      .Set("ver_delta", stats.ver_delta)
+      .Set("y_hat", Doubles(p.y_hat))
+      .Set("y_hat_sau", Doubles(p.y_hat_sau))
+      .Set("y_hat_lmu", Doubles(p.y_hat_lmu))
+      .Set("gate", p.gate)
+      .Set("g_min", p.g_min)
+      .Set("g_max", p.g_max)
+      .Set("margin", diag.margin)
+      .Set("rj_gap", diag.rj_gap)
+      .Set("rj_exceeded", diag.rj_gap > diag.rj_threshold)
+      .Set("rj_level", LevelName(diag.rj_level))
+      .Set("den", diag.den)
+      .Set("beta_floor", floor_used)
+      .Set("lambda_star", lambda_used)
+      .Set("clip_rate", diag.clip_rate)
+      .Set("c_lookup_p100", step->max_locate_probes)
+      .Set("locate_bound", stats.locate_bound)
+      .Set("c_insert_p100", step->max_insert_probes)
+      .Set("insert_bound", stats.insert_bound)
+      .Set("delta_load", stats.delta_load)
+      .Set("y_scale", YScale())
+      .Set("actions", std::move(list));
+  out.actions = std::move(actions);
+  out.prediction = std::move(f.p);
+  return out;
+}
+
+void FuseUnit::ApplyControls() {
+  const control::Controls c = control_.controls();
+  sau_.SetLambdaNudge(c.lambda);
+  main_->SetLrScale(c.lmu_lr_scale);
+  main_->SetTauLowOverride(c.lmu_tau_low);
+}
+
+Digest FuseUnit::StateDigest() const {
+  Sha256 h;
+  h.Update("streamlearn.fuse.state.v1");
+  h.U64(static_cast<uint64_t>(spec_.pattern));
+  h.U64(steps_);
+  h.U64(has_last_t_ ? 1 : 0);
+  h.U64(last_t_);
+  h.F64(err_sau_);
+  h.F64(err_lmu_);
+  h.F64(diff2_);
+  h.F64(y_ms_);
+  for (const Digest& d : {sau_.StateDigest(), main_->StateDigest(), gate_->StateDigest()}) {
+    h.Update(d.data(), d.size());
+  }
+  control_.Hash(h);
+  return h.Finish();
+}
+
+}  // namespace streamlearn::fuse

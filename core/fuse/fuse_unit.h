@@ -1,0 +1,129 @@
+// FuseUnit: one shard's fused learner (seed 002 sec. 4-6): an SauEstimator, an LmuLearner for
+// the main sparse linear model, an LmuLearner for the gate / meta weights (so those are exact
+// and inspectable too), and a ControlPlane, run sample by sample with the algorithm of
+// seed 002 sec. 6.
+//
+//   absl::StatusOr<std::unique_ptr<FuseUnit>> u = FuseUnit::Create(spec, secret);
+//   absl::StatusOr<FuseStep> s = (*u)->Learn(t, x, q, y);   // predict, learn, control, record
+//   // s->record is the body of a "fuse_learn" audit record (chain it with MerkleChain)
+//   absl::StatusOr<FusePrediction> p = (*u)->Predict(x, q);  // read-only
+//
+// One Learn step (docs/FUSE.md):
+//   1. the controls in force (computed at the end of step t-1) and their pending actions;
+//   2. predict: y_lmu from x (attention-as-feature: from x ++ z_attn), y_sau from q on the
+//      stabilized path, then the pattern's fused y_hat and the gate;
+//   3. e = y - y_hat; the main LMU learns from its own residual, the gate / meta learner from
+//      the fused loss (fuse_unit.cc);
+//   4. the SAU ingests (k = q, v = y) (DESIGN decision 7);
+//   5. the control plane observes the step and sets the controls of step t+1 (the SAU's lambda
+//      nudge, the LMU's lr scale and tau_low override, the gate clamp);
+//   6. the audit body of the step.
+// Same spec, same secret, same samples in the same order => bit-identical state (with
+// lmu.background_rebuild = false the records are bit-identical too; with background rebuilds
+// the versions and probe counts in the records depend on rebuild timing, the state does not).
+//
+// Thread safety: Learn needs exclusive access; Predict and the const accessors may run
+// concurrently with each other (not with Learn).
+#ifndef STREAMLEARN_CORE_FUSE_FUSE_UNIT_H_
+#define STREAMLEARN_CORE_FUSE_FUSE_UNIT_H_
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/audit/audit_record.h"
+#include "core/common/digest.h"
+#include "core/control/control_plane.h"
+#include "core/fuse/fuse_spec.h"
+#include "core/lmu/keyed_hash.h"
+#include "core/lmu/lmu_learner.h"
+#include "core/sau/sau_estimator.h"
+
+namespace streamlearn::fuse {
+
+inline constexpr std::string_view kRecordFuseLearn = "fuse_learn";
+
+struct FusePrediction {
+  std::vector<double> y_hat, y_hat_sau, y_hat_lmu;  // m each
+  double gate = 0;   // linear-as-gate: the clamped gate; otherwise the attention weight in force
+                     // (the gate clamp g_max, 1 normally; docs/FUSE.md)
+  double gate_raw = 0;  // linear-as-gate: sigmoid(w_g^T z_gate) before the clamp
+  double g_min = 0, g_max = 1;
+  // Diagnostics at q (stabilized readout, before the step's update).
+  double rj_gap = 0;
+  double margin = 0;  // m_{t-1}
+  double den = 0;     // raw whitened denominator phi_w(q)^T s
+  // Versions read.
+  uint64_t ver_sau = 0;   // SAU events
+  uint64_t ver_base = 0;  // main LMU base generation
+  uint64_t ver_delta = 0; // main LMU delta inserts
+};
+
+struct FuseStep {
+  FusePrediction prediction;                      // as Predict would have returned before the step
+  std::vector<control::ControlAction> actions;    // also in the record
+  AuditRecord record;                             // kind "fuse_learn"
+};
+
+class FuseUnit {
+ public:
+  // Resolves and validates the spec (INVALID_ARGUMENT naming the field) and builds the parts.
+  static absl::StatusOr<std::unique_ptr<FuseUnit>> Create(const FuseSpec& spec,
+                                                          const lmu::HashSecret& secret);
+
+  // Errors (nothing is applied): INVALID_ARGUMENT for a bad sample (dimensions, non-finite
+  // values, empty x, reserved ids >= kReservedIdBase), FAILED_PRECONDITION when t does not
+  // exceed the last applied t, INTERNAL if an LMU rebuild fails (after a failed rebuild inside
+  // the step the unit may hold a partly applied step: restore it from a snapshot).
+  absl::StatusOr<FuseStep> Learn(uint64_t t, std::span<const lmu::Feature> x,
+                                 std::span<const double> q, std::span<const double> y);
+
+  // Read-only; the same numbers Learn would compute for this (x, q) now.
+  absl::StatusOr<FusePrediction> Predict(std::span<const lmu::Feature> x,
+                                         std::span<const double> q) const;
+
+  const FuseSpec& spec() const { return spec_; }
+  const sau::SauEstimator& sau() const { return sau_; }
+  const lmu::LmuLearner& main_lmu() const { return *main_; }
+  const lmu::LmuLearner& gate_lmu() const { return *gate_; }
+  const control::ControlPlane& control() const { return control_; }
+  uint64_t steps() const { return steps_; }
+  bool has_last_t() const { return has_last_t_; }
+  uint64_t last_t() const { return last_t_; }
+
+  // SHA-256 over the pattern, counters, rolling errors, the SAU, both LMUs (logical state) and
+  // the control state. Writer (the LMU digests read the writer's view).
+  Digest StateDigest() const;
+
+ private:
+  friend struct FuseSnapshotAccess;  // core/fuse/fuse_snapshot.cc
+
+  struct Forward;
+
+  FuseUnit(const FuseSpec& spec, const lmu::HashSecret& secret, sau::SauEstimator sau);
+  absl::Status CheckSample(std::span<const lmu::Feature> x, std::span<const double> q) const;
+  void RunForward(std::span<const lmu::Feature> x, std::span<const double> q,
+                  const control::Controls& c, Forward* f) const;
+  void ApplyControls();
+
+  FuseSpec spec_;
+  sau::SauEstimator sau_;
+  std::unique_ptr<lmu::LmuLearner> main_;
+  std::unique_ptr<lmu::LmuLearner> gate_;
+  control::ControlPlane control_;
+  uint64_t steps_ = 0;
+  bool has_last_t_ = false;
+  uint64_t last_t_ = 0;
+  // Rolling errors up to the last step (EWM, rate spec.gate.error_rate), for z_gate.
+  double err_sau_ = 0, err_lmu_ = 0;
+  double diff2_ = 0;  // EWM of ||y_sau - y_lmu||^2, the gate's gradient normaliser
+  double y_ms_ = 0;   // EWM of ||y||^2 / m (rate spec.gate.scale_rate); y_scale = its root
+  double YScale() const { return y_ms_ > 0 ? std::sqrt(y_ms_) : 1.0; }
+};
+
+}  // namespace streamlearn::fuse
+
+#endif  // STREAMLEARN_CORE_FUSE_FUSE_UNIT_H_
