@@ -1,8 +1,19 @@
 #include "core/shard/sau_shard.h"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
 
+#include "core/sau/counter_rng.h"
 #include "core/sau/dgp.h"
+#include "core/sau/sau_snapshot.h"
 #include "core/shard/model_registry.h"
 #include "core/shard/routing.h"
 #include "gtest/gtest.h"
@@ -142,6 +153,260 @@ TEST(SauShard, QueriesSeeTheAcknowledgedVersionAndRejectBadInput) {
             std::string::npos);
 }
 
+// Batches of 1..`max` events over `ev`, cut deterministically.
+std::vector<std::span<const EventView>> Cut(const Events& ev, uint64_t seed, size_t max = 40) {
+  std::vector<std::span<const EventView>> out;
+  sau::CounterRng rng(seed, 12);
+  for (size_t pos = 0; pos < ev.views.size();) {
+    const size_t n = std::min<size_t>(1 + rng.NextU64() % max, ev.views.size() - pos);
+    out.push_back(std::span(ev.views).subspan(pos, n));
+    pos += n;
+  }
+  return out;
+}
+
+TEST(SauShard, FailingHookLeavesTheShardUnchangedAndARetrySucceeds) {
+  auto est = sau::SauEstimator::Create(SmallSpec());
+  SauShard shard(*est), never_failed(*est);
+  const Events ev = MakeEvents(200, 1);
+  const auto batches = Cut(ev, 1);
+  std::vector<uint64_t> seqs, expected_seqs;
+  bool fail = false;
+  const SauCommitHook hook = [&](const SauCommit& c) -> absl::Status {
+    seqs.push_back(c.log_seq);
+    EXPECT_EQ(c.applied.size(), c.diags.size());
+    EXPECT_EQ(c.state->events(), shard.Stats().events + c.applied.size());
+    return fail ? absl::UnavailableError("store write failed") : absl::OkStatus();
+  };
+  for (size_t b = 0; b < batches.size(); ++b) {
+    SCOPED_TRACE(b);
+    const ShardStats before = shard.Stats();
+    const uint64_t seq = shard.log_seq();
+    fail = b % 3 == 0;  // the first batch included: a failure from the initial state
+    auto out = shard.Ingest(batches[b], 4096, &hook);
+    expected_seqs.push_back(seq + 1);
+    if (fail) {
+      EXPECT_EQ(out.status(), absl::UnavailableError("store write failed"));
+      const ShardStats after = shard.Stats();
+      EXPECT_EQ(after.digest, before.digest);
+      EXPECT_EQ(after.version, before.version);
+      EXPECT_EQ(after.events, before.events);
+      EXPECT_EQ(after.last_t, before.last_t);
+      EXPECT_EQ(shard.log_seq(), seq);
+      fail = false;
+      out = shard.Ingest(batches[b], 4096, &hook);  // the client retries
+      expected_seqs.push_back(seq + 1);             // with the same sequence number
+    }
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->applied, batches[b].size());  // the failed attempt left no trace
+    EXPECT_EQ(shard.log_seq(), seq + 1);
+    ASSERT_TRUE(never_failed.Ingest(batches[b], 4096).ok());
+    ASSERT_EQ(shard.Stats().digest, never_failed.Stats().digest);
+    EXPECT_EQ(shard.Stats().version, never_failed.Stats().version);
+  }
+  EXPECT_EQ(seqs, expected_seqs);
+  EXPECT_EQ(seqs.back(), batches.size());
+}
+
+TEST(SauShard, LogSeqAdvancesOncePerBatchThatAppliedAnEvent) {
+  auto est = sau::SauEstimator::Create(SmallSpec());
+  SauShard shard(*est);
+  std::vector<uint64_t> seqs;
+  const SauCommitHook hook = [&](const SauCommit& c) {
+    seqs.push_back(c.log_seq);
+    EXPECT_EQ(c.version, c.log_seq);  // no version without a log entry here
+    return absl::OkStatus();
+  };
+  const Events ev = MakeEvents(30, 100);
+  EXPECT_EQ(shard.log_seq(), 0u);
+  ASSERT_TRUE(shard.Ingest(std::span(ev.views).subspan(0, 10), 4096, &hook).ok());
+  EXPECT_EQ(shard.log_seq(), 1u);
+  auto dup = shard.Ingest(std::span(ev.views).subspan(0, 10), 4096, &hook);  // all duplicates
+  ASSERT_TRUE(dup.ok());
+  EXPECT_EQ(dup->applied, 0u);
+  EXPECT_EQ(shard.log_seq(), 1u);
+  auto mixed = shard.Ingest(std::span(ev.views).subspan(5, 10), 4096, &hook);
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_EQ(mixed->applied, 5u);
+  EXPECT_EQ(shard.log_seq(), 2u);
+  Events bad = MakeEvents(3, 500);
+  std::vector<double> nan_v = {0, NAN, 0};
+  bad.views[1].v = nan_v;
+  EXPECT_TRUE(absl::IsInvalidArgument(shard.Ingest(bad.views, 4096, &hook).status()));
+  EXPECT_EQ(shard.log_seq(), 2u);
+  ASSERT_TRUE(shard.Ingest(std::span(ev.views).subspan(15, 5), 4096).ok());  // no hook
+  EXPECT_EQ(shard.log_seq(), 3u);
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2}));
+}
+
+TEST(SauShard, SnapshotRestoreThenTheSameEventsStayBitIdentical) {
+  auto est = sau::SauEstimator::Create(SmallSpec());
+  const sau::SauSpec spec = est->spec();
+  {
+    SCOPED_TRACE("empty shard");
+    SauShard fresh(*est);
+    auto back = SauShard::Restore(spec, fresh.Snapshot().blob);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ((*back)->Stats().digest, fresh.Stats().digest);
+    const Events ev = MakeEvents(5, 0);  // t = 0 is a valid first event on both
+    ASSERT_EQ(fresh.Ingest(ev.views, 4096)->applied, 5u);
+    ASSERT_EQ((*back)->Ingest(ev.views, 4096)->applied, 5u);
+    EXPECT_EQ((*back)->Stats().digest, fresh.Stats().digest);
+  }
+  SauShard live(*est);
+  const Events first = MakeEvents(700, 1, 3);
+  for (const auto& b : Cut(first, 3)) ASSERT_TRUE(live.Ingest(b, 4096).ok());
+  const SauShardSnapshot snap = live.Snapshot();
+  const ShardStats before = live.Stats();
+  EXPECT_EQ(snap.state_digest, before.digest);
+  EXPECT_EQ(snap.version, before.version);
+  EXPECT_EQ(snap.last_t, 700u);
+  EXPECT_EQ(snap.events, 700u);
+  EXPECT_EQ(snap.log_seq, live.log_seq());
+
+  auto back = SauShard::Restore(spec, snap.blob);
+  ASSERT_TRUE(back.ok()) << back.status();
+  SauShard& restored = **back;
+  EXPECT_EQ(restored.Stats().digest, before.digest);
+  EXPECT_EQ(restored.Stats().version, before.version);
+  EXPECT_EQ(restored.Stats().last_t, before.last_t);
+  EXPECT_EQ(restored.Stats().events, before.events);
+  EXPECT_EQ(restored.log_seq(), live.log_seq());
+
+  // Re-sent old events are duplicates on both; new ones give the same bits.
+  const Events next = MakeEvents(700, 695, 4);
+  for (const auto& b : Cut(next, 4)) {
+    auto a = live.Ingest(b, 4096);
+    auto r = restored.Ingest(b, 4096);
+    ASSERT_TRUE(a.ok() && r.ok());
+    ASSERT_EQ(a->applied, r->applied);
+    ASSERT_EQ(a->duplicates, r->duplicates);
+    ASSERT_EQ(a->version, r->version);
+    ASSERT_EQ(restored.Stats().digest, live.Stats().digest);
+    if (a->has_last) {
+      ASSERT_EQ(a->last.margin, r->last.margin);
+      ASSERT_EQ(a->last.rj_level, r->last.rj_level);
+    }
+  }
+  EXPECT_EQ(restored.log_seq(), live.log_seq());
+  std::vector<double> q(8, 0.3);
+  EXPECT_EQ(restored.Query(q, sau::ReadoutPath::kStabilized, false, 0)->result.y_hat,
+            live.Query(q, sau::ReadoutPath::kStabilized, false, 0)->result.y_hat);
+}
+
+TEST(SauShard, CorruptTruncatedOrForeignSnapshotsAreRejected) {
+  auto est = sau::SauEstimator::Create(SmallSpec());
+  SauShard live(*est);
+  ASSERT_TRUE(live.Ingest(MakeEvents(50, 1).views, 4096).ok());
+  const std::string blob = live.Snapshot().blob;
+  std::mt19937_64 rng(5);
+  std::vector<size_t> positions = {0, 6, 12, blob.size() / 2, blob.size() - 1};
+  for (int i = 0; i < 20; ++i) positions.push_back(rng() % blob.size());
+  for (size_t at : positions) {
+    SCOPED_TRACE(at);
+    std::string bad = blob;
+    bad[at] = static_cast<char>(bad[at] ^ (1 + rng() % 255));
+    auto r = SauShard::Restore(est->spec(), bad);
+    EXPECT_TRUE(absl::IsDataLoss(r.status())) << r.status();
+  }
+  EXPECT_TRUE(absl::IsDataLoss(SauShard::Restore(est->spec(), blob.substr(0, 100)).status()));
+  EXPECT_TRUE(absl::IsDataLoss(SauShard::Restore(est->spec(), "").status()));
+  sau::SauSpec other = SmallSpec();
+  other.seed = 6;
+  auto other_est = sau::SauEstimator::Create(other);
+  ASSERT_TRUE(other_est.ok());
+  auto wrong_spec = SauShard::Restore(other_est->spec(), blob);
+  EXPECT_TRUE(absl::IsFailedPrecondition(wrong_spec.status())) << wrong_spec.status();
+  // An estimator snapshot is not a shard snapshot.
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      SauShard::Restore(est->spec(), sau::SerializeSauState(*est)).status()));
+}
+
+// Recovery: a snapshot taken at any moment while a writer ingests, restored, equals a fresh
+// shard that replayed exactly the batches logged up to its log_seq; and restoring it and
+// replaying the later batches gives the live state.
+TEST(SauShard, ConcurrentSnapshotPlusLaterBatchesReproducesTheLiveState) {
+  auto est = sau::SauEstimator::Create(SmallSpec());
+  const sau::SauSpec spec = est->spec();
+  SauShard live(*est);
+  const Events ev = MakeEvents(3000, 1, 8);
+  // Each batch after the first also re-sends the previous batch's last event.
+  std::vector<std::span<const EventView>> batches;
+  for (const auto& b : Cut(ev, 8)) {
+    const bool resend = b.data() != ev.views.data();
+    batches.push_back(resend ? std::span(b.data() - 1, b.size() + 1) : b);
+  }
+  std::map<uint64_t, size_t> logged;  // log_seq -> batch number (writer thread only)
+  size_t current = 0;
+  const SauCommitHook hook = [&](const SauCommit& c) {
+    logged[c.log_seq] = current;
+    return absl::OkStatus();
+  };
+  // The writer pauses once, halfway, until a snapshot was taken during the pause, so at
+  // least one snapshot falls strictly inside the run however the threads are scheduled.
+  std::atomic<bool> done{false}, paused{false}, resumed{false};
+  std::thread writer([&] {
+    for (current = 0; current < batches.size(); ++current) {
+      if (current == batches.size() / 2) {
+        paused = true;
+        while (!resumed) std::this_thread::yield();
+      }
+      if (absl::Status st = live.Ingest(batches[current], 4096, &hook).status(); !st.ok()) {
+        ADD_FAILURE() << st;
+        break;
+      }
+    }
+    done = true;
+  });
+  std::vector<SauShardSnapshot> snaps;
+  size_t mid = SIZE_MAX;  // the snapshot taken while the writer paused
+  while (!done) {
+    const bool during_pause = paused;
+    SauShardSnapshot snap = live.Snapshot();
+      if (snaps.empty() || snaps.back().log_seq != snap.log_seq) snaps.push_back(std::move(snap));
+  if (during_pause && !resumed) {  // the last snapshot kept has this log_seq
+    mid = snaps.size() - 1;
+    resumed = true;
+  }
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+  }
+  writer.join();
+  ASSERT_EQ(logged.size(), batches.size());
+  ASSERT_LT(mid, snaps.size());
+  EXPECT_GT(snaps[mid].log_seq, 0u);
+  EXPECT_LT(snaps[mid].log_seq, live.log_seq());
+  std::vector<size_t> checks = {mid};  // and at most 8 more, spread over the run
+  for (size_t k = 0; k < snaps.size(); k += std::max<size_t>(1, snaps.size() / 8)) {
+    checks.push_back(k);
+  }
+  const Digest final_digest = live.Stats().digest;
+  for (const size_t k : checks) {
+    const SauShardSnapshot& snap = snaps[k];
+    SCOPED_TRACE("snapshot at log_seq " + std::to_string(snap.log_seq));
+    EXPECT_EQ(snap.version, snap.log_seq);
+    auto restored = SauShard::Restore(spec, snap.blob);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    SauShard replay(*est);
+    for (const auto& [seq, b] : logged) {
+      if (seq <= snap.log_seq) {
+        ASSERT_TRUE(replay.Ingest(batches[b], 4096).ok());
+      }
+    }
+    EXPECT_EQ(replay.Stats().digest, snap.state_digest);
+    EXPECT_EQ((*restored)->Stats().digest, snap.state_digest);
+    EXPECT_EQ((*restored)->Stats().last_t, replay.Stats().last_t);
+    EXPECT_EQ((*restored)->Stats().version, replay.Stats().version);
+    EXPECT_EQ((*restored)->log_seq(), replay.log_seq());
+    for (const auto& [seq, b] : logged) {
+      if (seq > snap.log_seq) {
+        ASSERT_TRUE((*restored)->Ingest(batches[b], 4096).ok());
+      }
+    }
+    EXPECT_EQ((*restored)->Stats().digest, final_digest);
+    EXPECT_EQ((*restored)->log_seq(), live.log_seq());
+  }
+}
+
 TEST(ModelRegistry, CreateFindListAndErrors) {
   ModelRegistry reg;
   ModelSpec spec;
@@ -162,6 +427,56 @@ TEST(ModelRegistry, CreateFindListAndErrors) {
   spec.shards = 1;
   spec.sau.gamma = 2;
   EXPECT_NE(reg.Create(spec).status().message().find("sau.gamma"), std::string::npos);
+  EXPECT_EQ(reg.List().size(), 1u);
+}
+
+TEST(ModelRegistry, FailedCommitLeavesTheNameFree) {
+  ModelRegistry reg;
+  ModelSpec spec;
+  spec.name = "demo";
+  spec.sau = SmallSpec();
+  int commits = 0;
+  auto failed = reg.Create(spec, [&](const std::shared_ptr<Model>& m) {
+    ++commits;
+    EXPECT_EQ(m->spec().name, "demo");
+    EXPECT_EQ(m->num_shards(), 1u);  // built, not yet visible (the registry is locked)
+    return absl::InternalError("store write failed");
+  });
+  EXPECT_EQ(failed.status(), absl::InternalError("store write failed"));
+  EXPECT_TRUE(absl::IsNotFound(reg.Find("demo").status()));
+  EXPECT_TRUE(reg.List().empty());
+  auto ok = reg.Create(spec, [&](const std::shared_ptr<Model>&) {
+    ++commits;
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(*reg.Find("demo"), *ok);
+  // A taken name fails before the commit runs.
+  EXPECT_TRUE(absl::IsAlreadyExists(reg.Create(spec, [&](const std::shared_ptr<Model>&) {
+                                          ++commits;
+                                          return absl::OkStatus();
+                                        }).status()));
+  EXPECT_EQ(commits, 2);
+}
+
+TEST(ModelRegistry, AddRefusesATakenNameAndKeepsTheFirstModel) {
+  ModelRegistry reg;
+  ModelSpec spec;
+  spec.name = "recovered";
+  spec.sau = SmallSpec();
+  auto a = Model::Create(spec);
+  auto b = Model::Create(spec);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // Recovery replaces a shard before the model is shared.
+  auto shard = SauShard::Restore((*a)->spec().sau, (*a)->shard(0).Snapshot().blob);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  (*a)->ReplaceShard(0, *std::move(shard));
+  ASSERT_TRUE(reg.Add(*a).ok());
+  const absl::Status again = reg.Add(*b);
+  EXPECT_TRUE(absl::IsAlreadyExists(again)) << again;
+  EXPECT_EQ(again.message(), "model 'recovered' already exists");
+  EXPECT_EQ(*reg.Find("recovered"), *a);
+  EXPECT_TRUE(absl::IsAlreadyExists(reg.Create(spec).status()));
   EXPECT_EQ(reg.List().size(), 1u);
 }
 
