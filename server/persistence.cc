@@ -34,6 +34,8 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kManifestKind = "streamlearn.manifest";
 constexpr uint32_t kManifestSection = 1;
+// One encoded entry: snapshot_seq, log_seq, blob_digest, audit_index, audit_head.
+constexpr size_t kManifestEntryBytes = 8 + 8 + 32 + 8 + 32;
 
 Digest Sha(std::string_view bytes) {
   Sha256 h;
@@ -125,7 +127,9 @@ absl::StatusOr<std::vector<ManifestEntry>> DecodeManifest(std::string_view bytes
   ByteReader r(*body);
   uint64_t n = 0;
   if (absl::Status s = r.U64(&n); !s.ok()) return s;
-  if (n > r.remaining() / 96) return absl::DataLossError("manifest: entry count past the end");
+  if (n > r.remaining() / kManifestEntryBytes) {
+    return absl::DataLossError("manifest: entry count past the end");
+  }
   std::vector<ManifestEntry> out(n);
   for (ManifestEntry& e : out) {
     std::string_view raw;
