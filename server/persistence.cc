@@ -574,7 +574,7 @@ absl::StatusOr<SnapshotInfo> Persistence::SnapshotPart(const Model& model, uint3
                                      .log_seq = log_seq,
                                      .blob_digest = blob_digest,
                                      .audit_index = receipt.first_index,
-                                     .audit_head = receipt.head});
+                                     .audit_head = receipt.first_curr});
         for (const ManifestEntry& e : ps.manifest) {
           if (next.size() < options_.keep_snapshots) {
             next.push_back(e);
