@@ -29,6 +29,28 @@ std::unique_ptr<Client> ConnectOrReport(const GlobalOptions& options) {
   return std::move(*client);
 }
 
+std::unique_ptr<AuditClient> ConnectAuditOrReport(const GlobalOptions& options) {
+  absl::StatusOr<std::unique_ptr<AuditClient>> client = AuditClient::Connect(options.server);
+  if (!client.ok()) {
+    ReportError(client.status());
+    return nullptr;
+  }
+  return std::move(*client);
+}
+
+std::optional<int> ParseCommandLine(ArgParser& parser, std::span<const std::string> args,
+                                    size_t positional, const std::string& what) {
+  if (absl::Status s = parser.Parse(args); !s.ok()) return ReportError(s, kExitUsage);
+  if (parser.help_requested()) {
+    std::cout << parser.Usage();
+    return kExitOk;
+  }
+  if (parser.positional().size() != positional) {
+    return ReportError(absl::InvalidArgumentError(what + "\n" + parser.Usage()), kExitUsage);
+  }
+  return std::nullopt;
+}
+
 std::string ProtoToJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;

@@ -10,10 +10,14 @@
 #define STREAMLEARN_CLIENT_CLI_CLI_COMMON_H_
 
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/cli/args.h"
+#include "client/cli/audit_client.h"
 #include "client/lib/client.h"
 #include "google/protobuf/message.h"
 
@@ -35,6 +39,15 @@ int ReportError(const absl::Status& status, int exit_code = kExitFailure);
 
 // Connects to options.server (waiting up to 5 s); on failure reports and returns nullptr.
 std::unique_ptr<Client> ConnectOrReport(const GlobalOptions& options);
+
+// The same for the Auditor service and Admin.Snapshot/Backup (audit_client.h).
+std::unique_ptr<AuditClient> ConnectAuditOrReport(const GlobalOptions& options);
+
+// Parses a subcommand's flags and handles what ends it early: --help (usage on stdout, exit
+// 0), a bad flag or a positional count other than `positional` (usage error, exit 2).
+// Returns the exit code when the command should stop, nullopt to go on.
+std::optional<int> ParseCommandLine(ArgParser& parser, std::span<const std::string> args,
+                                    size_t positional, const std::string& what);
 
 // The message as indented JSON with proto field names and every field printed.
 std::string ProtoToJson(const google::protobuf::Message& message);

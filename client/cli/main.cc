@@ -1,6 +1,7 @@
 // streamlearn: the command-line client (docs/CLIENT.md).
 //
-//   streamlearn [--server HOST:PORT] create|describe|list|ingest|query|train|predict ...
+//   streamlearn [--server HOST:PORT] create|describe|list|ingest|query|train|predict|audit|
+//               snapshot|backup ...
 
 #include <iostream>
 #include <string>
@@ -23,6 +24,9 @@ constexpr char kUsage[] =
     "            [--low-rank] [--routing-key K]\n"
     "  train     MODEL FILE [--format libsvm|vw] [--batch 256] [--routing-key K] [--hash-strings]\n"
     "  predict   MODEL --x \"id:val,id:val,...\" [--routing-key K]\n"
+    "  audit     head|export|verify|append|replay ...  (see 'streamlearn audit --help')\n"
+    "  snapshot  MODEL  (every shard, now)\n"
+    "  backup    NAME   (a consistent copy of the server's data directory)\n"
     "run 'streamlearn COMMAND --help' for the flags of a command\n";
 
 }  // namespace
@@ -57,6 +61,9 @@ int main(int argc, char** argv) {
   if (command == "query") return RunQuery(options, args);
   if (command == "train") return RunTrain(options, args);
   if (command == "predict") return RunPredict(options, args);
+  if (command == "audit") return RunAudit(options, args);
+  if (command == "snapshot") return RunSnapshot(options, args);
+  if (command == "backup") return RunBackup(options, args);
   std::cerr << kUsage;
   return ReportError(absl::InvalidArgumentError("unknown command '" + command + "'"), kExitUsage);
 }
