@@ -1,0 +1,563 @@
+// Durability of an in-process server with a data_dir (server/persistence.h): snapshots that no
+// longer verify, clean restarts and the audit chain across them, config-file models meeting
+// their stored selves, and bad input with persistence on. (Kill -9 of the real binary is
+// tests/server_crash_test.cc.)
+//
+// Each test owns a fresh data_dir; servers run one at a time on it (RocksDB locks the store),
+// and a stopped server is destroyed before the store is opened by the test or by the next one.
+// Snapshots are taken on demand (Admin.Snapshot) so that the tests know which ones exist.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "admin.grpc.pb.h"
+#include "audit.grpc.pb.h"
+#include "core/audit/ed25519_key.h"
+#include "core/audit/verifier.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lmu.grpc.pb.h"
+#include "sau.grpc.pb.h"
+#include "server/persistence.h"
+#include "server/server.h"
+#include "server/store.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
+#include "tests/test_server.h"
+
+namespace streamlearn::server {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using test_util::ChannelTo;
+using test_util::LockStepStream;
+using test_util::SetDeadline;
+
+constexpr int kD = 8;
+constexpr int kDv = 4;
+constexpr int kM = 2;
+constexpr uint32_t kShards = 2;
+constexpr char kModel[] = "durable";
+
+// Deterministic inputs: splitmix64 mapped to [-1, 1).
+class Inputs {
+ public:
+  explicit Inputs(uint64_t seed) : state_(seed) {}
+  double Next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// The lines the default logger writes while it lives (recovery reports its fallbacks there).
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  std::string text() {
+    sink_->flush();
+    return out_.str();
+  }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
+class DurabilityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static std::atomic<int> counter{0};
+    root_ = (fs::temp_directory_path() / absl::StrCat("server_durability_test_", getpid(), "_",
+                                                      counter++))
+                .string();
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override {
+    server_.reset();
+    fs::remove_all(root_);
+  }
+
+  Server::Options Options() const {
+    Server::Options o;
+    o.listen = "127.0.0.1:0";
+    o.metrics = "";
+    o.data_dir = root_ + "/data";
+    o.lmu_secret = lmu::HashSecret{};
+    for (size_t i = 0; i < o.lmu_secret->size(); ++i) (*o.lmu_secret)[i] = uint8_t(7 * i + 1);
+    o.snapshot_every_steps = 0;  // snapshots only on demand
+    o.snapshot_interval = absl::ZeroDuration();
+    o.keep_snapshots = 2;
+    o.audit_checkpoint_every = 64;
+    return o;
+  }
+
+  // Starts a server on the data_dir (a failed start is a test failure).
+  void Start(Server::Options options) {
+    server_ = test_util::StartLoopbackServer(std::move(options));
+    ASSERT_NE(server_->port(), 0);
+    channel_ = ChannelTo(*server_);
+  }
+  void Start() { Start(Options()); }
+  // Drains and destroys the server, which closes the store.
+  void Stop() {
+    channel_.reset();
+    server_->Shutdown(absl::Seconds(5));
+    server_.reset();
+  }
+
+  void CreateModel() {
+    v1::CreateModelRequest req;
+    v1::ModelSpec* spec = req.mutable_spec();
+    spec->set_name(kModel);
+    spec->set_shards(kShards);
+    spec->mutable_sau()->set_d(kD);
+    spec->mutable_sau()->set_d_v(kDv);
+    spec->mutable_sau()->set_r(32);
+    spec->mutable_lmu()->set_m(kM);
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    v1::ModelInfo info;
+    const grpc::Status s = v1::Admin::NewStub(channel_)->CreateModel(&ctx, req, &info);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+
+  // `batches` SAU batches and as many LMU batches of `n` items to every shard, t continuing.
+  void Feed(int batches, int n, const std::string& model = kModel) {
+    auto sau = v1::SAU::NewStub(channel_);
+    auto lmu = v1::LMU::NewStub(channel_);
+    LockStepStream<v1::IngestRequest, v1::IngestAck> ingest(
+        [&](grpc::ClientContext* c) { return sau->Ingest(c); });
+    LockStepStream<v1::UpdateRequest, v1::UpdateAck> update(
+        [&](grpc::ClientContext* c) { return lmu->Update(c); });
+    for (int b = 0; b < batches; ++b) {
+      for (const char* key : {"a", "b", "c", "d"}) {
+        v1::IngestRequest req = SauBatch(model, key, n);
+        const v1::IngestAck ack = ingest.Send(req);
+        ASSERT_EQ(ack.status().code(), 0) << ack.status().message();
+        ASSERT_EQ(ack.applied(), static_cast<uint32_t>(n));
+        v1::UpdateRequest ureq = LmuBatch(model, key, n);
+        const v1::UpdateAck uack = update.Send(ureq);
+        ASSERT_EQ(uack.status().code(), 0) << uack.status().message();
+        ASSERT_EQ(uack.applied(), static_cast<uint32_t>(n));
+      }
+    }
+    EXPECT_TRUE(ingest.Finish().ok());
+    EXPECT_TRUE(update.Finish().ok());
+  }
+
+  v1::IngestRequest SauBatch(const std::string& model, const std::string& key, int n) {
+    v1::IngestRequest req;
+    req.set_model(model);
+    req.set_routing_key(key);
+    for (int i = 0; i < n; ++i) {
+      v1::Event* e = req.add_events();
+      e->set_t(++sau_t_);
+      for (int j = 0; j < kD; ++j) e->add_k(inputs_.Next());
+      for (int j = 0; j < kDv; ++j) e->add_v(inputs_.Next());
+    }
+    return req;
+  }
+  v1::UpdateRequest LmuBatch(const std::string& model, const std::string& key, int n) {
+    v1::UpdateRequest req;
+    req.set_model(model);
+    req.set_routing_key(key);
+    for (int i = 0; i < n; ++i) {
+      v1::Sample* s = req.add_samples();
+      s->set_t(++lmu_t_);
+      for (int j = 0; j < 3; ++j) {
+        s->add_ids(static_cast<uint64_t>((inputs_.Next() + 1) * 500));
+        s->add_vals(inputs_.Next());
+      }
+      for (int j = 0; j < kM; ++j) s->add_y(inputs_.Next());
+    }
+    return req;
+  }
+
+  v1::ModelInfo GetModel(const std::string& model = kModel) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    v1::GetModelRequest req;
+    req.set_name(model);
+    v1::ModelInfo info;
+    const grpc::Status s = v1::Admin::NewStub(channel_)->GetModel(&ctx, req, &info);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return info;
+  }
+
+  // Every shard's SAU and LMU state: "sau <shard> <events> <digest>" lines.
+  std::vector<std::string> States(const std::string& model = kModel) {
+    const v1::ModelInfo info = GetModel(model);
+    std::vector<std::string> out;
+    for (const v1::ShardInfo& s : info.shards()) {
+      out.push_back(absl::StrCat("sau ", s.shard(), " ", s.events(), " ", s.state_digest()));
+    }
+    for (const v1::LmuShardInfo& s : info.lmu_shards()) {
+      out.push_back(absl::StrCat("lmu ", s.shard(), " ", s.samples(), " ", s.state_digest()));
+    }
+    return out;
+  }
+
+  v1::SnapshotResponse Snapshot() {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    v1::SnapshotRequest req;
+    req.set_name(kModel);
+    v1::SnapshotResponse resp;
+    const grpc::Status s = v1::Admin::NewStub(channel_)->Snapshot(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp;
+  }
+
+  v1::HeadResponse Head(uint32_t shard) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    v1::HeadRequest req;
+    req.set_model(kModel);
+    req.set_shard(shard);
+    v1::HeadResponse head;
+    const grpc::Status s = v1::Auditor::NewStub(channel_)->Head(&ctx, req, &head);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return head;
+  }
+
+  // Opens the stopped server's store read-write (the test's own hands on the disk).
+  std::unique_ptr<Store> OpenStore() {
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({.path = root_ + "/data/db"});
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+
+  std::string root_;
+  std::unique_ptr<Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  Inputs inputs_{4};
+  uint64_t sau_t_ = 0;
+  uint64_t lmu_t_ = 0;
+};
+
+std::vector<ManifestEntry> Manifest(const Store& store, uint32_t shard, StorePart part) {
+  absl::StatusOr<std::optional<std::string>> bytes = store.GetManifest(kModel, shard, part);
+  EXPECT_TRUE(bytes.ok() && bytes->has_value()) << bytes.status();
+  if (!bytes.ok() || !bytes->has_value()) return {};
+  absl::StatusOr<std::vector<ManifestEntry>> m = DecodeManifest(**bytes);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *m : std::vector<ManifestEntry>{};
+}
+
+// Flips one byte in the middle of a stored snapshot blob.
+void CorruptSnapshot(Store& store, uint32_t shard, StorePart part, uint64_t seq) {
+  absl::StatusOr<std::optional<std::string>> blob = store.GetSnapshot(kModel, shard, part, seq);
+  ASSERT_TRUE(blob.ok() && blob->has_value()) << blob.status();
+  std::string bad = **blob;
+  bad[bad.size() / 2] ^= 0x20;
+  ASSERT_TRUE(store.RawPutSnapshot(kModel, shard, part, seq, bad).ok());
+}
+
+uint64_t LastLogSeq(const Store& store, uint32_t shard, StorePart part) {
+  absl::StatusOr<std::optional<uint64_t>> last = store.LastLogSeq(kModel, shard, part);
+  EXPECT_TRUE(last.ok()) << last.status();
+  return last.ok() && last->has_value() ? **last : 0;
+}
+
+constexpr StorePart kParts[] = {StorePart::kSau, StorePart::kLmu};
+
+TEST_F(DurabilityTest, CorruptNewestSnapshotFallsBackToTheOlderOneAndTheLogLosingNothing) {
+  Start();
+  CreateModel();
+  Feed(3, 16);
+  Snapshot();
+  Feed(3, 16);
+  Snapshot();
+  Feed(2, 16);  // logged after the newest snapshot
+  const std::vector<std::string> before = States();
+  Stop();
+
+  uint64_t expect_replayed[kShards] = {};
+  {
+    std::unique_ptr<Store> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    for (uint32_t s = 0; s < kShards; ++s) {
+      for (StorePart part : kParts) {
+        const std::vector<ManifestEntry> m = Manifest(*store, s, part);
+        ASSERT_EQ(m.size(), 2u);
+        CorruptSnapshot(*store, s, part, m[0].snapshot_seq);
+        // Recovery starts from the older snapshot and replays the log after it.
+        expect_replayed[s] += LastLogSeq(*store, s, part) - m[1].log_seq;
+      }
+    }
+  }
+
+  LogCapture log;
+  Start();
+  EXPECT_EQ(States(), before);
+  for (uint32_t s = 0; s < kShards; ++s) {
+    for (const char* part : {"sau", "lmu"}) {
+      EXPECT_THAT(log.text(), HasSubstr(absl::StrCat("model '", kModel, "' shard ", s, " ", part,
+                                                     ": snapshot 2 (log_seq")))
+          << log.text();
+    }
+    EXPECT_THAT(log.text(), HasSubstr("falling back to an older one"));
+    EXPECT_EQ(test_util::SeriesValue(*server_, "streamlearn_recovery_replayed_batches", kModel,
+                                     s),
+              static_cast<double>(expect_replayed[s]));
+  }
+  // The recovered server goes on: new batches apply and a new snapshot verifies on restart.
+  Feed(1, 8);
+  Snapshot();
+  const std::vector<std::string> after = States();
+  Stop();
+  Start();
+  EXPECT_EQ(States(), after);
+}
+
+TEST_F(DurabilityTest, BothSnapshotsCorruptAfterTrimmingFailsStartWithDataLossNamingThePart) {
+  Start();
+  CreateModel();
+  for (int i = 0; i < 3; ++i) {  // three snapshots: the log before the oldest kept is gone
+    Feed(2, 16);
+    Snapshot();
+  }
+  Feed(1, 16);
+  Stop();
+  {
+    std::unique_ptr<Store> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    uint64_t first = 0;
+    ASSERT_TRUE(store
+                    ->ScanLog(kModel, 0, StorePart::kSau, 0,
+                              [&](uint64_t seq, std::string_view) {
+                                first = seq;
+                                return false;
+                              })
+                    .ok());
+    ASSERT_GT(first, 1u) << "the log was not trimmed";
+    for (const ManifestEntry& e : Manifest(*store, 0, StorePart::kSau)) {
+      CorruptSnapshot(*store, 0, StorePart::kSau, e.snapshot_seq);
+    }
+  }
+  Server server(Options());
+  const absl::StatusOr<int> port = server.Start();
+  ASSERT_FALSE(port.ok()) << "started with an unrecoverable shard";
+  std::printf("start refused: %s\n", port.status().ToString().c_str());
+  EXPECT_EQ(port.status().code(), absl::StatusCode::kDataLoss) << port.status();
+  EXPECT_THAT(std::string(port.status().message()),
+              AllOf(HasSubstr(absl::StrCat("model '", kModel, "'")), HasSubstr("shard 0"),
+                    HasSubstr("sau")));
+}
+
+// Every snapshot of a shard part corrupt, and its log empty because the newest snapshot covers
+// all of it: recovery has nothing to detect a gap with, and must still refuse rather than
+// start the part empty.
+// DISABLED: server/persistence.cc RecoverPart treats "no snapshot verified and no log entry"
+// as a fresh shard (see the report of issue 4); enable when recovery knows that the log was
+// trimmed (e.g. a trimmed-through mark in the manifest).
+TEST_F(DurabilityTest, DISABLED_CorruptOnlySnapshotWithEmptyLogFailsStartWithDataLoss) {
+  Server::Options options = Options();
+  options.keep_snapshots = 1;
+  Start(options);
+  CreateModel();
+  Feed(2, 16);
+  Snapshot();  // trims the whole log: nothing came after it
+  Stop();
+  {
+    std::unique_ptr<Store> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_EQ(LastLogSeq(*store, 0, StorePart::kSau), 0u) << "the log still has entries";
+    const std::vector<ManifestEntry> m = Manifest(*store, 0, StorePart::kSau);
+    ASSERT_EQ(m.size(), 1u);
+    CorruptSnapshot(*store, 0, StorePart::kSau, m[0].snapshot_seq);
+  }
+  Server server(options);
+  const absl::StatusOr<int> port = server.Start();
+  ASSERT_FALSE(port.ok()) << "started with shard 0's SAU state silently reset to empty";
+  EXPECT_EQ(port.status().code(), absl::StatusCode::kDataLoss) << port.status();
+}
+
+// Reads the whole chain of `shard` and feeds it to a verifier with the server's key and
+// cadence; returns the number of records.
+uint64_t VerifyChain(const std::shared_ptr<grpc::Channel>& channel, uint32_t shard,
+                     const v1::HeadResponse& head) {
+  absl::StatusOr<Ed25519PublicKey> key = Ed25519PublicKey::FromPem(head.public_key_pem());
+  EXPECT_TRUE(key.ok()) << key.status();
+  if (!key.ok()) return 0;
+  AuditVerifier verifier({.public_key = &*key, .checkpoint_every = head.checkpoint_every()});
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::ReadRequest req;
+  req.set_model(kModel);
+  req.set_shard(shard);
+  auto reader = v1::Auditor::NewStub(channel)->Read(&ctx, req);
+  v1::ReadResponse chunk;
+  uint64_t n = 0;
+  absl::Status st;
+  while (reader->Read(&chunk)) {
+    for (const v1::AuditLine& line : chunk.records()) {
+      EXPECT_EQ(line.index(), n);
+      ++n;
+      if (st.ok()) st = verifier.Feed(line.line());
+    }
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_TRUE(st.ok()) << st;
+  if (st.ok()) {
+    EXPECT_TRUE(verifier.Finish().ok()) << verifier.Finish();
+  }
+  return n;
+}
+
+TEST_F(DurabilityTest, CleanRestartKeepsDigestsAndTheAuditChainContinuesAndVerifies) {
+  Start();
+  CreateModel();
+  Feed(4, 32);
+  Snapshot();
+  Feed(2, 32);  // some state only in the log
+  const std::vector<std::string> before = States();
+  std::vector<v1::HeadResponse> heads;
+  for (uint32_t s = 0; s < kShards; ++s) heads.push_back(Head(s));
+  Stop();
+
+  Start();
+  EXPECT_EQ(States(), before);
+  for (uint32_t s = 0; s < kShards; ++s) {
+    SCOPED_TRACE(absl::StrCat("shard ", s));
+    const v1::HeadResponse h = Head(s);
+    EXPECT_TRUE(h.durable());
+    EXPECT_EQ(h.next_index(), heads[s].next_index());
+    EXPECT_EQ(h.merkle_curr(), heads[s].merkle_curr());
+    EXPECT_EQ(h.key_fingerprint(), heads[s].key_fingerprint());  // the key survived too
+  }
+  Feed(2, 32);
+  for (uint32_t s = 0; s < kShards; ++s) {
+    SCOPED_TRACE(absl::StrCat("shard ", s));
+    const v1::HeadResponse h = Head(s);
+    EXPECT_GT(h.next_index(), heads[s].next_index());
+    // One chain from genesis through both lives: every index, link, checkpoint and signature.
+    EXPECT_EQ(VerifyChain(channel_, s, h), h.next_index());
+  }
+}
+
+TEST_F(DurabilityTest, ConfigModelMeetsItsStoredSelfSameSpecAcceptedOtherSpecRefusedByName) {
+  const std::string config = root_ + "/config.json";
+  auto write_config = [&](int r) {
+    std::ofstream(config) << R"({"models": [{"name": "configured", "shards": 2,)"
+                          << R"( "sau": {"d": )" << kD << R"(, "d_v": )" << kDv
+                          << R"(, "r": )" << r << "}}]}";
+  };
+  write_config(32);
+  Server::Options options = Options();
+  options.config_path = config;
+  Start(options);
+  auto sau = v1::SAU::NewStub(channel_);
+  {
+    LockStepStream<v1::IngestRequest, v1::IngestAck> ingest(
+        [&](grpc::ClientContext* c) { return sau->Ingest(c); });
+    const v1::IngestAck ack = ingest.Send(SauBatch("configured", "a", 20));
+    ASSERT_EQ(ack.status().code(), 0) << ack.status().message();
+    EXPECT_TRUE(ingest.Finish().ok());
+  }
+  const std::vector<std::string> before = States("configured");
+  Stop();
+
+  // Same spec: accepted, and the model is the stored one (its events are still there).
+  Start(options);
+  EXPECT_EQ(States("configured"), before);
+  Stop();
+
+  // Another spec under the same name: refused, naming the model.
+  write_config(64);
+  Server server(options);
+  const absl::StatusOr<int> port = server.Start();
+  ASSERT_FALSE(port.ok());
+  EXPECT_EQ(port.status().code(), absl::StatusCode::kFailedPrecondition) << port.status();
+  EXPECT_THAT(std::string(port.status().message()), HasSubstr("\"configured\""));
+}
+
+TEST_F(DurabilityTest, BadInputChangesNeitherStateNorAuditHeadWithPersistenceOn) {
+  Start();
+  CreateModel();
+  Feed(1, 8);
+  // Every shard's digests and audit chain head.
+  auto state = [&] {
+    std::string s;
+    for (const std::string& line : States()) s += line + "\n";
+    const v1::HeadResponse h = Head(0);
+    const v1::HeadResponse h1 = Head(1);
+    return absl::StrCat(s, h.next_index(), " ", h.merkle_curr(), " ", h1.next_index(), " ",
+                        h1.merkle_curr());
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto sau = v1::SAU::NewStub(channel_);
+  LockStepStream<v1::IngestRequest, v1::IngestAck> ingest(
+      [&](grpc::ClientContext* c) { return sau->Ingest(c); });
+  uint64_t next_t = sau_t_ + 1;
+  const std::vector<test_util::RejectionCase<v1::IngestRequest>> sau_cases = {
+      {"NaN in k", [&](v1::IngestRequest& r) { r.mutable_events(2)->set_k(1, nan); },
+       grpc::StatusCode::INVALID_ARGUMENT, {"event 2", "k[1] is NaN"}},
+      {"Inf in v", [&](v1::IngestRequest& r) {
+         r.mutable_events(0)->set_v(0, std::numeric_limits<double>::infinity());
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, {"event 0", "v[0] is Inf"}},
+  };
+  auto make_sau = [&](uint64_t first_t) {
+    sau_t_ = first_t - 1;
+    return SauBatch(kModel, "a", 4);
+  };
+  test_util::ExpectRejectedInBandThenAccepted<v1::IngestRequest, v1::IngestAck>(
+      ingest, sau_cases, make_sau, 4, state, &next_t);
+  EXPECT_TRUE(ingest.Finish().ok());
+
+  auto lmu = v1::LMU::NewStub(channel_);
+  LockStepStream<v1::UpdateRequest, v1::UpdateAck> update(
+      [&](grpc::ClientContext* c) { return lmu->Update(c); });
+  uint64_t next_lmu_t = lmu_t_ + 1;
+  const std::vector<test_util::RejectionCase<v1::UpdateRequest>> lmu_cases = {
+      {"NaN in y", [&](v1::UpdateRequest& r) { r.mutable_samples(1)->set_y(0, nan); },
+       grpc::StatusCode::INVALID_ARGUMENT, {"sample 1", "y[0] is NaN"}},
+  };
+  auto make_lmu = [&](uint64_t first_t) {
+    lmu_t_ = first_t - 1;
+    return LmuBatch(kModel, "a", 4);
+  };
+  test_util::ExpectRejectedInBandThenAccepted<v1::UpdateRequest, v1::UpdateAck>(
+      update, lmu_cases, make_lmu, 4, state, &next_lmu_t);
+  EXPECT_TRUE(update.Finish().ok());
+
+  // Nothing of the rejected batches reached the log either: a restart gives the same state.
+  const std::string live = state();
+  Stop();
+  Start();
+  EXPECT_EQ(state(), live);
+}
+
+}  // namespace
+}  // namespace streamlearn::server
