@@ -6,6 +6,7 @@
 // so recovery is bit-identical. Layout (core/common/byte_codec.h, little-endian):
 //   SAU: u8 1 | u32 n | n x (u64 t | f64s k | f64s v)
 //   LMU: u8 2 | u32 n | n x (u64 t | u64 nx | nx x (u64 id | f64 val) | f64s y | f64 lr | f64 l2)
+//   Fuse: u8 3 | u32 n | n x (u64 t | u64 nx | nx x (u64 id | f64 val) | f64s q | f64s y)
 // The SHA-256 of the entry bytes is the batch_digest of the batch's audit records, which ties
 // the chain to the log (`streamlearn audit replay` checks it).
 //
@@ -21,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/lmu/lmu_learner.h"
+#include "core/shard/fuse_shard.h"
 #include "core/shard/lmu_shard.h"
 #include "core/shard/sau_shard.h"
 
@@ -28,6 +30,7 @@ namespace streamlearn::server {
 
 void EncodeSauEntry(std::span<const EventView> batch, std::string* out);
 void EncodeLmuEntry(std::span<const SampleView> batch, std::string* out);
+void EncodeFuseEntry(std::span<const FuseSampleView> batch, std::string* out);
 
 // A decoded entry owns its numbers; views() points into them.
 class SauEntry {
@@ -62,6 +65,23 @@ class LmuEntry {
   std::vector<lmu::Feature> features_;
   std::vector<double> ys_;
   std::vector<SampleView> views_;
+};
+
+class FuseEntry {
+ public:
+  static absl::StatusOr<FuseEntry> Decode(std::string_view bytes);
+  std::span<const FuseSampleView> views() const { return views_; }
+
+  FuseEntry(FuseEntry&&) = default;
+  FuseEntry& operator=(FuseEntry&&) = default;
+  FuseEntry(const FuseEntry&) = delete;
+  FuseEntry& operator=(const FuseEntry&) = delete;
+
+ private:
+  FuseEntry() = default;
+  std::vector<lmu::Feature> features_;
+  std::vector<double> numbers_;  // q and y of every sample
+  std::vector<FuseSampleView> views_;
 };
 
 }  // namespace streamlearn::server

@@ -35,6 +35,9 @@ ABSL_FLAG(std::string, audit_key_file, "",
           "Ed25519 private key (PEM) signing audit checkpoints, created (0600) if missing; "
           "default <data_dir>/audit.key");
 ABSL_FLAG(uint64_t, audit_checkpoint_every, 1024, "audit records between signed checkpoints");
+ABSL_FLAG(uint64_t, fuse_digest_every, 100000,
+          "fused samples between full state digests in a shard's audit chain (0 = only at "
+          "snapshots)");
 ABSL_FLAG(uint64_t, snapshot_every_steps, 100000,
           "snapshot a shard part after this many events/samples (0 = off)");
 ABSL_FLAG(absl::Duration, snapshot_interval, absl::Minutes(5),
@@ -88,6 +91,7 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   o.lmu_secret_file = absl::GetFlag(FLAGS_lmu_secret_file);
   o.audit_key_file = absl::GetFlag(FLAGS_audit_key_file);
   o.audit_checkpoint_every = absl::GetFlag(FLAGS_audit_checkpoint_every);
+  o.fuse_digest_every = absl::GetFlag(FLAGS_fuse_digest_every);
   o.snapshot_every_steps = absl::GetFlag(FLAGS_snapshot_every_steps);
   o.snapshot_interval = absl::GetFlag(FLAGS_snapshot_interval);
   o.keep_snapshots = absl::GetFlag(FLAGS_keep_snapshots);

@@ -32,6 +32,23 @@ void LmuShardInfoToProto(uint32_t shard, const LmuShardStats& stats, v1::LmuShar
   out->set_tau_high_crossings(t.tau_high_crossings);
 }
 
+void FuseShardInfoToProto(uint32_t shard, const FuseShardStats& stats, const ModelSpec& spec,
+                          v1::FuseShardInfo* out) {
+  out->set_shard(shard);
+  out->set_steps(stats.steps);
+  out->set_last_t(stats.last_t);
+  out->set_state_digest(ToHex(stats.digest));
+  out->set_log_seq(stats.log_seq);
+  out->set_ver_sau(stats.ver_sau);
+  out->set_ver_base(stats.table.ver_base);
+  out->set_ver_delta(stats.table.ver_delta);
+  out->set_delta_load(stats.table.delta_load);
+  out->set_actions(stats.actions_total);
+  out->set_g_max(stats.controls.g_max);
+  out->set_lmu_lr_scale(stats.controls.lmu_lr_scale);
+  out->set_lmu_tau_low(stats.controls.lmu_tau_low.value_or(spec.fuse.lmu.tau_low));
+}
+
 }  // namespace
 
 v1::ModelInfo MakeModelInfo(const Model& model) {
@@ -53,6 +70,13 @@ v1::ModelInfo MakeModelInfo(const Model& model) {
   if (model.spec().has_lmu) {
     for (uint32_t i = 0; i < model.num_shards(); ++i) {
       LmuShardInfoToProto(i, model.lmu_shard(i).Stats(), info.add_lmu_shards());
+    }
+  }
+  if (model.spec().has_fuse) {
+    info.set_w_digest(ToHex(model.w_digest()));
+    info.set_state_bytes(model.state_bytes());
+    for (uint32_t i = 0; i < model.num_shards(); ++i) {
+      FuseShardInfoToProto(i, model.fuse_shard(i).Stats(), model.spec(), info.add_fuse_shards());
     }
   }
   return info;

@@ -5,6 +5,9 @@
 // (version, events, last t, hex state digest). With an LMU part, one LmuShardInfo per shard
 // from LmuShard::Stats() (samples, versions, key counts, delta occupancy, rebuilds, probe
 // maxima beside their bounds, tripwires, hex digest of the logical state). A part the model
+// With a fuse part, the fused SAU's W digest and state size and one FuseShardInfo per shard from
+// FuseShard::Stats() (steps, last t, log_seq, versions, delta load, control actions so far, the
+// controls in force, hex FuseUnit::StateDigest). A part the model
 // does not have leaves its fields empty (no W digest, no shards / lmu_shards). Stats() hashes
 // the shard's whole state (the LMU digest sorts every id: O(n log n)), so building a
 // ModelInfo is meant for admin calls, not hot paths.

@@ -5,11 +5,22 @@
 namespace streamlearn::server {
 
 absl::Status RequirePart(const Model& model, ModelPart part) {
-  const bool has = part == ModelPart::kSau ? model.spec().has_sau : model.spec().has_lmu;
+  const ModelSpec& spec = model.spec();
+  const bool has = part == ModelPart::kSau   ? spec.has_sau
+                   : part == ModelPart::kLmu ? spec.has_lmu
+                                             : spec.has_fuse;
   if (has) return absl::OkStatus();
+  if (part != ModelPart::kFuse && spec.has_fuse) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model '", spec.name, "' is a fused model (a fuse part alone, no separate ",
+        part == ModelPart::kSau ? "sau" : "lmu",
+        " part): use the Fuse service (Fuse.Learn, Fuse.Predict)"));
+  }
   return absl::FailedPreconditionError(absl::StrCat(
-      "model '", model.spec().name, "' has no ", part == ModelPart::kSau ? "sau" : "lmu",
-      " part"));
+      "model '", spec.name, "' has no ",
+      part == ModelPart::kSau ? "sau" : part == ModelPart::kLmu ? "lmu" : "fuse", " part",
+      part == ModelPart::kFuse ? " (create the model with a fuse part to use the Fuse service)"
+                               : ""));
 }
 
 absl::StatusOr<std::shared_ptr<Model>> FindModelWithPart(const ModelRegistry& registry,

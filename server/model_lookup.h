@@ -1,9 +1,11 @@
 // Model lookup for the data-plane services: the named model, refused unless it has the part
-// the service serves (a model has an SAU part, an LMU part, or both).
+// the service serves (a model has an SAU part, an LMU part, or both; or a fuse part alone).
 //
 //   absl::StatusOr<std::shared_ptr<Model>> m = FindModelWithPart(registry, "clicks", ModelPart::kLmu);
 //   // NOT_FOUND "model 'clicks' not found"
 //   // FAILED_PRECONDITION "model 'clicks' has no lmu part"
+//   // FAILED_PRECONDITION "model 'f' is a fused model (a fuse part alone): use the Fuse
+//   //                      service (Fuse.Learn, Fuse.Predict)"   (SAU / LMU calls on it)
 //
 // Thread safety: as ModelRegistry::Find (thread-safe).
 #ifndef STREAMLEARN_SERVER_MODEL_LOOKUP_H_
@@ -17,7 +19,7 @@
 
 namespace streamlearn::server {
 
-enum class ModelPart { kSau, kLmu };
+enum class ModelPart { kSau, kLmu, kFuse };
 
 // FAILED_PRECONDITION naming the model and the part if `model` lacks it.
 absl::Status RequirePart(const Model& model, ModelPart part);

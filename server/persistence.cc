@@ -21,6 +21,7 @@
 #include "core/audit/audit_record.h"
 #include "core/audit/merkle_chain.h"
 #include "core/common/byte_codec.h"
+#include "core/shard/fuse_records.h"
 #include "core/shard/step_records.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/log_entry.h"
@@ -44,6 +45,12 @@ Digest Sha(std::string_view bytes) {
 }
 
 std::string PartName(StorePart p) { return std::string(StorePartName(p)); }
+
+constexpr StorePart kParts[] = {StorePart::kSau, StorePart::kLmu, StorePart::kFuse};
+
+bool HasPart(const ModelSpec& spec, StorePart p) {
+  return p == StorePart::kSau ? spec.has_sau : p == StorePart::kLmu ? spec.has_lmu : spec.has_fuse;
+}
 
 absl::Status WithContext(const absl::Status& s, const std::string& context) {
   return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
@@ -192,7 +199,8 @@ ShardLog::ShardLog(Store* store, const std::string& model, uint32_t shard, Ed255
 
 uint64_t ShardLog::steps_since_snapshot() const {
   return sau_.steps_since.load(std::memory_order_relaxed) +
-         lmu_.steps_since.load(std::memory_order_relaxed);
+         lmu_.steps_since.load(std::memory_order_relaxed) +
+         fuse_.steps_since.load(std::memory_order_relaxed);
 }
 
 absl::Status ShardLog::CommitSau(const SauCommit& c, Receipt* receipt) {
@@ -268,6 +276,50 @@ absl::Status ShardLog::CommitLmu(const LmuCommit& c, Receipt* receipt) {
   lmu_.steps_since.fetch_add(c.outcome->applied, std::memory_order_relaxed);
   if (metrics_ != nullptr) {
     metrics_->RecordStoreWrite(absl::ToDoubleSeconds(absl::Now() - start), lmu_entry_.size());
+    metrics_->RecordAuditRecords(journal_.model(), journal_.shard(),
+                                 r->next_index - r->first_index, ToHex(r->head), r->next_index);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardLog::CommitFuse(const FuseCommit& c, Receipt* receipt) {
+  EncodeFuseEntry(c.batch, &fuse_entry_);
+  const Digest batch_digest = Sha(fuse_entry_);
+  const std::vector<FuseApplied>& steps = c.outcome->steps;
+  const uint64_t after = c.unit->steps();
+  const uint64_t before = after - steps.size();
+  const uint64_t k = options_.fuse_digest_every;
+  Digest state{};
+  const bool digest_due = k > 0 && after / k > before / k;
+  if (digest_due) state = c.unit->StateDigest();
+
+  Bodies& bodies = fuse_bodies_;
+  bodies.Clear();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const FuseApplied& a = steps[i];
+    if (absl::Status s = AppendFuseLearnBody(
+            a.step.record, c.log_seq, i == 0 ? &batch_digest : nullptr,
+            digest_due && i + 1 == steps.size() ? &state : nullptr, bodies.Add());
+        !s.ok()) {
+      return s;
+    }
+    // The alarm's actions right after the alarm (DESIGN decision 6; fuse_records.h).
+    if (a.negative_margin) {
+      if (absl::Status s = AppendFuseControlBody(c.batch[a.index].t, c.log_seq, a.next_actions,
+                                                 bodies.Add());
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  const LogAppend log{.part = StorePart::kFuse, .seq = c.log_seq, .entry = fuse_entry_};
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Receipt> r = journal_.Commit(bodies, &log);
+  if (!r.ok()) return r.status();
+  *receipt = *r;
+  fuse_.steps_since.fetch_add(steps.size(), std::memory_order_relaxed);
+  if (metrics_ != nullptr) {
+    metrics_->RecordStoreWrite(absl::ToDoubleSeconds(absl::Now() - start), fuse_entry_.size());
     metrics_->RecordAuditRecords(journal_.model(), journal_.shard(),
                                  r->next_index - r->first_index, ToHex(r->head), r->next_index);
   }
@@ -507,6 +559,25 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
       log.lmu_.steps_since = *n;
       replayed += *n;
     }
+    if (m.spec().has_fuse) {
+      std::unique_ptr<FuseShard> shard;
+      const fuse::FuseSpec& fspec = m.spec().fuse;
+      absl::StatusOr<uint64_t> n = RecoverPart<FuseShard>(
+          *store_, name, i, StorePart::kFuse, &log.fuse_.manifest, &shard,
+          [&](std::string_view blob) {
+            return FuseShard::Restore(fspec, registry->secret(), blob);
+          },
+          [&](FuseShard* s, std::string_view entry) -> absl::Status {
+            absl::StatusOr<FuseEntry> e = FuseEntry::Decode(entry);
+            if (!e.ok()) return e.status();
+            FuseShard& target = s != nullptr ? *s : m.fuse_shard(i);
+            return target.Learn(e->views(), SIZE_MAX).status();
+          });
+      if (!n.ok()) return n.status();
+      if (shard != nullptr) m.ReplaceFuseShard(i, std::move(shard));
+      log.fuse_.steps_since = *n;
+      replayed += *n;
+    }
     if (absl::Status s = log.journal().Resume(); !s.ok()) return s;
     if (metrics_ != nullptr) {
       metrics_->RecordRecovery(name, i, replayed, absl::ToDoubleSeconds(absl::Now() - start));
@@ -540,12 +611,19 @@ absl::StatusOr<SnapshotInfo> Persistence::SnapshotPart(const Model& model, uint3
     log_seq = s.log_seq;
     steps = s.events;
     state = s.state_digest;
-  } else {
+  } else if (part == StorePart::kLmu) {
     absl::StatusOr<LmuShardSnapshot> s = model.lmu_shard(shard).Snapshot();
     if (!s.ok()) return s.status();  // fenced: its memory holds an unlogged batch
     blob = std::move(s->blob);
     log_seq = s->log_seq;
     steps = s->samples;
+    state = s->state_digest;
+  } else {
+    absl::StatusOr<FuseShardSnapshot> s = model.fuse_shard(shard).Snapshot();
+    if (!s.ok()) return s.status();  // fenced, as the LMU
+    blob = std::move(s->blob);
+    log_seq = s->log_seq;
+    steps = s->steps;
     state = s->state_digest;
   }
   info.log_seq = log_seq;
@@ -619,8 +697,8 @@ absl::StatusOr<std::vector<SnapshotInfo>> Persistence::SnapshotModel(const Model
   std::vector<SnapshotInfo> out;
   for (uint32_t i = 0; i < model.num_shards(); ++i) {
     std::lock_guard<std::mutex> lock(logs->shard(i).snapshot_mu_);
-    for (StorePart part : {StorePart::kSau, StorePart::kLmu}) {
-      if (part == StorePart::kSau ? !model.spec().has_sau : !model.spec().has_lmu) continue;
+    for (StorePart part : kParts) {
+      if (!HasPart(model.spec(), part)) continue;
       absl::StatusOr<SnapshotInfo> info = SnapshotPart(model, i, part);
       if (!info.ok()) {
         return WithContext(info.status(), absl::StrFormat("snapshot of model '%s' shard %d %s",
@@ -692,8 +770,8 @@ void Persistence::SnapshotterLoop(ModelRegistry* registry) {
       if (logs == nullptr) continue;
       for (uint32_t i = 0; i < model->num_shards(); ++i) {
         ShardLog& log = logs->shard(i);
-        for (StorePart part : {StorePart::kSau, StorePart::kLmu}) {
-          if (part == StorePart::kSau ? !model->spec().has_sau : !model->spec().has_lmu) continue;
+        for (StorePart part : kParts) {
+          if (!HasPart(model->spec(), part)) continue;
           ShardLog::PartState& ps = log.part(part);
           const uint64_t steps = ps.steps_since.load(std::memory_order_relaxed);
           if (metrics_ != nullptr) metrics_->SetLogBacklog(model->spec().name, i, steps);

@@ -8,12 +8,14 @@
 //   <data_dir>/audit.pub    its public key (PEM), for verifiers
 //
 // Write path. Each model shard has a ShardLog: its audit chain (ShardJournal) and the commit
-// hooks the SAU and LMU shards call before a batch is published. A hook encodes the batch as
-// a log entry, builds the step records (one per SAU event, one per LMU batch, a control
-// record after an alarm) and commits entry + records in one store write; the ack follows.
+// hooks the SAU, LMU and Fuse shards call before a batch is published (Fuse: after it was
+// applied, fuse_shard.h). A hook encodes the batch as a log entry, builds the step records (one
+// per SAU event, one per LMU batch, one per fused sample, a control record after an alarm:
+// step_records.h, fuse_records.h) and commits entry + records in one store write; the ack
+// follows.
 //
-// Snapshots. Per shard part (SAU, LMU), taken from a published version (the SAU never stops;
-// the LMU's writer waits while its table is serialized), every `snapshot_every_steps` events
+// Snapshots. Per shard part (SAU, LMU, Fuse), taken from a published version (the SAU never
+// stops; the LMU's and the Fuse's writer waits while its state is serialized), every `snapshot_every_steps` events
 // or samples, every `snapshot_interval`, and on demand (Admin.Snapshot). A snapshot is one
 // store write: the blob, a new manifest (the newest `keep_snapshots` entries, each with the
 // blob's SHA-256, the log_seq it covers and the audit index and merkle_curr of its snapshot
@@ -57,6 +59,7 @@ struct PersistenceOptions {
   uint64_t checkpoint_every = 1024;              // records between signed checkpoints
   uint64_t sau_digest_every = 4096;              // SAU events between state digests
   uint64_t lmu_digest_every = 1000000;           // LMU samples between state digests (0: never)
+  uint64_t fuse_digest_every = 100000;           // fused samples between state digests (0: never)
   uint64_t snapshot_every_steps = 100000;        // events / samples per shard part (0: off)
   absl::Duration snapshot_interval = absl::Minutes(5);  // zero: off
   size_t keep_snapshots = 2;                     // >= 1; older ones and their log are dropped
@@ -93,6 +96,9 @@ class ShardLog {
   // their writer lock held (so the SAU and LMU scratch each have one user at a time).
   absl::Status CommitSau(const SauCommit& c, Receipt* receipt);
   absl::Status CommitLmu(const LmuCommit& c, Receipt* receipt);
+  // One fuse_learn record per applied sample (a fuse_control record after each negative
+  // margin), batch_digest on the first, state_digest on the last when due (fuse_records.h).
+  absl::Status CommitFuse(const FuseCommit& c, Receipt* receipt);
 
   ShardJournal& journal() { return journal_; }
   uint64_t steps_since_snapshot() const;
@@ -104,15 +110,17 @@ class ShardLog {
     std::atomic<uint64_t> steps_since{0};
     absl::Time last_snapshot = absl::Now();
   };
-  PartState& part(StorePart p) { return p == StorePart::kSau ? sau_ : lmu_; }
+  PartState& part(StorePart p) {
+    return p == StorePart::kSau ? sau_ : p == StorePart::kLmu ? lmu_ : fuse_;
+  }
 
   const PersistenceOptions& options_;
   Metrics* const metrics_;
   ShardJournal journal_;
   std::mutex snapshot_mu_;  // one snapshot of this shard at a time
-  PartState sau_, lmu_;
-  Bodies sau_bodies_, lmu_bodies_;
-  std::string sau_entry_, lmu_entry_;
+  PartState sau_, lmu_, fuse_;
+  Bodies sau_bodies_, lmu_bodies_, fuse_bodies_;
+  std::string sau_entry_, lmu_entry_, fuse_entry_;
 };
 
 class ModelLog {

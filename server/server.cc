@@ -16,6 +16,8 @@
 #include "server/admin_service.h"
 #include "server/auditor_service.h"
 #include "server/config.h"
+#include "server/fuse_request_handler.h"
+#include "server/fuse_service.h"
 #include "server/lmu_request_handler.h"
 #include "server/lmu_secret.h"
 #include "server/lmu_service.h"
@@ -71,6 +73,7 @@ absl::StatusOr<int> Server::Start() {
                          .durability = options_.durability,
                          .audit_key_file = options_.audit_key_file,
                          .checkpoint_every = options_.audit_checkpoint_every,
+                         .fuse_digest_every = options_.fuse_digest_every,
                          .snapshot_every_steps = options_.snapshot_every_steps,
                          .snapshot_interval = options_.snapshot_interval,
                          .keep_snapshots = options_.keep_snapshots},
@@ -87,6 +90,8 @@ absl::StatusOr<int> Server::Start() {
                                                      options_.max_batch, persistence_.get());
   lmu_handler_ = std::make_unique<LmuRequestHandler>(registry_.get(), &metrics_,
                                                      options_.max_batch, persistence_.get());
+  fuse_handler_ = std::make_unique<FuseRequestHandler>(registry_.get(), &metrics_,
+                                                       options_.max_batch, persistence_.get());
   std::string backup_root = options_.backup_dir;
   if (backup_root.empty() && !options_.data_dir.empty()) {
     backup_root = (std::filesystem::path(options_.data_dir) / "backups").string();
@@ -97,6 +102,7 @@ absl::StatusOr<int> Server::Start() {
                                                       &metrics_, &draining_);
   sau_service_ = std::make_unique<SauService>(sau_handler_.get(), &metrics_, &draining_);
   lmu_service_ = std::make_unique<LmuService>(lmu_handler_.get(), &metrics_, &draining_);
+  fuse_service_ = std::make_unique<FuseService>(fuse_handler_.get(), &metrics_, &draining_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -109,6 +115,7 @@ absl::StatusOr<int> Server::Start() {
   builder.RegisterService(admin_service_.get());
   builder.RegisterService(sau_service_.get());
   builder.RegisterService(lmu_service_.get());
+  builder.RegisterService(fuse_service_.get());
   builder.RegisterService(auditor_service_.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port_ == 0) {

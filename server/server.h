@@ -49,6 +49,8 @@ namespace streamlearn::server {
 
 class AdminService;
 class AuditorService;
+class FuseRequestHandler;
+class FuseService;
 class Persistence;
 class LmuRequestHandler;
 class LmuService;
@@ -62,7 +64,7 @@ class Server {
     std::string metrics;                   // "host:port" of /metrics; empty = no exposer
     std::string data_dir;                  // created if missing; empty = none
     std::string config_path;               // its models are created by Start(); empty = none
-    size_t max_batch = 4096;               // events per IngestRequest
+    size_t max_batch = 4096;               // events (samples) per Ingest/Update/Learn request
     size_t max_message_bytes = 16 << 20;   // larger requests get RESOURCE_EXHAUSTED
     std::string lmu_secret_file;           // empty = <data_dir>/lmu.secret
     std::optional<lmu::HashSecret> lmu_secret;  // wins over the file; for in-process tests
@@ -70,6 +72,7 @@ class Server {
     Durability durability = Durability::kProcess;
     std::string audit_key_file;            // empty = <data_dir>/audit.key (or a process key)
     uint64_t audit_checkpoint_every = 1024;  // also without a data_dir
+    uint64_t fuse_digest_every = 100000;   // fused samples between state digests in the chain
     uint64_t snapshot_every_steps = 100000;  // per shard part; 0 = off
     absl::Duration snapshot_interval = absl::Minutes(5);  // zero = off
     size_t keep_snapshots = 2;
@@ -113,10 +116,12 @@ class Server {
   std::atomic<bool> draining_{false};
   std::unique_ptr<SauRequestHandler> sau_handler_;
   std::unique_ptr<LmuRequestHandler> lmu_handler_;
+  std::unique_ptr<FuseRequestHandler> fuse_handler_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<AuditorService> auditor_service_;
   std::unique_ptr<SauService> sau_service_;
   std::unique_ptr<LmuService> lmu_service_;
+  std::unique_ptr<FuseService> fuse_service_;
   int port_ = 0;
 
   std::mutex shutdown_mu_;                // serialises Shutdown()

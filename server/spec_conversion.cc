@@ -23,7 +23,8 @@ absl::Status CopyInt(absl::string_view name, uint32_t wire, int* field) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<sau::FeatureKind> FeatureKindFromProto(v1::FeatureKind wire) {
+absl::StatusOr<sau::FeatureKind> FeatureKindFromProto(v1::FeatureKind wire,
+                                                      absl::string_view part) {
   switch (wire) {
     case v1::FEATURE_KIND_UNSPECIFIED:
     case v1::FEATURE_KIND_ORTHOGONAL:
@@ -32,11 +33,11 @@ absl::StatusOr<sau::FeatureKind> FeatureKindFromProto(v1::FeatureKind wire) {
       return sau::FeatureKind::kIid;
     default:
       return absl::InvalidArgumentError(
-          absl::StrCat("sau.features: unknown FeatureKind value ", static_cast<int>(wire)));
+          absl::StrCat(part, ".features: unknown FeatureKind value ", static_cast<int>(wire)));
   }
 }
 
-absl::StatusOr<sau::InputMode> InputModeFromProto(v1::InputMode wire) {
+absl::StatusOr<sau::InputMode> InputModeFromProto(v1::InputMode wire, absl::string_view part) {
   switch (wire) {
     case v1::INPUT_MODE_UNSPECIFIED:
     case v1::INPUT_MODE_L2_SCALED:
@@ -45,7 +46,7 @@ absl::StatusOr<sau::InputMode> InputModeFromProto(v1::InputMode wire) {
       return sau::InputMode::kRaw;
     default:
       return absl::InvalidArgumentError(
-          absl::StrCat("sau.input_mode: unknown InputMode value ", static_cast<int>(wire)));
+          absl::StrCat(part, ".input_mode: unknown InputMode value ", static_cast<int>(wire)));
   }
 }
 
@@ -69,20 +70,21 @@ v1::InputMode InputModeToProto(sau::InputMode mode) {
   return v1::INPUT_MODE_UNSPECIFIED;
 }
 
-absl::StatusOr<sau::SauSpec> SauSpecFromProto(const v1::SauSpec& wire) {
+// `part` names the message in errors ("sau" or "fuse.sau").
+absl::StatusOr<sau::SauSpec> SauSpecFromProto(const v1::SauSpec& wire, absl::string_view part) {
   sau::SauSpec s;  // core defaults
-  if (absl::Status st = CopyInt("sau.d", wire.d(), &s.d); !st.ok()) return st;
-  if (absl::Status st = CopyInt("sau.d_v", wire.d_v(), &s.d_v); !st.ok()) return st;
-  if (absl::Status st = CopyInt("sau.r", wire.r(), &s.r); !st.ok()) return st;
-  if (absl::Status st = CopyInt("sau.r_v", wire.r_v(), &s.r_v); !st.ok()) return st;
+  if (absl::Status st = CopyInt(absl::StrCat(part, ".d"), wire.d(), &s.d); !st.ok()) return st;
+  if (absl::Status st = CopyInt(absl::StrCat(part, ".d_v"), wire.d_v(), &s.d_v); !st.ok()) return st;
+  if (absl::Status st = CopyInt(absl::StrCat(part, ".r"), wire.r(), &s.r); !st.ok()) return st;
+  if (absl::Status st = CopyInt(absl::StrCat(part, ".r_v"), wire.r_v(), &s.r_v); !st.ok()) return st;
   KeepDefaultIfZero(wire.tau(), &s.tau);
   KeepDefaultIfZero(wire.gamma(), &s.gamma);
-  absl::StatusOr<sau::FeatureKind> features = FeatureKindFromProto(wire.features());
+  absl::StatusOr<sau::FeatureKind> features = FeatureKindFromProto(wire.features(), part);
   if (!features.ok()) return features.status();
   s.features = *features;
   s.antithetic = wire.antithetic();
   if (wire.seed() != 0) s.seed = wire.seed();
-  absl::StatusOr<sau::InputMode> mode = InputModeFromProto(wire.input_mode());
+  absl::StatusOr<sau::InputMode> mode = InputModeFromProto(wire.input_mode(), part);
   if (!mode.ok()) return mode.status();
   s.input_mode = *mode;
   KeepDefaultIfZero(wire.input_scale(), &s.input_scale);
@@ -123,7 +125,7 @@ void SauSpecToProto(const sau::SauSpec& s, v1::SauSpec* w) {
   w->set_beta_floor(s.beta_floor);
 }
 
-absl::StatusOr<lmu::LrSchedule> LrScheduleFromProto(v1::LrSchedule wire) {
+absl::StatusOr<lmu::LrSchedule> LrScheduleFromProto(v1::LrSchedule wire, absl::string_view part) {
   switch (wire) {
     case v1::LR_SCHEDULE_CONSTANT:
       return lmu::LrSchedule::kConstant;
@@ -131,7 +133,7 @@ absl::StatusOr<lmu::LrSchedule> LrScheduleFromProto(v1::LrSchedule wire) {
       return lmu::LrSchedule::kInverseSqrt;
     default:
       return absl::InvalidArgumentError(
-          absl::StrCat("lmu.schedule: unknown LrSchedule value ", static_cast<int>(wire)));
+          absl::StrCat(part, ".schedule: unknown LrSchedule value ", static_cast<int>(wire)));
   }
 }
 
@@ -151,26 +153,26 @@ absl::Status KeepDefaultIfZero(absl::string_view name, uint32_t wire, int* field
   return CopyInt(name, wire, field);
 }
 
-absl::StatusOr<lmu::LmuSpec> LmuSpecFromProto(const v1::LmuSpec& wire) {
+absl::StatusOr<lmu::LmuSpec> LmuSpecFromProto(const v1::LmuSpec& wire, absl::string_view part) {
   lmu::LmuSpec s;  // core defaults
-  if (absl::Status st = KeepDefaultIfZero("lmu.m", wire.m(), &s.m); !st.ok()) return st;
+  if (absl::Status st = KeepDefaultIfZero(absl::StrCat(part, ".m"), wire.m(), &s.m); !st.ok()) return st;
   KeepDefaultIfZero(wire.lr(), &s.lr);
-  absl::StatusOr<lmu::LrSchedule> schedule = LrScheduleFromProto(wire.schedule());
+  absl::StatusOr<lmu::LrSchedule> schedule = LrScheduleFromProto(wire.schedule(), part);
   if (!schedule.ok()) return schedule.status();
   s.schedule = *schedule;
   KeepDefaultIfZero(wire.l2(), &s.l2);
   if (wire.delta_buckets() != 0) s.delta_buckets = wire.delta_buckets();
-  if (absl::Status st = KeepDefaultIfZero("lmu.bucket_size", wire.bucket_size(), &s.bucket_size);
+  if (absl::Status st = KeepDefaultIfZero(absl::StrCat(part, ".bucket_size"), wire.bucket_size(), &s.bucket_size);
       !st.ok()) {
     return st;
   }
-  if (absl::Status st = KeepDefaultIfZero("lmu.stash", wire.stash(), &s.stash); !st.ok()) return st;
+  if (absl::Status st = KeepDefaultIfZero(absl::StrCat(part, ".stash"), wire.stash(), &s.stash); !st.ok()) return st;
   if (absl::Status st =
-          KeepDefaultIfZero("lmu.max_relocations", wire.max_relocations(), &s.max_relocations);
+          KeepDefaultIfZero(absl::StrCat(part, ".max_relocations"), wire.max_relocations(), &s.max_relocations);
       !st.ok()) {
     return st;
   }
-  if (absl::Status st = KeepDefaultIfZero("lmu.ring", wire.ring(), &s.ring); !st.ok()) return st;
+  if (absl::Status st = KeepDefaultIfZero(absl::StrCat(part, ".ring"), wire.ring(), &s.ring); !st.ok()) return st;
   KeepDefaultIfZero(wire.tau_low(), &s.tau_low);
   KeepDefaultIfZero(wire.tau_high(), &s.tau_high);
   KeepDefaultIfZero(wire.lambda_max(), &s.lambda_max);
@@ -198,6 +200,118 @@ void LmuSpecToProto(const lmu::LmuSpec& s, v1::LmuSpec* w) {
   w->set_inline_rebuild(!s.background_rebuild);
 }
 
+
+absl::StatusOr<fuse::FusePattern> FusePatternFromProto(v1::FusePattern wire) {
+  switch (wire) {
+    case v1::FUSE_PATTERN_META_LINEAR:
+      return fuse::FusePattern::kMetaLinear;
+    case v1::FUSE_PATTERN_ATTENTION_AS_FEATURE:
+      return fuse::FusePattern::kAttentionAsFeature;
+    case v1::FUSE_PATTERN_LINEAR_AS_GATE:
+      return fuse::FusePattern::kLinearAsGate;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("fuse.pattern: unknown FusePattern value ", static_cast<int>(wire)));
+  }
+}
+
+v1::FusePattern FusePatternToProto(fuse::FusePattern p) {
+  switch (p) {
+    case fuse::FusePattern::kMetaLinear:
+      return v1::FUSE_PATTERN_META_LINEAR;
+    case fuse::FusePattern::kAttentionAsFeature:
+      return v1::FUSE_PATTERN_ATTENTION_AS_FEATURE;
+    case fuse::FusePattern::kLinearAsGate:
+      return v1::FUSE_PATTERN_LINEAR_AS_GATE;
+  }
+  return v1::FUSE_PATTERN_META_LINEAR;
+}
+
+absl::StatusOr<control::ControlSpec> ControlSpecFromProto(const v1::ControlSpec& wire) {
+  control::ControlSpec s;  // core defaults
+  s.g_min = wire.g_min();  // its default is 0
+  KeepDefaultIfZero(wire.g_max(), &s.g_max);
+  KeepDefaultIfZero(wire.alarm_g_max(), &s.alarm_g_max);
+  KeepDefaultIfZero(wire.den_g_max(), &s.den_g_max);
+  if (absl::Status st =
+          KeepDefaultIfZero("fuse.control.clamp_window", wire.clamp_window(), &s.clamp_window);
+      !st.ok()) {
+    return st;
+  }
+  KeepDefaultIfZero(wire.recovery_rate(), &s.recovery_rate);
+  KeepDefaultIfZero(wire.lambda_factor(), &s.lambda_factor);
+  KeepDefaultIfZero(wire.lambda_factor_max(), &s.lambda_factor_max);
+  KeepDefaultIfZero(wire.den_lambda_frac(), &s.den_lambda_frac);
+  if (absl::Status st =
+          KeepDefaultIfZero("fuse.control.warn_persist", wire.warn_persist(), &s.warn_persist);
+      !st.ok()) {
+    return st;
+  }
+  KeepDefaultIfZero(wire.margin_thin(), &s.margin_thin);
+  KeepDefaultIfZero(wire.warn_tau_low(), &s.warn_tau_low);
+  KeepDefaultIfZero(wire.warn_lr_scale(), &s.warn_lr_scale);
+  if (absl::Status st =
+          KeepDefaultIfZero("fuse.control.warn_window", wire.warn_window(), &s.warn_window);
+      !st.ok()) {
+    return st;
+  }
+  return s;
+}
+
+void ControlSpecToProto(const control::ControlSpec& s, v1::ControlSpec* w) {
+  w->set_g_min(s.g_min);
+  w->set_g_max(s.g_max);
+  w->set_alarm_g_max(s.alarm_g_max);
+  w->set_den_g_max(s.den_g_max);
+  w->set_clamp_window(static_cast<uint32_t>(s.clamp_window));
+  w->set_recovery_rate(s.recovery_rate);
+  w->set_lambda_factor(s.lambda_factor);
+  w->set_lambda_factor_max(s.lambda_factor_max);
+  w->set_den_lambda_frac(s.den_lambda_frac);
+  w->set_warn_persist(static_cast<uint32_t>(s.warn_persist));
+  w->set_margin_thin(s.margin_thin);
+  w->set_warn_tau_low(s.warn_tau_low);
+  w->set_warn_lr_scale(s.warn_lr_scale);
+  w->set_warn_window(static_cast<uint32_t>(s.warn_window));
+}
+
+absl::StatusOr<fuse::FuseSpec> FuseSpecFromProto(const v1::FuseSpec& wire) {
+  fuse::FuseSpec s;  // core defaults
+  absl::StatusOr<fuse::FusePattern> pattern = FusePatternFromProto(wire.pattern());
+  if (!pattern.ok()) return pattern.status();
+  s.pattern = *pattern;
+  absl::StatusOr<lmu::LmuSpec> lmu = LmuSpecFromProto(wire.lmu(), "fuse.lmu");
+  if (!lmu.ok()) return lmu.status();
+  s.lmu = *std::move(lmu);
+  absl::StatusOr<sau::SauSpec> sau = SauSpecFromProto(wire.sau(), "fuse.sau");
+  if (!sau.ok()) return sau.status();
+  s.sau = *std::move(sau);
+  // d_v is the target's dimension m: zero takes lmu.m (1 by default).
+  if (wire.sau().d_v() == 0) s.sau.d_v = s.lmu.m;
+  KeepDefaultIfZero(wire.gate().lr(), &s.gate.lr);
+  s.gate.l2 = wire.gate().l2();  // its default is 0
+  KeepDefaultIfZero(wire.gate().error_rate(), &s.gate.error_rate);
+  KeepDefaultIfZero(wire.gate().scale_rate(), &s.gate.scale_rate);
+  absl::StatusOr<control::ControlSpec> control = ControlSpecFromProto(wire.control());
+  if (!control.ok()) return control.status();
+  s.control = *control;
+  s.low_rank = wire.low_rank();
+  return s;
+}
+
+void FuseSpecToProto(const fuse::FuseSpec& s, v1::FuseSpec* w) {
+  w->set_pattern(FusePatternToProto(s.pattern));
+  SauSpecToProto(s.sau, w->mutable_sau());
+  LmuSpecToProto(s.lmu, w->mutable_lmu());
+  v1::GateSpec* g = w->mutable_gate();
+  g->set_lr(s.gate.lr);
+  g->set_l2(s.gate.l2);
+  g->set_error_rate(s.gate.error_rate);
+  g->set_scale_rate(s.gate.scale_rate);
+  ControlSpecToProto(s.control, w->mutable_control());
+  w->set_low_rank(s.low_rank);
+}
+
 }  // namespace
 
 absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire) {
@@ -207,15 +321,21 @@ absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire) {
   // A part is present when its message is (message-field presence), even if empty.
   spec.has_sau = wire.has_sau();
   if (spec.has_sau) {
-    absl::StatusOr<sau::SauSpec> sau = SauSpecFromProto(wire.sau());
+    absl::StatusOr<sau::SauSpec> sau = SauSpecFromProto(wire.sau(), "sau");
     if (!sau.ok()) return sau.status();
     spec.sau = *std::move(sau);
   }
   spec.has_lmu = wire.has_lmu();
   if (spec.has_lmu) {
-    absl::StatusOr<lmu::LmuSpec> lmu = LmuSpecFromProto(wire.lmu());
+    absl::StatusOr<lmu::LmuSpec> lmu = LmuSpecFromProto(wire.lmu(), "lmu");
     if (!lmu.ok()) return lmu.status();
     spec.lmu = *std::move(lmu);
+  }
+  spec.has_fuse = wire.has_fuse();
+  if (spec.has_fuse) {
+    absl::StatusOr<fuse::FuseSpec> fuse = FuseSpecFromProto(wire.fuse());
+    if (!fuse.ok()) return fuse.status();
+    spec.fuse = *std::move(fuse);
   }
   return spec;
 }
@@ -226,6 +346,7 @@ v1::ModelSpec ModelSpecToProto(const ModelSpec& spec) {
   wire.set_shards(spec.shards);
   if (spec.has_sau) SauSpecToProto(spec.sau, wire.mutable_sau());
   if (spec.has_lmu) LmuSpecToProto(spec.lmu, wire.mutable_lmu());
+  if (spec.has_fuse) FuseSpecToProto(spec.fuse, wire.mutable_fuse());
   return wire;
 }
 

@@ -13,6 +13,12 @@
 // inline_rebuild maps to !background_rebuild. The effective spec goes back out with exactly
 // its parts present. A spec with neither part is refused by ValidateModelSpec.
 //
+// The fuse part (FuseSpec) converts the same way: its sau and lmu messages as above (errors
+// name "fuse.sau.<field>", "fuse.lmu.<field>"), except that a zero fuse.sau.d_v takes lmu.m
+// (both are the target's dimension m, 1 by default); FUSE_PATTERN values map to
+// fuse::FusePattern; zero GateSpec and ControlSpec fields keep the core defaults
+// (fuse_spec.h, control_spec.h; g_min and gate.l2, whose defaults are 0, are copied as given).
+//
 //   absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(request.spec());
 //   v1::ModelSpec wire = ModelSpecToProto(model->spec());   // effective spec, all fields set
 //

@@ -102,7 +102,7 @@ std::string DescribeKey(Cf cf, std::string_view key) {
   }
   if (rest.empty()) return raw;
   const auto part = static_cast<StorePart>(rest[0]);
-  if (part != StorePart::kSau && part != StorePart::kLmu) return raw;
+  if (part != StorePart::kSau && part != StorePart::kLmu && part != StorePart::kFuse) return raw;
   const std::string shard_part = absl::StrCat(shard, "/", A(StorePartName(part)));
   rest.remove_prefix(1);
   if (cf == kSnapshots && rest == kManifestSuffix) return absl::StrCat("manifest ", shard_part);
@@ -247,7 +247,17 @@ std::string_view DurabilityName(Durability d) {
   return d == Durability::kMachine ? "machine" : "process";
 }
 
-std::string_view StorePartName(StorePart p) { return p == StorePart::kLmu ? "lmu" : "sau"; }
+std::string_view StorePartName(StorePart p) {
+  switch (p) {
+    case StorePart::kSau:
+      return "sau";
+    case StorePart::kLmu:
+      return "lmu";
+    case StorePart::kFuse:
+      return "fuse";
+  }
+  return "sau";
+}
 
 // ---- StoreBatch ----
 

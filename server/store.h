@@ -7,7 +7,7 @@
 //   snapshots  name \0 BE32 shard  u8 part  BE64 seq  -> one snapshot blob
 //              name \0 BE32 shard  u8 part  "M"       -> the manifest of that shard part
 //   audit      name \0 BE32 shard  BE64 index         -> one canonical audit envelope line
-// `part` is StorePart (SAU or LMU); the audit chain is one per (model, shard).
+// `part` is StorePart (SAU, LMU or Fuse); the audit chain is one per (model, shard).
 //
 // Writes go through StoreBatch and Store::Write, which commits the whole batch atomically
 // (one rocksdb::WriteBatch). Durability:
@@ -55,8 +55,8 @@ enum class Durability { kProcess, kMachine };
 absl::StatusOr<Durability> ParseDurability(std::string_view name);
 std::string_view DurabilityName(Durability d);
 
-enum class StorePart : uint8_t { kSau = 1, kLmu = 2 };
-std::string_view StorePartName(StorePart p);  // "sau" / "lmu"
+enum class StorePart : uint8_t { kSau = 1, kLmu = 2, kFuse = 3 };
+std::string_view StorePartName(StorePart p);  // "sau" / "lmu" / "fuse"
 
 struct StoreOptions {
   std::string path;                          // the database directory; created if missing

@@ -84,6 +84,9 @@ class BatchSession {
   struct Options {
     size_t window = 64;  // batches in flight before Send blocks; >= 1
     std::function<void(const Result&)> on_ack;
+    // Called once on the reader thread when the stream stops delivering acks (closed, broken
+    // or cancelled), after the last on_ack; may be empty. Must not call the session's methods.
+    std::function<void()> on_close;
   };
 
   BatchSession(const BatchSession&) = delete;

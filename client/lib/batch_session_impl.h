@@ -170,6 +170,7 @@ void BatchSession<Traits>::ReaderLoop() {
     reader_done_ = true;
   }
   cv_.notify_all();
+  if (options_.on_close) options_.on_close();
 }
 
 }  // namespace streamlearn

@@ -30,7 +30,8 @@ Client::Client(std::string address, Options options, std::shared_ptr<grpc::Chann
       channel_(std::move(channel)),
       admin_(v1::Admin::NewStub(channel_)),
       sau_(v1::SAU::NewStub(channel_)),
-      lmu_(v1::LMU::NewStub(channel_)) {}
+      lmu_(v1::LMU::NewStub(channel_)),
+      fuse_(v1::Fuse::NewStub(channel_)) {}
 
 std::unique_ptr<grpc::ClientContext> Client::NewContext() const {
   auto ctx = std::make_unique<grpc::ClientContext>();
@@ -126,6 +127,56 @@ absl::StatusOr<v1::PredictResponse> Client::Predict(std::string_view model,
     return s;
   }
   return response;
+}
+
+absl::StatusOr<v1::FusePredictResponse> Client::FusePredict(std::string_view model,
+                                                            std::string_view routing_key,
+                                                            std::span<const uint64_t> ids,
+                                                            std::span<const double> vals,
+                                                            std::span<const double> q) {
+  v1::FusePredictRequest request;
+  request.set_model(std::string(model));
+  request.set_routing_key(std::string(routing_key));
+  request.mutable_ids()->Add(ids.begin(), ids.end());
+  request.mutable_vals()->Add(vals.begin(), vals.end());
+  request.mutable_q()->Add(q.begin(), q.end());
+  v1::FusePredictResponse response;
+  auto ctx = NewContext();
+  if (absl::Status s = FromGrpcStatus(fuse_->Predict(ctx.get(), request, &response)); !s.ok()) {
+    return s;
+  }
+  return response;
+}
+
+absl::StatusOr<v1::FusePredictResponse> Client::FusePredict(std::string_view model,
+                                                            std::string_view routing_key,
+                                                            std::span<const lmu::Feature> x,
+                                                            std::span<const double> q) {
+  std::vector<uint64_t> ids;
+  std::vector<double> vals;
+  ids.reserve(x.size());
+  vals.reserve(x.size());
+  for (const lmu::Feature& f : x) {
+    ids.push_back(f.id);
+    vals.push_back(f.val);
+  }
+  return FusePredict(model, routing_key, ids, vals, q);
+}
+
+absl::StatusOr<std::unique_ptr<FuseLearnSession>> Client::OpenFuseLearn(
+    std::string_view model, std::string_view routing_key, size_t window) {
+  if (window == 0) return absl::InvalidArgumentError("session window must be >= 1");
+  absl::StatusOr<uint32_t> shards = ShardCount(model);
+  if (!shards.ok()) return shards.status();
+  std::unique_ptr<FuseLearnSession> s(new FuseLearnSession(std::string(routing_key)));
+  FuseLearnSession* raw = s.get();
+  BatchSession<FuseLearnTraits>::Options options{
+      .window = window,
+      .on_ack = [raw](const FuseLearnResult& r) { raw->OnAck(r); },
+      .on_close = [raw] { raw->OnClose(); }};
+  s->session_.reset(new BatchSession<FuseLearnTraits>(channel_, std::string(model), *shards,
+                                                      std::move(options)));
+  return s;
 }
 
 template <typename Session>

@@ -1,10 +1,11 @@
-// Client: the C++ client of a streamlearn server (Admin, SAU and LMU services).
+// Client: the C++ client of a streamlearn server (Admin, SAU, LMU and Fuse services).
 //
 // A Client owns one gRPC channel to one server address. Unary calls (CreateModel, GetModel,
 // ListModels, Query, Predict) return absl::Status / absl::StatusOr with the server's gRPC
 // code and message unchanged; each has a deadline of Options::rpc_timeout. SAU.Ingest runs
 // over an IngestSession (ingest_session.h) and LMU.Update over an LmuUpdateSession
-// (lmu_update_session.h), one pipelined bidi stream per session.
+// (lmu_update_session.h), Fuse.Learn over a FuseLearnSession (fuse_session.h), one pipelined
+// bidi stream per session.
 //
 // Routing: a model's state is split into shards, shard = ShardFor(routing key, shards)
 // (core/shard/routing.h, the function the server uses). ShardOf() reads a model's shard count
@@ -40,9 +41,12 @@
 
 #include "absl/status/statusor.h"
 #include "admin.grpc.pb.h"
+#include "client/lib/fuse_session.h"
 #include "client/lib/ingest_session.h"
 #include "client/lib/lmu_update_session.h"
 #include "grpcpp/channel.h"
+#include "core/lmu/lmu_learner.h"
+#include "fuse.grpc.pb.h"
 #include "lmu.grpc.pb.h"
 #include "sau.grpc.pb.h"
 
@@ -90,6 +94,27 @@ class Client {
                                               std::span<const uint64_t> ids,
                                               std::span<const double> vals);
 
+  // The fused prediction at (x, q) from the shard of `routing_key`; read-only: what the next
+  // Fuse.Learn with that (x, q) would predict. Errors from the server: INVALID_ARGUMENT
+  // (lengths differ, q's dimension, empty x, NaN/Inf, reserved ids), NOT_FOUND,
+  // FAILED_PRECONDITION (the model has no fuse part).
+  absl::StatusOr<v1::FusePredictResponse> FusePredict(std::string_view model,
+                                                      std::string_view routing_key,
+                                                      std::span<const uint64_t> ids,
+                                                      std::span<const double> vals,
+                                                      std::span<const double> q);
+  absl::StatusOr<v1::FusePredictResponse> FusePredict(std::string_view model,
+                                                      std::string_view routing_key,
+                                                      std::span<const lmu::Feature> x,
+                                                      std::span<const double> q);
+
+  // Opens a Fuse.Learn stream for `model` whose batches all go to the shard of `routing_key`
+  // (reads the model's shard count first: NOT_FOUND if absent). A model without a fuse part is
+  // refused in each batch's ack (FAILED_PRECONDITION). INVALID_ARGUMENT if window is 0.
+  absl::StatusOr<std::unique_ptr<FuseLearnSession>> OpenFuseLearn(std::string_view model,
+                                                                  std::string_view routing_key,
+                                                                  size_t window = 64);
+
   // Opens an ingest stream for `model` (reads its shard count first: NOT_FOUND if absent).
   absl::StatusOr<std::unique_ptr<IngestSession>> OpenIngest(std::string_view model,
                                                             IngestSession::Options options);
@@ -124,6 +149,7 @@ class Client {
   std::unique_ptr<v1::Admin::Stub> admin_;
   std::unique_ptr<v1::SAU::Stub> sau_;
   std::unique_ptr<v1::LMU::Stub> lmu_;
+  std::unique_ptr<v1::Fuse::Stub> fuse_;
 
   std::mutex mu_;
   std::map<std::string, uint32_t, std::less<>> shard_counts_;  // model -> shards

@@ -1,6 +1,8 @@
 #include "core/shard/model_registry.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/fuse/fuse_unit.h"
 #include "core/shard/routing.h"
 
 namespace streamlearn {
@@ -23,8 +25,23 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrFormat("shards = %d is out of range; allowed 1..1024", spec.shards));
   }
+  if (spec.has_fuse) {
+    if (spec.has_sau || spec.has_lmu) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the model has a fuse part and ", spec.has_sau ? "an sau" : "an lmu",
+          " part; a fused model has the fuse part alone (it holds its own SAU and LMU: set "
+          "fuse.sau and fuse.lmu)"));
+    }
+    absl::StatusOr<fuse::FuseSpec> resolved = fuse::ResolveFuseSpec(spec.fuse);
+    if (!resolved.ok()) {
+      return absl::Status(resolved.status().code(),
+                          absl::StrCat("fuse.", resolved.status().message()));
+    }
+    return absl::OkStatus();
+  }
   if (!spec.has_sau && !spec.has_lmu) {
-    return absl::InvalidArgumentError("the model has neither an sau nor an lmu part; give one");
+    return absl::InvalidArgumentError(
+        "the model has no part; give an sau part, an lmu part, both, or a fuse part");
   }
   if (spec.has_lmu) return lmu::ValidateLmuSpec(spec.lmu);
   return absl::OkStatus();
@@ -50,6 +67,20 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Create(ModelSpec spec,
     for (uint32_t i = 0; i < spec.shards; ++i) {
       m->lmu_shards_.push_back(std::make_unique<LmuShard>(spec.lmu, secret));
     }
+  }
+  if (spec.has_fuse) {
+    m->fuse_shards_.reserve(spec.shards);
+    for (uint32_t i = 0; i < spec.shards; ++i) {
+      absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> unit =
+          fuse::FuseUnit::Create(spec.fuse, secret);
+      if (!unit.ok()) return unit.status();  // validated above: not expected
+      if (i == 0) {
+        m->w_digest_ = (*unit)->sau().w_digest();
+        m->state_bytes_ = (*unit)->sau().state_bytes();
+      }
+      m->fuse_shards_.push_back(std::make_unique<FuseShard>(*std::move(unit)));
+    }
+    spec.fuse = m->fuse_shards_[0]->spec();  // resolved
   }
   m->spec_ = std::move(spec);
   return m;

@@ -21,16 +21,20 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/fuse/fuse_spec.h"
 #include "core/sau/sau_estimator.h"
 #include "core/sau/sau_spec.h"
 #include "core/lmu/keyed_hash.h"
 #include "core/lmu/lmu_spec.h"
+#include "core/shard/fuse_shard.h"
 #include "core/shard/lmu_shard.h"
 #include "core/shard/sau_shard.h"
 
 namespace streamlearn {
 
-// A model has an SAU, an LMU, or both, in every shard.
+// A model has an SAU, an LMU, or both, in every shard; or a fused learner alone (its own SAU,
+// LMU, gate and control plane: core/fuse/fuse_unit.h). A fused model sets has_fuse and clears
+// has_sau and has_lmu.
 struct ModelSpec {
   std::string name;
   uint32_t shards = 1;
@@ -38,11 +42,14 @@ struct ModelSpec {
   sau::SauSpec sau;
   bool has_lmu = false;
   lmu::LmuSpec lmu;
+  bool has_fuse = false;
+  fuse::FuseSpec fuse;
 };
 
-// Checks name ([A-Za-z0-9_.-]{1,64}), shard count (1..1024) and that the model has a part;
-// the SAU spec is checked by sau::ValidateSpec after defaults are resolved, the LMU spec by
-// lmu::ValidateLmuSpec.
+// Checks name ([A-Za-z0-9_.-]{1,64}), shard count (1..1024) and that the model has a part
+// (a fuse part alone: with sau or lmu beside it, INVALID_ARGUMENT); the SAU spec is checked by
+// sau::ValidateSpec after defaults are resolved, the LMU spec by lmu::ValidateLmuSpec, the
+// fuse spec by fuse::ResolveFuseSpec (its messages prefixed "fuse.").
 absl::Status ValidateModelSpec(const ModelSpec& spec);
 
 class Model {
@@ -60,6 +67,10 @@ class Model {
   // REQUIRES: spec().has_lmu.
   LmuShard& lmu_shard(uint32_t i) { return *lmu_shards_[i]; }
   const LmuShard& lmu_shard(uint32_t i) const { return *lmu_shards_[i]; }
+  // REQUIRES: spec().has_fuse.
+  FuseShard& fuse_shard(uint32_t i) { return *fuse_shards_[i]; }
+  const FuseShard& fuse_shard(uint32_t i) const { return *fuse_shards_[i]; }
+  // The SAU's random-feature matrix (a fused model: its fused SAU's).
   const Digest& w_digest() const { return w_digest_; }
   size_t state_bytes() const { return state_bytes_; }
 
@@ -72,6 +83,9 @@ class Model {
   void ReplaceLmuShard(uint32_t i, std::unique_ptr<LmuShard> shard) {
     lmu_shards_[i] = std::move(shard);
   }
+  void ReplaceFuseShard(uint32_t i, std::unique_ptr<FuseShard> shard) {
+    fuse_shards_[i] = std::move(shard);
+  }
 
  private:
   Model() = default;
@@ -80,6 +94,7 @@ class Model {
   size_t state_bytes_ = 0;
   std::vector<std::unique_ptr<SauShard>> shards_;
   std::vector<std::unique_ptr<LmuShard>> lmu_shards_;
+  std::vector<std::unique_ptr<FuseShard>> fuse_shards_;
 };
 
 class ModelRegistry {

@@ -1,0 +1,246 @@
+#include "core/shard/fuse_shard.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cassert>
+#include <limits>
+#include <mutex>
+#include <shared_mutex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/common/byte_codec.h"
+#include "core/fuse/fuse_snapshot.h"
+
+namespace streamlearn {
+
+namespace {
+
+constexpr std::string_view kFuseShardKind = "streamlearn.fuse_shard";
+constexpr uint32_t kSectionHeader = 1;
+constexpr uint32_t kSectionUnit = 2;
+constexpr double kNoOverride = std::numeric_limits<double>::quiet_NaN();
+
+double NumberOf(const AuditRecord& r, std::string_view key) {
+  double x = 0;
+  const AuditValue* v = r.Find(key);
+  if (v != nullptr) v->AsNumber(&x);
+  return x;
+}
+
+int LevelOf(const AuditRecord& r) {
+  const AuditValue* v = r.Find("rj_level");
+  const std::string* s = v != nullptr ? v->get_if<std::string>() : nullptr;
+  if (s == nullptr) return 0;
+  return *s == "red" ? 2 : *s == "yellow" ? 1 : 0;
+}
+
+// The checks FuseUnit::Learn makes, with the batch position in the message.
+absl::Status CheckSample(const fuse::FuseUnit& unit, const FuseSampleView& s) {
+  if (absl::Status st = unit.sau().CheckQuery(s.q); !st.ok()) return st;
+  for (size_t j = 0; j < s.x.size(); ++j) {
+    if (s.x[j].id >= fuse::kReservedIdBase) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "x[%d] has id %d; ids >= %d are reserved for the fused features", j, s.x[j].id,
+          fuse::kReservedIdBase));
+    }
+  }
+  return unit.main_lmu().CheckSample(s.x, s.y, kNoOverride, kNoOverride);
+}
+
+}  // namespace
+
+WriterFirstRwLock::WriterFirstRwLock() {
+  pthread_rwlockattr_t attr;
+  pthread_rwlockattr_init(&attr);
+  pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  const int rc = pthread_rwlock_init(&lock_, &attr);
+  assert(rc == 0);
+  (void)rc;
+  pthread_rwlockattr_destroy(&attr);
+}
+
+WriterFirstRwLock::~WriterFirstRwLock() { pthread_rwlock_destroy(&lock_); }
+
+void WriterFirstRwLock::lock() { pthread_rwlock_wrlock(&lock_); }
+void WriterFirstRwLock::unlock() { pthread_rwlock_unlock(&lock_); }
+void WriterFirstRwLock::lock_shared() { pthread_rwlock_rdlock(&lock_); }
+void WriterFirstRwLock::unlock_shared() { pthread_rwlock_unlock(&lock_); }
+
+FuseShard::FuseShard(std::unique_ptr<fuse::FuseUnit> unit) : unit_(std::move(unit)) {}
+
+absl::Status FuseShard::FencedError(std::string_view what) const {
+  return absl::UnavailableError(absl::StrCat(
+      "this fuse shard ", std::string(what), " after a failed write (", fenced_.message(),
+      "); restart the server to recover its last committed state"));
+}
+
+absl::StatusOr<std::unique_ptr<FuseShard>> FuseShard::Restore(const fuse::FuseSpec& spec,
+                                                              const lmu::HashSecret& secret,
+                                                              std::string_view blob) {
+  absl::StatusOr<SnapshotContainer> c = SnapshotContainer::Open(blob, kFuseShardKind);
+  if (!c.ok()) return c.status();
+  absl::StatusOr<std::string_view> header = c->Section(kSectionHeader);
+  if (!header.ok()) return header.status();
+  absl::StatusOr<std::string_view> body = c->Section(kSectionUnit);
+  if (!body.ok()) return body.status();
+  uint64_t log_seq = 0, actions_total = 0;
+  ByteReader r(*header);
+  if (absl::Status s = r.U64(&log_seq); !s.ok()) return s;
+  if (absl::Status s = r.U64(&actions_total); !s.ok()) return s;
+  if (absl::Status s = r.ExpectDone("fuse shard header"); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> unit = fuse::RestoreFuse(spec, secret, *body);
+  if (!unit.ok()) return unit.status();
+  auto shard = std::make_unique<FuseShard>(*std::move(unit));
+  shard->log_seq_ = log_seq;
+  shard->actions_total_ = actions_total;
+  return shard;
+}
+
+absl::StatusOr<FuseShardSnapshot> FuseShard::Snapshot() const {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  // A fenced shard holds samples that were neither acknowledged nor logged.
+  if (!fenced_.ok()) return FencedError("cannot be snapshotted");
+  FuseShardSnapshot out;
+  out.last_t = unit_->last_t();
+  out.log_seq = log_seq_;
+  out.steps = unit_->steps();
+  out.state_digest = unit_->StateDigest();
+  ByteWriter header;
+  header.U64(log_seq_);
+  header.U64(actions_total_);
+  SnapshotBuilder b(kFuseShardKind);
+  b.AddSection(kSectionHeader, header.Take());
+  b.AddSection(kSectionUnit, fuse::SerializeFuse(*unit_));
+  out.blob = b.Finish();
+  return out;
+}
+
+uint64_t FuseShard::log_seq() const {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return log_seq_;
+}
+
+absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView> batch,
+                                                  size_t max_batch, const FuseCommitHook* hook) {
+  if (batch.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("batch is empty; send 1..%d samples per request", max_batch));
+  }
+  if (batch.size() > max_batch) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "batch has %d samples; the limit is %d per request", batch.size(), max_batch));
+  }
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (!fenced_.ok()) return FencedError("stopped learning");
+  // Only this writer changes the unit, so reading it here needs no unit_mu_.
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (absl::Status st = CheckSample(*unit_, batch[i]); !st.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("sample %d (t=%d): %s", i, batch[i].t, st.message()));
+    }
+  }
+
+  FuseLearnOutcome out;
+  bool seen = unit_->has_last_t();
+  uint64_t last_t = unit_->last_t();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const FuseSampleView& s = batch[i];
+    if (seen && s.t <= last_t) {
+      out.duplicates.push_back(s.t);
+      continue;
+    }
+    FuseApplied applied{.index = i};
+    {
+      // One sample at a time, so that a Predict waits for at most one step.
+      std::unique_lock<WriterFirstRwLock> step_lock(unit_mu_);
+      absl::StatusOr<fuse::FuseStep> step = unit_->Learn(s.t, s.x, s.q, s.y);
+      if (!step.ok()) {
+        // Checked above, so only a failed LMU rebuild: the unit may hold a partial step and
+        // earlier samples that will never be acknowledged or logged (see the header).
+        fenced_ = step.status();
+        return step.status();
+      }
+      applied.step = *std::move(step);
+      if (NumberOf(applied.step.record, "margin") < 0) {
+        applied.negative_margin = true;
+        applied.next_actions = unit_->control().pending();
+      }
+    }
+    seen = true;
+    last_t = s.t;
+    ++out.applied;
+    actions_total_ += applied.step.actions.size();
+    out.c_lookup_p100 = std::max(out.c_lookup_p100,
+                                 static_cast<int>(NumberOf(applied.step.record, "c_lookup_p100")));
+    out.c_insert_p100 = std::max(out.c_insert_p100,
+                                 static_cast<int>(NumberOf(applied.step.record, "c_insert_p100")));
+    out.steps.push_back(std::move(applied));
+  }
+  out.table = unit_->main_lmu().TableStats();
+  out.ver_sau = unit_->sau().events();
+  out.ver_base = out.table.ver_base;
+  out.ver_delta = out.table.ver_delta;
+  out.actions_total = actions_total_;
+  if (out.applied == 0) return out;
+
+  const FuseApplied& a = out.steps.back();
+  const fuse::FusePrediction& p = a.step.prediction;
+  const AuditRecord& r = a.step.record;
+  FuseShardHealth& h = out.last;
+  out.has_last = true;
+  h.gate = p.gate;
+  h.g_min = p.g_min;
+  h.g_max = p.g_max;
+  h.margin = NumberOf(r, "margin");
+  h.rj_gap = NumberOf(r, "rj_gap");
+  h.rj_level = LevelOf(r);
+  h.den = NumberOf(r, "den");
+  h.beta_floor = NumberOf(r, "beta_floor");
+  h.lambda_star = NumberOf(r, "lambda_star");
+  h.clip_rate = NumberOf(r, "clip_rate");
+  const std::span<const double> y = batch[a.index].y;
+  double err2 = 0;
+  for (size_t o = 0; o < y.size() && o < p.y_hat.size(); ++o) {
+    err2 += (y[o] - p.y_hat[o]) * (y[o] - p.y_hat[o]);
+  }
+  h.y_err_abs = std::sqrt(err2);
+  const control::Controls c = unit_->control().controls();
+  h.lmu_tau_low = c.lmu_tau_low.value_or(unit_->spec().lmu.tau_low);
+  h.lmu_lr_scale = c.lmu_lr_scale;
+
+  if (hook != nullptr) {
+    absl::Status st = (*hook)(FuseCommit{
+        .batch = batch, .outcome = &out, .log_seq = log_seq_ + 1, .unit = unit_.get()});
+    if (!st.ok()) {
+      fenced_ = st;
+      return st;
+    }
+  }
+  ++log_seq_;  // only once the batch is committed
+  return out;
+}
+
+absl::StatusOr<fuse::FusePrediction> FuseShard::Predict(std::span<const lmu::Feature> x,
+                                                        std::span<const double> q) const {
+  if (x.empty()) return absl::InvalidArgumentError("x is empty; give at least one feature");
+  std::shared_lock<WriterFirstRwLock> lock(unit_mu_);
+  return unit_->Predict(x, q);
+}
+
+FuseShardStats FuseShard::Stats() const {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  FuseShardStats s;
+  s.steps = unit_->steps();
+  s.last_t = unit_->last_t();
+  s.log_seq = log_seq_;
+  s.actions_total = actions_total_;
+  s.digest = unit_->StateDigest();
+  s.ver_sau = unit_->sau().events();
+  s.table = unit_->main_lmu().TableStats();
+  s.controls = unit_->control().controls();
+  return s;
+}
+
+}  // namespace streamlearn

@@ -1,0 +1,212 @@
+#include "server/fuse_request_handler.h"
+
+#include <cassert>
+#include <span>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "server/model_lookup.h"
+#include "server/status_conversion.h"
+
+namespace streamlearn::server {
+namespace {
+
+std::span<const double> Span(const google::protobuf::RepeatedField<double>& xs) {
+  return {xs.data(), static_cast<size_t>(xs.size())};
+}
+
+absl::Status CheckParallel(int ids, int vals, absl::string_view what) {
+  if (ids == vals) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, "ids has ", ids, " values but vals has ",
+                                                 vals, "; give one value per id"));
+}
+
+void AppendFeatures(const google::protobuf::RepeatedField<uint64_t>& ids,
+                    const google::protobuf::RepeatedField<double>& vals,
+                    std::vector<lmu::Feature>* out) {
+  for (int j = 0; j < ids.size(); ++j) out->push_back(lmu::Feature{.id = ids[j], .val = vals[j]});
+}
+
+v1::RjLevel RjLevelToProto(int level) {
+  return level == 2 ? v1::RJ_LEVEL_RED : level == 1 ? v1::RJ_LEVEL_YELLOW : v1::RJ_LEVEL_GREEN;
+}
+
+void PredictionToProto(uint64_t t, const fuse::FusePrediction& p, v1::FusePrediction* out) {
+  out->set_t(t);
+  out->mutable_y_hat()->Add(p.y_hat.begin(), p.y_hat.end());
+  out->mutable_y_hat_sau()->Add(p.y_hat_sau.begin(), p.y_hat_sau.end());
+  out->mutable_y_hat_lmu()->Add(p.y_hat_lmu.begin(), p.y_hat_lmu.end());
+  out->set_gate(p.gate);
+}
+
+void HealthToProto(const FuseLearnOutcome& o, v1::FuseHealth* out) {
+  const FuseShardHealth& h = o.last;
+  out->set_gate(h.gate);
+  out->set_g_min(h.g_min);
+  out->set_g_max(h.g_max);
+  out->set_margin(h.margin);
+  out->set_rj_gap(h.rj_gap);
+  out->set_rj_level(RjLevelToProto(h.rj_level));
+  out->set_den(h.den);
+  out->set_beta_floor(h.beta_floor);
+  out->set_lambda_star(h.lambda_star);
+  out->set_clip_rate(h.clip_rate);
+  out->set_delta_load(o.table.delta_load);
+  out->set_ring_used(static_cast<uint32_t>(o.table.ring_used));
+  out->set_c_lookup_p100(static_cast<uint32_t>(o.c_lookup_p100));
+  out->set_c_insert_p100(static_cast<uint32_t>(o.c_insert_p100));
+  for (const FuseApplied& a : o.steps) {
+    for (const control::ControlAction& c : a.step.actions) {
+      std::string action(control::ActionName(c.action));
+      action += ':';
+      action += control::CauseName(c.cause);
+      out->add_actions(std::move(action));
+    }
+  }
+  out->set_lmu_tau_low(h.lmu_tau_low);
+  out->set_lmu_lr_scale(h.lmu_lr_scale);
+}
+
+}  // namespace
+
+FuseRequestHandler::FuseRequestHandler(ModelRegistry* registry, Metrics* metrics,
+                                       size_t max_batch, Persistence* persistence)
+    : registry_(registry), metrics_(metrics), max_batch_(max_batch), persistence_(persistence) {
+  assert(max_batch_ >= 1);
+}
+
+absl::Status FuseRequestHandler::Learn(const v1::LearnRequest& request, LearnSession* session,
+                                       v1::LearnAck* ack) {
+  ack->Clear();
+  absl::Status status = LearnBatch(request, session, ack);
+  ToBatchStatus(status, ack->mutable_status());
+  return status;
+}
+
+absl::Status FuseRequestHandler::LearnBatch(const v1::LearnRequest& request,
+                                            LearnSession* session, v1::LearnAck* ack) {
+  if (session->model == nullptr || session->model->spec().name != request.model()) {
+    absl::StatusOr<std::shared_ptr<Model>> model =
+        FindModelWithPart(*registry_, request.model(), ModelPart::kFuse);
+    if (!model.ok()) return model.status();
+    session->model = *std::move(model);
+    session->logs =
+        persistence_ != nullptr ? persistence_->Find(session->model->spec().name) : nullptr;
+  }
+  Model& model = *session->model;
+  const uint32_t shard = model.ShardOf(request.routing_key());
+  ack->set_shard(shard);
+
+  // Checked before any copy, so that a flood of samples in one message costs nothing.
+  const size_t n = static_cast<size_t>(request.samples_size());
+  if (n > max_batch_) {
+    return absl::InvalidArgumentError(absl::StrCat("batch has ", n, " samples; the limit is ",
+                                                   max_batch_, " per request (max_batch)"));
+  }
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const v1::FuseSample& s = request.samples(static_cast<int>(i));
+    if (absl::Status st = CheckParallel(s.ids_size(), s.vals_size(),
+                                        absl::StrCat("sample ", i, " (t=", s.t(), "): "));
+        !st.ok()) {
+      return st;
+    }
+    total += static_cast<size_t>(s.ids_size());
+  }
+  std::vector<lmu::Feature>& features = session->features;
+  features.clear();
+  features.reserve(total);  // the spans below point into it: no reallocation after this
+  std::vector<FuseSampleView>& views = session->views;
+  views.clear();
+  views.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const v1::FuseSample& s = request.samples(static_cast<int>(i));
+    const size_t begin = features.size();
+    AppendFeatures(s.ids(), s.vals(), &features);
+    views.push_back(FuseSampleView{
+        .t = s.t(),
+        .x = std::span<const lmu::Feature>(features.data() + begin, features.size() - begin),
+        .q = Span(s.q()),
+        .y = Span(s.y()),
+    });
+  }
+
+  FuseShard& fuse_shard = model.fuse_shard(shard);
+  // Committed with its audit records and log entry before this ack (server/persistence.h).
+  Receipt receipt;
+  FuseCommitHook hook;
+  if (session->logs != nullptr) {
+    ShardLog* log = &session->logs->shard(shard);
+    hook = [log, &receipt](const FuseCommit& c) { return log->CommitFuse(c, &receipt); };
+  }
+  absl::StatusOr<FuseLearnOutcome> outcome =
+      fuse_shard.Learn(views, max_batch_, hook ? &hook : nullptr);
+  if (!outcome.ok()) return outcome.status();
+  if (session->logs != nullptr) {
+    if (outcome->applied == 0) {
+      const ChainHead h = session->logs->shard(shard).journal().head();
+      receipt.next_index = h.next_index;
+      receipt.head = h.head;
+    }
+    ack->set_audit_next_index(receipt.next_index);
+    ack->set_merkle_curr(ToHex(receipt.head));
+  }
+
+  ack->set_applied(outcome->applied);
+  ack->mutable_duplicate_t()->Add(outcome->duplicates.begin(), outcome->duplicates.end());
+  for (const FuseApplied& a : outcome->steps) {
+    PredictionToProto(views[a.index].t, a.step.prediction, ack->add_predictions());
+  }
+  ack->set_ver_sau(outcome->ver_sau);
+  ack->set_ver_base(outcome->ver_base);
+  ack->set_ver_delta(outcome->ver_delta);
+  if (outcome->has_last) {
+    HealthToProto(*outcome, ack->mutable_health());
+    const FuseShardHealth& h = outcome->last;
+    metrics_->RecordFuse(model.spec().name, shard,
+                         FuseHealth{.gate = h.gate,
+                                    .g_min = h.g_min,
+                                    .g_max = h.g_max,
+                                    .y_err_abs = h.y_err_abs,
+                                    .margin = h.margin,
+                                    .rj_gap = h.rj_gap,
+                                    .rj_level = h.rj_level,
+                                    .beta_floor = h.beta_floor,
+                                    .lambda_star = h.lambda_star,
+                                    .den = h.den,
+                                    .actions = outcome->actions_total});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FuseRequestHandler::Predict(const v1::FusePredictRequest& request,
+                                         v1::FusePredictResponse* response) const {
+  absl::StatusOr<std::shared_ptr<Model>> model =
+      FindModelWithPart(*registry_, request.model(), ModelPart::kFuse);
+  if (!model.ok()) return model.status();
+  if (absl::Status s = CheckParallel(request.ids_size(), request.vals_size(), ""); !s.ok()) {
+    return s;
+  }
+  std::vector<lmu::Feature> x;
+  x.reserve(static_cast<size_t>(request.ids_size()));
+  AppendFeatures(request.ids(), request.vals(), &x);
+
+  const uint32_t shard = (*model)->ShardOf(request.routing_key());
+  absl::StatusOr<fuse::FusePrediction> p = (*model)->fuse_shard(shard).Predict(x, Span(request.q()));
+  if (!p.ok()) return p.status();
+  response->mutable_y_hat()->Add(p->y_hat.begin(), p->y_hat.end());
+  response->mutable_y_hat_sau()->Add(p->y_hat_sau.begin(), p->y_hat_sau.end());
+  response->mutable_y_hat_lmu()->Add(p->y_hat_lmu.begin(), p->y_hat_lmu.end());
+  response->set_gate(p->gate);
+  response->set_rj_gap(p->rj_gap);
+  response->set_margin(p->margin);
+  response->set_den(p->den);
+  response->set_ver_sau(p->ver_sau);
+  response->set_ver_base(p->ver_base);
+  response->set_ver_delta(p->ver_delta);
+  response->set_shard(shard);
+  return absl::OkStatus();
+}
+
+}  // namespace streamlearn::server
