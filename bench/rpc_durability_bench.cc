@@ -1,0 +1,261 @@
+// What durability costs SAU ingest through the real gRPC stack (issue 4), beside the same
+// server without a data_dir, in the same run:
+//
+//   BM_Ingest/<durability>/<batch>  events/s over one pipelined SAU.Ingest stream (model
+//   d = d_v = 64, r = 256, one shard; rpc_sau_bench's), at batches of 1 and 256 events, into
+//     0  memory   a server without a data_dir: the chain is computed, nothing is stored;
+//     1  process  a data_dir, --durability=process: batch + records + log entry in one RocksDB
+//                 write (WAL written, not fsync'ed) before the ack;
+//     2  machine  --durability=machine: the same write with the WAL fsync'ed before the ack.
+// Three in-process servers (streamlearn::server::Server on 127.0.0.1:0, no metrics exposer,
+// snapshots at the server defaults: every 10^5 events or 5 min), one client stream at a time.
+// A machine-durability stream waits for one fsync per batch (one writer per shard, so no group
+// commit within one stream): its iterations carry fewer events at batch 1.
+// Claims are ratios of medians (bench/ratio_reporter.h); target: process >= 70% of memory at
+// batch 256.
+//   rpc_durability_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <semaphore>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "admin.grpc.pb.h"
+#include "bench/ratio_reporter.h"
+#include "benchmark/benchmark.h"
+#include "core/sau/dgp.h"
+#include "sau.grpc.pb.h"
+#include "server/server.h"
+#include "server/store.h"
+
+namespace streamlearn::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kD = 64;
+constexpr int kDv = 64;
+constexpr int kR = 256;
+constexpr size_t kPoolEvents = 4096;
+constexpr char kModel[] = "bench";
+constexpr char kRoutingKey[] = "bench-key";
+
+enum Mode { kMemory = 0, kProcess = 1, kMachine = 2 };
+constexpr const char* kModeNames[] = {"memory", "process", "machine"};
+
+void Die(const std::string& what) {
+  std::fprintf(stderr, "rpc_durability_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+// Batches per iteration: 4096 events (and >= 64 batches); a machine stream at batch 1 does
+// 256 fsync'ed batches.
+size_t BatchesPerIteration(Mode mode, size_t batch) {
+  if (mode == kMachine && batch == 1) return 256;
+  return std::max<size_t>(kPoolEvents, 64 * batch) / batch;
+}
+size_t Window(size_t batch) { return std::clamp<size_t>(2048 / batch, 4, 64); }
+
+struct ServerUnderTest {
+  std::unique_ptr<server::Server> server;
+  std::unique_ptr<v1::SAU::Stub> stub;
+  uint64_t next_t = 0;
+};
+
+struct Fixture {
+  std::string root;  // data_dirs, removed at the end
+  std::vector<sau::DgpEvent> events;
+  ServerUnderTest targets[3];
+};
+
+Fixture* g_fixture = nullptr;
+
+std::shared_ptr<grpc::Channel> Connect(int port) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(16 << 20);
+  args.SetMaxSendMessageSize(16 << 20);
+  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
+                                           grpc::InsecureChannelCredentials(), args);
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+    Die("cannot connect to 127.0.0.1:" + std::to_string(port));
+  }
+  return channel;
+}
+
+Fixture& GetFixture() {
+  if (g_fixture != nullptr) return *g_fixture;
+  auto* f = new Fixture;
+  f->root = (fs::temp_directory_path() /
+             ("rpc_durability_bench_" + std::to_string(getpid())))
+                .string();
+  fs::remove_all(f->root);
+  sau::Dgp dgp(sau::Dgp::Options{.kind = sau::Dgp::Kind::kA, .d = kD, .d_v = kDv}, 7);
+  for (size_t i = 0; i < kPoolEvents; ++i) f->events.push_back(dgp.Next());
+  for (Mode mode : {kMemory, kProcess, kMachine}) {
+    server::Server::Options options;
+    options.listen = "127.0.0.1:0";
+    options.metrics = "";
+    options.lmu_secret = lmu::HashSecret{};
+    if (mode != kMemory) {
+      options.data_dir = f->root + "/" + kModeNames[mode];
+      options.durability =
+          mode == kMachine ? server::Durability::kMachine : server::Durability::kProcess;
+    }
+    ServerUnderTest& t = f->targets[mode];
+    t.server = std::make_unique<server::Server>(options);
+    absl::StatusOr<int> port = t.server->Start();
+    if (!port.ok()) Die("Server::Start: " + port.status().ToString());
+    auto channel = Connect(*port);
+    v1::CreateModelRequest req;
+    req.mutable_spec()->set_name(kModel);
+    req.mutable_spec()->set_shards(1);
+    req.mutable_spec()->mutable_sau()->set_d(kD);
+    req.mutable_spec()->mutable_sau()->set_d_v(kDv);
+    req.mutable_spec()->mutable_sau()->set_r(kR);
+    grpc::ClientContext ctx;
+    v1::ModelInfo info;
+    grpc::Status s = v1::Admin::NewStub(channel)->CreateModel(&ctx, req, &info);
+    if (!s.ok()) Die("CreateModel: " + s.error_message());
+    t.stub = v1::SAU::NewStub(channel);
+  }
+  g_fixture = f;
+  return *f;
+}
+
+void TearDownFixture() {
+  if (g_fixture == nullptr) return;
+  for (ServerUnderTest& t : g_fixture->targets) {
+    t.stub.reset();
+    if (t.server != nullptr) t.server->Shutdown(absl::Seconds(1));
+    t.server.reset();
+  }
+  fs::remove_all(g_fixture->root);
+  delete g_fixture;
+  g_fixture = nullptr;
+}
+
+std::vector<v1::IngestRequest> MakeRequests(const Fixture& f, size_t batch) {
+  std::vector<v1::IngestRequest> requests(kPoolEvents / batch);
+  for (size_t b = 0; b < requests.size(); ++b) {
+    v1::IngestRequest& req = requests[b];
+    req.set_model(kModel);
+    req.set_routing_key(kRoutingKey);
+    for (size_t i = 0; i < batch; ++i) {
+      const sau::DgpEvent& e = f.events[b * batch + i];
+      v1::Event* ev = req.add_events();
+      ev->mutable_k()->Add(e.k.begin(), e.k.end());
+      ev->mutable_v()->Add(e.v.begin(), e.v.end());
+    }
+  }
+  return requests;
+}
+
+// One Ingest stream carrying `batches` requests cycled from `requests`, at most `window`
+// unacknowledged (as rpc_sau_bench). Counts acks and rejected acks.
+grpc::Status PipelinedIngest(v1::SAU::Stub& stub, std::vector<v1::IngestRequest>& requests,
+                             size_t batches, size_t window, uint64_t* next_t, uint64_t* acks,
+                             uint64_t* rejected) {
+  grpc::ClientContext context;
+  auto stream = stub.Ingest(&context);
+  std::counting_semaphore<> slots(static_cast<std::ptrdiff_t>(window));
+  std::atomic<bool> broken{false};
+  std::thread reader([&] {
+    v1::IngestAck ack;
+    for (size_t i = 0; i < batches; ++i) {
+      if (!stream->Read(&ack)) {
+        broken.store(true);
+        slots.release(static_cast<std::ptrdiff_t>(batches));
+        return;
+      }
+      ++*acks;
+      if (ack.status().code() != 0) ++*rejected;
+      slots.release();
+    }
+  });
+  for (size_t b = 0; b < batches && !broken.load(); ++b) {
+    slots.acquire();
+    v1::IngestRequest& req = requests[b % requests.size()];
+    for (v1::Event& e : *req.mutable_events()) e.set_t(++*next_t);
+    if (!stream->Write(req)) break;
+  }
+  stream->WritesDone();
+  reader.join();
+  return stream->Finish();
+}
+
+void BM_Ingest(benchmark::State& state) {
+  Fixture& f = GetFixture();
+  const Mode mode = static_cast<Mode>(state.range(0));
+  const size_t batch = static_cast<size_t>(state.range(1));
+  std::vector<v1::IngestRequest> requests = MakeRequests(f, batch);
+  const size_t batches = BatchesPerIteration(mode, batch);
+  ServerUnderTest& t = f.targets[mode];
+  uint64_t acks = 0, rejected = 0;
+  for (auto _ : state) {
+    grpc::Status s =
+        PipelinedIngest(*t.stub, requests, batches, Window(batch), &t.next_t, &acks, &rejected);
+    if (!s.ok()) {
+      state.SkipWithError(("Ingest stream: " + s.error_message()).c_str());
+      return;
+    }
+  }
+  const uint64_t expected = static_cast<uint64_t>(state.iterations()) * batches;
+  if (acks != expected || rejected != 0) {
+    state.SkipWithError("missing or rejected acks");
+    return;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(expected * batch));
+  state.SetLabel(kModeNames[mode]);
+}
+BENCHMARK(BM_Ingest)
+    ->ArgsProduct({{kMemory, kProcess, kMachine}, {1, 256}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+void AddRatios(RatioReporter& rep) {
+  const std::string eps = "items_per_second";
+  for (const char* batch : {"1", "256"}) {
+    const std::string b = batch;
+    rep.AddRatio({"ingest events/s, process / memory, batch " + b,
+                  {"BM_Ingest/1/" + b, eps},
+                  {"BM_Ingest/0/" + b, eps},
+                  0.7,
+                  b == "256" ? Target::kAtLeast : Target::kNone});
+    rep.AddRatio({"ingest events/s, machine / memory, batch " + b,
+                  {"BM_Ingest/2/" + b, eps},
+                  {"BM_Ingest/0/" + b, eps},
+                  0,
+                  Target::kNone});
+    rep.AddRatio({"ingest events/s, machine / process, batch " + b,
+                  {"BM_Ingest/2/" + b, eps},
+                  {"BM_Ingest/1/" + b, eps},
+                  0,
+                  Target::kNone});
+  }
+}
+
+}  // namespace
+}  // namespace streamlearn::bench
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  streamlearn::bench::RatioReporter reporter(isatty(fileno(stdout))
+                                                 ? benchmark::ConsoleReporter::OO_ColorTabular
+                                                 : benchmark::ConsoleReporter::OO_Tabular);
+  streamlearn::bench::AddRatios(reporter);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  streamlearn::bench::TearDownFixture();
+  benchmark::Shutdown();
+  return 0;
+}
