@@ -121,6 +121,7 @@ class PartReplay {
   absl::Status Finish();
 
   bool failed() const { return mismatch_.has_value(); }
+  void MarkComplete() { report_.complete = true; }
   std::optional<ReplayMismatch>& mismatch() { return mismatch_; }
   const ReplayPartReport& report() const { return report_; }
 
@@ -529,6 +530,9 @@ absl::StatusOr<ReplayReport> ReplayShard(const Store& store, const lmu::HashSecr
       if (absl::Status s = p->Finish(); !s.ok()) return s;
     }
   }
+  if (!any_failed()) {
+    for (auto& p : parts) p->MarkComplete();
+  }
   return done();
 }
 
@@ -563,8 +567,10 @@ absl::StatusOr<std::vector<ReplayReport>> ReplayShards(const std::string& data_d
   const uint32_t shards = (*probe)->num_shards();
   probe->reset();
   std::vector<ReplayReport> out;
-  for (uint32_t i = only.value_or(0); i < (only.has_value() ? *only + 1 : shards); ++i) {
-    absl::StatusOr<ReplayReport> r = ReplayAndCheck(**store, *secret, model, i);
+  const uint64_t end = only.has_value() ? uint64_t{*only} + 1 : shards;
+  for (uint64_t i = only.value_or(0); i < end; ++i) {
+    absl::StatusOr<ReplayReport> r =
+        ReplayAndCheck(**store, *secret, model, static_cast<uint32_t>(i));
     if (!r.ok()) return r.status();
     out.push_back(*std::move(r));
   }
@@ -608,12 +614,17 @@ std::string FormatReplayReport(const ReplayReport& report) {
                           "replayed %d batches of %d, checked %d state digests and %d batch "
                           "digests: %s\n",
                           p.batches_replayed, p.batches_logged, p.state_digests_checked,
-                          p.batch_digests_checked, bad ? "MISMATCH" : "OK");
+                          p.batch_digests_checked,
+                          p.complete ? "OK"
+                                     : (bad ? "MISMATCH"
+                                            : "not finished (stopped at the shard's mismatch)"));
   }
   if (const std::optional<ReplayMismatch>& m = report.mismatch) {
     absl::StrAppendFormat(&out, "MISMATCH in model '%s' shard %d %s at ", report.model,
                           report.shard, StorePartName(m->part));
-    if (m->record_index.has_value()) absl::StrAppendFormat(&out, "audit record %d, ", *m->record_index);
+    if (m->record_index.has_value()) {
+      absl::StrAppendFormat(&out, "audit record %d, ", *m->record_index);
+    }
     absl::StrAppendFormat(&out, "log_seq %d: %s: expected %s, got %s\n", m->log_seq, m->what,
                           m->expected, m->got);
   }

@@ -50,6 +50,7 @@ struct ReplayPartReport {
   uint64_t batches_logged = 0;      // the part's last log seq (every batch ever logged)
   uint64_t state_digests_checked = 0;  // snapshot records included
   uint64_t batch_digests_checked = 0;
+  bool complete = false;  // every check of the part ran and passed
 };
 
 // The first difference between the chain and the replay.

@@ -39,7 +39,8 @@ int RunAuditHead(const GlobalOptions& options, std::span<const std::string> args
   bool json = false;
   parser.AddUint("--shard", &shard, "the shard's chain (default 0)", UINT32_MAX);
   parser.AddBool("--json", &json, "print the HeadResponse proto as JSON (with the public key)");
-  if (std::optional<int> exit = ParseCommandLine(parser, args, 1, "audit head takes one model name")) {
+  if (std::optional<int> exit =
+          ParseCommandLine(parser, args, 1, "audit head takes one model name")) {
     return *exit;
   }
   std::unique_ptr<AuditClient> client = ConnectAuditOrReport(options);

@@ -14,7 +14,8 @@ int RunSnapshot(const GlobalOptions& options, std::span<const std::string> args)
   ArgParser parser("streamlearn snapshot MODEL [--json]");
   bool json = false;
   parser.AddBool("--json", &json, "print the SnapshotResponse proto as JSON");
-  if (std::optional<int> exit = ParseCommandLine(parser, args, 1, "snapshot takes one model name")) {
+  if (std::optional<int> exit =
+          ParseCommandLine(parser, args, 1, "snapshot takes one model name")) {
     return *exit;
   }
   std::unique_ptr<AuditClient> client = ConnectAuditOrReport(options);
