@@ -1,6 +1,7 @@
 // streamlearn-demo: streams a synthetic workload (DGP-A, then DGP-C drift) into a server and
 // compares the server's SAU estimate at a probe query with exact decayed attention computed
-// here from the same events (docs/CLIENT.md, "The demo").
+// here from the same events (docs/CLIENT.md, "The demo"); then an LMU phase (lmu_phase.h) and
+// a Fuse phase, seed 002's worked scenario on a fused model (fuse_phase.h).
 //
 //   streamlearn-demo --server localhost:50051 [--model demo] [--events 20000] [--quiet]
 
@@ -17,6 +18,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "client/demo/ack_monitor.h"
+#include "client/demo/fuse_phase.h"
 #include "client/demo/lmu_phase.h"
 #include "client/demo/report.h"
 #include "client/demo/workload.h"
@@ -38,6 +40,11 @@ ABSL_FLAG(double, input_scale, 0, "input scale a of a newly created model; 0 = s
 ABSL_FLAG(std::string, routing_key, "demo", "routing key of every event");
 ABSL_FLAG(uint64_t, lmu_samples, 30000,
           "samples for the LMU phase (model <model>-lmu) after the SAU phase; 0 skips it");
+ABSL_FLAG(bool, fuse, true,
+          "run the Fuse phase after the LMU phase: seed 002's worked scenario on a new fused "
+          "model <model>-fuse-<run>");
+ABSL_FLAG(uint64_t, fuse_seed, 2, "seed of the Fuse phase's scenario");
+ABSL_FLAG(uint32_t, fuse_batch, 25, "samples per Fuse.Learn batch");
 
 namespace streamlearn::demo {
 namespace {
@@ -223,6 +230,12 @@ int Run() {
     LmuPhaseOptions lo{.model = model + "-lmu", .routing_key = routing_key, .samples = n,
                        .seed = absl::GetFlag(FLAGS_seed), .quiet = quiet};
     if (absl::Status s = RunLmuPhase(**client, lo, std::cout); !s.ok()) return Fail(s);
+  }
+  if (absl::GetFlag(FLAGS_fuse)) {
+    FusePhaseOptions fo{.model_prefix = model + "-fuse", .routing_key = routing_key,
+                        .seed = absl::GetFlag(FLAGS_fuse_seed),
+                        .batch = absl::GetFlag(FLAGS_fuse_batch), .quiet = quiet};
+    if (absl::Status s = RunFusePhase(**client, fo, std::cout); !s.ok()) return Fail(s);
   }
   return 0;
 }
