@@ -13,7 +13,9 @@
 #   REPETITIONS (default 5), JOBS (ninja -j, default 2).
 # Only the benchmark targets are built. Expect ~2.5 min for core_sau_bench (of which ~25 s
 # builds the 10^6-event query fixture and ~15 s the state-bytes table) and ~1 min for
-# rpc_sau_bench on 2 cores.
+# rpc_sau_bench on 2 cores; ~1.5 min for core_audit_bench, ~0.5 min for rpc_durability_bench
+# and ~2.5 min for persistence_bench (it writes ~0.6 GB under $TMPDIR per 10^6-event
+# repetition and removes it at the end).
 set -euo pipefail
 
 usage() { sed -n '2,18p' "$0" >&2; exit 2; }
