@@ -1,5 +1,6 @@
 // streamlearn create: a model from flags, from a JSON ModelSpec, or both (flags win); an SAU
-// part, an LMU part, or both.
+// part, an LMU part, or both; or a fuse part alone (--fuse: the SAU and LMU flags then set the
+// fused learner's own SAU and LMU).
 
 #include <iostream>
 #include <optional>
@@ -17,9 +18,13 @@ constexpr char kUsage[] =
     "         [--lmu [--m M --lr LR --l2 L2 --schedule constant|inverse-sqrt\n"
     "          --delta-buckets B --tau-low X --tau-high Y --lambda-max N --rebuild-seconds T\n"
     "          --margin K --inline-rebuild]] [--no-sau]\n"
+    "       streamlearn create --name NAME --fuse [--pattern meta_linear|attention_as_feature|\n"
+    "         linear_as_gate] --d D --r R [--dv M] [SAU flags] [LMU flags]\n"
     "       streamlearn create --spec-json FILE|- [flags overriding the file]\n"
     "  A model has an SAU part (d, d_v and r are required), an LMU part (--lmu), or both;\n"
-    "  --no-sau makes an LMU-only model. Other unset numbers take the server's documented\n"
+    "  --no-sau makes an LMU-only model. --fuse makes a fused model (a fuse part alone): the\n"
+    "  SAU flags set its SAU (q has dimension d; d_v = m, the target's dimension, by default)\n"
+    "  and the LMU flags its LMU. Other unset numbers take the server's documented\n"
     "  defaults. The effective spec is printed.";
 
 struct CreateFlags {
@@ -32,6 +37,9 @@ struct CreateFlags {
   std::optional<uint64_t> m, delta_buckets;
   std::optional<double> lr, l2, tau_low, tau_high, lambda_max, rebuild_seconds, margin;
   std::optional<std::string> schedule;
+  // Fuse part.
+  bool fuse = false;
+  std::optional<std::string> pattern;
 
   bool AnySauFlag() const {
     return d || dv || r || seed || rv || gamma || tau || input_scale || c_lo || c_hi || alpha ||
@@ -80,7 +88,22 @@ void Register(ArgParser& p, CreateFlags& f) {
   p.AddDouble("--margin", &f.margin, "headroom in ids of the scheduling inequality (default 512)");
   p.AddBool("--inline-rebuild", &f.inline_rebuild,
             "rebuild on the writer (stable mode: reproducible layout)");
+  p.AddBool("--fuse", &f.fuse,
+            "a fused model: SAU + LMU + gate + control plane per shard (docs/FUSE.md)");
+  p.AddString("--pattern", &f.pattern,
+              "fusion pattern: meta_linear (default), attention_as_feature or linear_as_gate");
   p.AddBool("--json", &f.json, "print the created ModelInfo as JSON");
+}
+
+absl::StatusOr<v1::FusePattern> ParsePattern(const std::string& name) {
+  if (name == "meta_linear" || name == "meta-linear") return v1::FUSE_PATTERN_META_LINEAR;
+  if (name == "attention_as_feature" || name == "attention-as-feature") {
+    return v1::FUSE_PATTERN_ATTENTION_AS_FEATURE;
+  }
+  if (name == "linear_as_gate" || name == "linear-as-gate") return v1::FUSE_PATTERN_LINEAR_AS_GATE;
+  return absl::InvalidArgumentError(
+      "--pattern: expected meta_linear, attention_as_feature or linear_as_gate, got '" + name +
+      "'");
 }
 
 absl::StatusOr<v1::LrSchedule> ParseSchedule(const std::string& name) {
@@ -135,6 +158,23 @@ absl::Status ApplyLmuFlags(const CreateFlags& f, v1::LmuSpec* s) {
 absl::Status ApplyFlags(const CreateFlags& f, v1::ModelSpec* spec) {
   if (f.name) spec->set_name(*f.name);
   if (f.shards) spec->set_shards(static_cast<uint32_t>(*f.shards));
+  if (f.fuse || f.pattern || spec->has_fuse()) {
+    // A fused model: the SAU and LMU flags set its own SAU and LMU.
+    if (f.no_sau || f.lmu) {
+      return absl::InvalidArgumentError(
+          std::string(f.no_sau ? "--no-sau" : "--lmu") +
+          " does not apply to --fuse: a fused model has its own SAU and LMU (set them with "
+          "the SAU flags --d --r ... and the LMU flags --m --lr ...)");
+    }
+    v1::FuseSpec* fuse = spec->mutable_fuse();
+    if (f.pattern) {
+      absl::StatusOr<v1::FusePattern> pattern = ParsePattern(*f.pattern);
+      if (!pattern.ok()) return pattern.status();
+      fuse->set_pattern(*pattern);
+    }
+    ApplySauFlags(f, fuse->mutable_sau());
+    return ApplyLmuFlags(f, fuse->mutable_lmu());
+  }
   const bool lmu = f.lmu || f.AnyLmuFlag() || spec->has_lmu();
   if (f.no_sau) {
     if (f.AnySauFlag()) {

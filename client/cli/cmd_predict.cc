@@ -1,5 +1,5 @@
 // streamlearn predict: the LMU's prediction at one sparse x, read from the shard of a
-// routing key.
+// routing key. streamlearn fuse-predict: a fused model's prediction at (x, q).
 
 #include <iostream>
 #include <optional>
@@ -17,6 +17,10 @@ namespace {
 constexpr char kUsage[] =
     "streamlearn predict MODEL --x \"id:val,id:val,...\" [--routing-key K] [--hash-strings]\n"
     "         [--json]";
+constexpr char kFuseUsage[] =
+    "streamlearn fuse-predict MODEL --x \"id:val,id:val,...\" --q \"0.1,0.2,...\"\n"
+    "         [--routing-key K] [--hash-strings] [--json]\n"
+    "  The fused prediction the next learned sample with this (x, q) would get (read-only).";
 
 // "3:0.5, 17:1" -> ids {3, 17}, vals {0.5, 1}.
 absl::Status ParseX(std::string_view text, bool hash_strings, std::vector<uint64_t>* ids,
@@ -98,6 +102,62 @@ int RunPredict(const GlobalOptions& options, std::span<const std::string> args) 
             << fmt::format("ver_base   {}\n", r->ver_base())
             << fmt::format("ver_delta  {}\n", r->ver_delta())
             << fmt::format("probes     {} (largest LOCATE over x)\n", r->probes_p100());
+  return kExitOk;
+}
+
+int RunFusePredict(const GlobalOptions& options, std::span<const std::string> args) {
+  ArgParser parser(kFuseUsage);
+  std::optional<std::string> x_text, q_text, routing_key;
+  bool hash_strings = false, json = false;
+  parser.AddString("--x", &x_text, "sparse input, comma-separated id:value pairs");
+  parser.AddString("--q", &q_text, "query vector, comma-separated numbers (length sau.d)");
+  parser.AddString("--routing-key", &routing_key, "selects the shard (default \"default\")");
+  parser.AddBool("--hash-strings", &hash_strings,
+                 "hash every id as a string (as train --hash-strings does for libsvm)");
+  parser.AddBool("--json", &json, "print the FusePredictResponse proto as JSON");
+  if (absl::Status s = parser.Parse(args); !s.ok()) return ReportError(s, kExitUsage);
+  if (parser.help_requested()) {
+    std::cout << parser.Usage();
+    return kExitOk;
+  }
+  if (parser.positional().size() != 1) {
+    return ReportError(
+        absl::InvalidArgumentError("fuse-predict takes one model name\n" + parser.Usage()),
+        kExitUsage);
+  }
+  if (!x_text || !q_text) {
+    return ReportError(absl::InvalidArgumentError("pass --x \"id:val,...\" and --q \"v,...\""),
+                       kExitUsage);
+  }
+  std::vector<uint64_t> ids;
+  std::vector<double> vals;
+  if (absl::Status s = ParseX(*x_text, hash_strings, &ids, &vals); !s.ok()) {
+    return ReportError(s, kExitUsage);
+  }
+  absl::StatusOr<std::vector<double>> q = ParseDoubleList(*q_text);
+  if (!q.ok()) {
+    return ReportError(absl::InvalidArgumentError("--q: " + std::string(q.status().message())),
+                       kExitUsage);
+  }
+  std::unique_ptr<Client> client = ConnectOrReport(options);
+  if (client == nullptr) return kExitFailure;
+  const std::string& model = parser.positional()[0];
+  absl::StatusOr<v1::FusePredictResponse> r =
+      client->FusePredict(model, routing_key.value_or(kDefaultRoutingKey), ids, vals, *q);
+  if (!r.ok()) return ReportError(r.status());
+  if (json) {
+    std::cout << ProtoToJson(*r);
+    return kExitOk;
+  }
+  std::cout << fmt::format("model      {}  (shard {})\n", model, r->shard())
+            << fmt::format("y_hat      {}\n", Vector(r->y_hat()))
+            << fmt::format("y_hat_sau  {}\n", Vector(r->y_hat_sau()))
+            << fmt::format("y_hat_lmu  {}\n", Vector(r->y_hat_lmu()))
+            << fmt::format("gate       {:.17g}\n", r->gate())
+            << fmt::format("rj_gap     {:.6g}  margin {:.6g}  den {:.6g}\n", r->rj_gap(),
+                           r->margin(), r->den())
+            << fmt::format("versions   sau {}  base {}  delta {}\n", r->ver_sau(), r->ver_base(),
+                           r->ver_delta());
   return kExitOk;
 }
 

@@ -7,6 +7,7 @@
 //   query     read attention at a query vector                   (cmd_query.cc)
 //   train     stream a libsvm or VW file of samples into the LMU  (cmd_train.cc)
 //   predict   the LMU's prediction at a sparse x                  (cmd_predict.cc)
+//   fuse-predict  a fused model's prediction at (x, q)            (cmd_predict.cc)
 //   audit     head, export, verify, append, replay of audit chains (cmd_audit*.cc)
 //   snapshot  snapshot a model now; backup: copy the data directory (cmd_snapshot.cc)
 #ifndef STREAMLEARN_CLIENT_CLI_COMMANDS_H_
@@ -26,6 +27,7 @@ int RunIngest(const GlobalOptions& options, std::span<const std::string> args);
 int RunQuery(const GlobalOptions& options, std::span<const std::string> args);
 int RunTrain(const GlobalOptions& options, std::span<const std::string> args);
 int RunPredict(const GlobalOptions& options, std::span<const std::string> args);
+int RunFusePredict(const GlobalOptions& options, std::span<const std::string> args);
 int RunAudit(const GlobalOptions& options, std::span<const std::string> args);
 int RunAuditVerify(const GlobalOptions& options, std::span<const std::string> args);
 int RunAuditReplay(const GlobalOptions& options, std::span<const std::string> args);

@@ -16,6 +16,8 @@ constexpr char kUsage[] =
     "  --server defaults to localhost:50051 (may also follow the command)\n"
     "commands:\n"
     "  create    --name N [--shards S] [--d .. --dv .. --r .. ...] [--lmu [--m ..] [--no-sau]]\n"
+    "            | --name N --fuse [--pattern meta_linear|attention_as_feature|linear_as_gate]\n"
+    "              --d .. --r .. [--m ..]\n"
     "            | --spec-json FILE|-\n"
     "  describe  MODEL [--json]\n"
     "  list      [--long] [--json]\n"
@@ -24,6 +26,7 @@ constexpr char kUsage[] =
     "            [--low-rank] [--routing-key K]\n"
     "  train     MODEL FILE [--format libsvm|vw] [--batch 256] [--routing-key K] [--hash-strings]\n"
     "  predict   MODEL --x \"id:val,id:val,...\" [--routing-key K]\n"
+    "  fuse-predict MODEL --x \"id:val,...\" --q \"0.1,0.2,...\" [--routing-key K]\n"
     "  audit     head|export|verify|append|replay ...  (see 'streamlearn audit --help')\n"
     "  snapshot  MODEL  (every shard, now)\n"
     "  backup    NAME   (a consistent copy of the server's data directory)\n"
@@ -61,6 +64,7 @@ int main(int argc, char** argv) {
   if (command == "query") return RunQuery(options, args);
   if (command == "train") return RunTrain(options, args);
   if (command == "predict") return RunPredict(options, args);
+  if (command == "fuse-predict") return RunFusePredict(options, args);
   if (command == "audit") return RunAudit(options, args);
   if (command == "snapshot") return RunSnapshot(options, args);
   if (command == "backup") return RunBackup(options, args);

@@ -36,6 +36,7 @@ uint64_t TotalEvents(const v1::ModelInfo& info) {
 }
 
 std::string PartsName(const v1::ModelSpec& spec) {
+  if (spec.has_fuse()) return "fuse";
   if (spec.has_sau() && spec.has_lmu()) return "sau+lmu";
   return spec.has_lmu() ? "lmu" : "sau";
 }
@@ -80,6 +81,64 @@ std::string DescribeLmu(const v1::ModelInfo& info) {
   return out;
 }
 
+std::string PatternName(v1::FusePattern p) {
+  switch (p) {
+    case v1::FUSE_PATTERN_ATTENTION_AS_FEATURE:
+      return "attention_as_feature";
+    case v1::FUSE_PATTERN_LINEAR_AS_GATE:
+      return "linear_as_gate";
+    case v1::FUSE_PATTERN_META_LINEAR:
+    default:
+      return "meta_linear";
+  }
+}
+
+// The fuse part: its pattern, its SAU and LMU in short, the gate and control settings, and per
+// shard: steps, versions, control actions, the controls in force, state digest.
+std::string DescribeFuse(const v1::ModelInfo& info) {
+  const v1::FuseSpec& f = info.spec().fuse();
+  const v1::SauSpec& s = f.sau();
+  const v1::LmuSpec& l = f.lmu();
+  const v1::GateSpec& g = f.gate();
+  const v1::ControlSpec& c = f.control();
+  std::string out;
+  auto row = [&out](std::string_view label, const std::string& value) {
+    out += fmt::format("  {:<13} {}\n", label, value);
+  };
+  row("pattern", PatternName(f.pattern()) + (f.low_rank() ? " (low-rank SAU readout)" : ""));
+  row("fuse sau", fmt::format("d={}  m=d_v={}  r={}  r_v={}  tau={:g}  gamma={:g}  {}, seed {}",
+                              s.d(), s.d_v(), s.r(), s.r_v(), s.tau(), s.gamma(),
+                              FeatureName(s.features()), s.seed()));
+  row("fuse lmu", fmt::format("m={}  lr={:g}  l2={:g}  C={}  tau_low={:g}  tau_high={:g}  ({})",
+                              l.m(), l.lr(), l.l2(),
+                              static_cast<uint64_t>(l.delta_buckets()) * l.bucket_size(),
+                              l.tau_low(), l.tau_high(),
+                              l.inline_rebuild() ? "inline" : "background"));
+  row("gate", fmt::format("lr={:g}  l2={:g}  error_rate={:g}  scale_rate={:g}", g.lr(), g.l2(),
+                          g.error_rate(), g.scale_rate()));
+  row("control", fmt::format("gate in [{:g}, {:g}]  alarm clamp {:g}  den clamp {:g}  window {}  "
+                             "recovery {:g}",
+                             c.g_min(), c.g_max(), c.alarm_g_max(), c.den_g_max(),
+                             c.clamp_window(), c.recovery_rate()));
+  row("", fmt::format("lambda x{:g} (max x{:g}), +{:g} median den; warn after {} steps or margin "
+                      "< {:g}: tau_low {:g}, lr x{:g} for {} steps",
+                      c.lambda_factor(), c.lambda_factor_max(), c.den_lambda_frac(),
+                      c.warn_persist(), c.margin_thin(), c.warn_tau_low(), c.warn_lr_scale(),
+                      c.warn_window()));
+  row("W digest", info.w_digest());
+  for (const v1::FuseShardInfo& sh : info.fuse_shards()) {
+    out += fmt::format("  fuse shard {:<3} steps {}  last_t {}  log_seq {}  ver_sau {}  ver_base {}  "
+                       "ver_delta {}  delta load {:.3f}\n",
+                       sh.shard(), sh.steps(), sh.last_t(), sh.log_seq(), sh.ver_sau(),
+                       sh.ver_base(), sh.ver_delta(), sh.delta_load());
+    out += fmt::format("                control actions {}  gate clamp {:g}  lmu lr x{:g}  "
+                       "tau_low {:g}\n",
+                       sh.actions(), sh.g_max(), sh.lmu_lr_scale(), sh.lmu_tau_low());
+    out += fmt::format("                state digest {}\n", sh.state_digest());
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string DescribeModel(const v1::ModelInfo& info) {
@@ -114,6 +173,7 @@ std::string DescribeModel(const v1::ModelInfo& info) {
     }
   }
   if (spec.has_lmu()) out += DescribeLmu(info);
+  if (spec.has_fuse()) out += DescribeFuse(info);
   return out;
 }
 

@@ -41,7 +41,8 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   }
   if (!spec.has_sau && !spec.has_lmu) {
     return absl::InvalidArgumentError(
-        "the model has no part; give an sau part, an lmu part, both, or a fuse part");
+        "the model has neither an sau nor an lmu part; give one (or both, or a fuse part "
+        "alone)");
   }
   if (spec.has_lmu) return lmu::ValidateLmuSpec(spec.lmu);
   return absl::OkStatus();
