@@ -65,7 +65,7 @@ absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,
   absl::StatusOr<ShardLog*> log = FindShard(request.model(), request.shard(), &keep);
   if (!log.ok()) return log.status();
   absl::StatusOr<AuditRecord> payload = ParseAuditJson(
-      request.json(), {.max_bytes = kAuditAppendMaxBytes, .max_depth = kAuditAppendMaxDepth - 1});
+      request.json(), {.max_bytes = kAuditAppendMaxBytes, .max_depth = kAuditAppendMaxDepth});
   if (!payload.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("json: ", payload.status().message()));
   }

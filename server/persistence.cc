@@ -433,7 +433,8 @@ namespace {
 // still starts at 1), then the log after it. Returns the number of replayed batches.
 template <typename ShardT, typename RestoreFn, typename ReplayFn>
 absl::StatusOr<uint64_t> RecoverPart(Store& store, const std::string& model, uint32_t shard,
-                                     StorePart part, std::vector<ManifestEntry>* manifest,
+                                     StorePart part, size_t keep_snapshots,
+                                     std::vector<ManifestEntry>* manifest,
                                      std::unique_ptr<ShardT>* out, const RestoreFn& restore,
                                      const ReplayFn& replay) {
   const std::string where =
@@ -474,6 +475,13 @@ absl::StatusOr<uint64_t> RecoverPart(Store& store, const std::string& model, uin
     }
     spdlog::error("{}: snapshot {} (log_seq {}) is not usable: {}; falling back to an older one",
                   where, e.snapshot_seq, e.log_seq, std::string(why.message()));
+  }
+  // Without a usable snapshot, starting empty is right only if the log was never trimmed.
+  // SnapshotPart trims (through the oldest kept snapshot) only once the manifest is full.
+  if (from_seq == 0 && manifest->size() >= keep_snapshots && manifest->back().log_seq > 0) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: no snapshot verifies and the log through seq %d was trimmed after them; the "
+        "state cannot be rebuilt (restore a backup)", where, manifest->back().log_seq));
   }
   // The log must continue right after the state we start from.
   uint64_t expect = from_seq + 1;
@@ -526,7 +534,7 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
       std::unique_ptr<SauShard> shard;
       const sau::SauSpec& sspec = m.spec().sau;
       absl::StatusOr<uint64_t> n = RecoverPart<SauShard>(
-          *store_, name, i, StorePart::kSau, &log.sau_.manifest, &shard,
+          *store_, name, i, StorePart::kSau, options_.keep_snapshots, &log.sau_.manifest, &shard,
           [&](std::string_view blob) { return SauShard::Restore(sspec, blob); },
           [&](SauShard* s, std::string_view entry) -> absl::Status {
             absl::StatusOr<SauEntry> e = SauEntry::Decode(entry);
@@ -544,7 +552,7 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
       std::unique_ptr<LmuShard> shard;
       const lmu::LmuSpec& lspec = m.spec().lmu;
       absl::StatusOr<uint64_t> n = RecoverPart<LmuShard>(
-          *store_, name, i, StorePart::kLmu, &log.lmu_.manifest, &shard,
+          *store_, name, i, StorePart::kLmu, options_.keep_snapshots, &log.lmu_.manifest, &shard,
           [&](std::string_view blob) {
             return LmuShard::Restore(lspec, registry->secret(), blob);
           },
@@ -563,7 +571,7 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
       std::unique_ptr<FuseShard> shard;
       const fuse::FuseSpec& fspec = m.spec().fuse;
       absl::StatusOr<uint64_t> n = RecoverPart<FuseShard>(
-          *store_, name, i, StorePart::kFuse, &log.fuse_.manifest, &shard,
+          *store_, name, i, StorePart::kFuse, options_.keep_snapshots, &log.fuse_.manifest, &shard,
           [&](std::string_view blob) {
             return FuseShard::Restore(fspec, registry->secret(), blob);
           },
@@ -662,9 +670,13 @@ absl::StatusOr<SnapshotInfo> Persistence::SnapshotPart(const Model& model, uint3
         }
         batch->PutSnapshot(name, shard, part, snapshot_seq, blob);
         batch->PutManifest(name, shard, part, EncodeManifest(next));
-        // The oldest kept snapshot covers everything up to its log_seq.
-        trim_through = next.back().log_seq;
-        if (trim_through > 0) batch->TrimLog(name, shard, part, trim_through);
+        // Once the manifest is full, the oldest kept snapshot covers everything up to its
+        // log_seq, and only a backup could need more. Before that the log is kept whole, so a
+        // part whose every snapshot is corrupt can still be rebuilt from seq 1.
+        if (next.size() >= options_.keep_snapshots) {
+          trim_through = next.back().log_seq;
+          if (trim_through > 0) batch->TrimLog(name, shard, part, trim_through);
+        }
       });
   if (!r.ok()) {
     if (metrics_ != nullptr) metrics_->RecordSnapshotFailure(name, shard);

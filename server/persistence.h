@@ -19,8 +19,9 @@
 // or samples, every `snapshot_interval`, and on demand (Admin.Snapshot). A snapshot is one
 // store write: the blob, a new manifest (the newest `keep_snapshots` entries, each with the
 // blob's SHA-256, the log_seq it covers and the audit index and merkle_curr of its snapshot
-// record) and a snapshot audit record; log entries older than the oldest kept snapshot are
-// trimmed in the same write.
+// record) and a snapshot audit record. Once `keep_snapshots` snapshots exist, log entries the
+// oldest kept one covers are trimmed in the same write (until then the log is kept whole, so
+// a part whose snapshots are all corrupt is rebuilt from seq 1).
 //
 // Recovery (Recover, at start-up): for every stored model, rebuild the model from its spec;
 // for each shard part, restore the newest snapshot whose checksum and content verify (falling

@@ -378,10 +378,9 @@ TEST_F(DurabilityTest, BothSnapshotsCorruptAfterTrimmingFailsStartWithDataLossNa
 // Every snapshot of a shard part corrupt, and its log empty because the newest snapshot covers
 // all of it: recovery has nothing to detect a gap with, and must still refuse rather than
 // start the part empty.
-// DISABLED: server/persistence.cc RecoverPart treats "no snapshot verified and no log entry"
-// as a fresh shard (see the report of issue 4); enable when recovery knows that the log was
-// trimmed (e.g. a trimmed-through mark in the manifest).
-TEST_F(DurabilityTest, DISABLED_CorruptOnlySnapshotWithEmptyLogFailsStartWithDataLoss) {
+// (Snapshots trim the log only once keep_snapshots of them exist; with keep_snapshots = 1 the
+// first one trims everything it covers, and recovery knows it from the full manifest.)
+TEST_F(DurabilityTest, CorruptOnlySnapshotWithEmptyLogFailsStartWithDataLoss) {
   Server::Options options = Options();
   options.keep_snapshots = 1;
   Start(options);
