@@ -4,11 +4,24 @@
 // fuse::FuseUnit built from the model's effective spec and fed the same samples (FuseDgp).
 // With a data_dir: restarts (shutdown + a new server on the same directory), Admin.Snapshot of
 // the fuse part, recovery after a snapshot plus more samples, and the audit chain read with
-// Auditor.Read and checked by the one-pass AuditVerifier.
+// Auditor.Read and checked by the one-pass AuditVerifier. And the real streamlearn-server binary
+// killed with SIGKILL mid-stream and right after a snapshot: the recovered state equals the
+// reference fed exactly the committed batches, bit for bit.
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <bit>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -38,6 +51,8 @@
 #include "server/server.h"
 #include "server/spec_conversion.h"
 #include "tests/test_server.h"
+
+extern char** environ;
 
 namespace streamlearn::server {
 namespace {
@@ -543,7 +558,9 @@ std::map<std::string, int> VerifyChain(const Server& server, const std::string& 
   }
   EXPECT_TRUE(reader->Finish().ok());
   EXPECT_TRUE(failure.ok()) << failure;
-  if (failure.ok()) EXPECT_TRUE(verifier.Finish().ok()) << verifier.Finish();
+  if (failure.ok()) {
+    EXPECT_TRUE(verifier.Finish().ok()) << verifier.Finish();
+  }
   EXPECT_EQ(n, head.next_index());
   return kinds;
 }
@@ -637,6 +654,231 @@ TEST_F(FuseDurableTest, RestartSnapshotAndRecoveryAreBitIdenticalAndAudited) {
     EXPECT_EQ(kinds["snapshot"], 1);
     VerifyChain(*server, name, 1 - shard);  // genesis and its snapshot record
     server->Shutdown(absl::Seconds(5));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// kill -9 of the real server binary.
+
+const char kServerBinary[] = STREAMLEARN_BINARY_DIR "/server/streamlearn-server";
+
+// One streamlearn-server child on 127.0.0.1 and a port of its choosing (read from its log).
+class ServerProcess {
+ public:
+  ServerProcess(const std::vector<std::string>& flags, std::string log) : log_(std::move(log)) {
+    std::vector<std::string> args = {kServerBinary, "--listen=127.0.0.1:0", "--metrics="};
+    args.insert(args.end(), flags.begin(), flags.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;  // posix_spawn, not fork: gRPC threads run here
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    const int err = posix_spawn(&pid_, kServerBinary, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (err != 0) {
+      ADD_FAILURE() << "cannot start " << kServerBinary << " (build the streamlearn-server "
+                    << "target): " << std::strerror(err);
+      pid_ = -1;
+    }
+  }
+  ~ServerProcess() { Kill(); }
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  // The bound port from the "(port N)" log line; 0 if it did not listen within 60 s.
+  int WaitForPort() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (pid_ > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::ifstream in(log_);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      const std::string log = ss.str();
+      const size_t at = log.find("(port ");
+      if (at != std::string::npos && log.find(')', at) != std::string::npos) {
+        return std::atoi(log.c_str() + at + 6);
+      }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        ADD_FAILURE() << "the server exited:\n" << log;
+        pid_ = -1;
+        return 0;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return 0;
+  }
+
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+ private:
+  const std::string log_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(FuseDurableTest, KillNineMidStreamAndAfterASnapshotRecoversTheCommittedState) {
+  std::filesystem::create_directories(dir_);
+  const std::string secret_path = dir_ + "/test.secret";
+  {
+    const lmu::HashSecret secret = TestSecret();
+    const int fd = open(secret_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, secret.data(), secret.size()), static_cast<ssize_t>(secret.size()));
+    close(fd);
+  }
+  const std::vector<std::string> flags = {
+      "--data_dir=" + dir_ + "/data", "--lmu_secret_file=" + secret_path,
+      absl::StrCat("--audit_checkpoint_every=", kCheckpointEvery), "--snapshot_every_steps=300",
+      "--snapshot_interval=0", "--fuse_digest_every=100"};
+  const std::string name = "fused_kill";
+  const std::string key = "k";
+  constexpr int kPer = 30;
+  fuse::FuseDgp dgp(Stream(/*drift_at=*/300), 4);
+  const std::vector<std::vector<FuseSample>> batches = Batches(dgp, 1, 33 * kPer, kPer);
+  auto start = [&](int life) {
+    auto p = std::make_unique<ServerProcess>(flags, absl::StrCat(dir_, "/life", life, ".log"));
+    const int port = p->WaitForPort();
+    EXPECT_GT(port, 0);
+    return std::make_pair(std::move(p), port);
+  };
+  auto connect = [](int port) {
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(absl::StrCat("127.0.0.1:", port));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *std::move(c) : nullptr;
+  };
+  std::unique_ptr<fuse::FuseUnit> unit;
+  size_t fed = 0;  // batches the reference has learned
+  auto feed_to = [&](uint64_t last_t) {
+    while (fed < batches.size() && batches[fed].back().t <= last_t) {
+      for (const FuseSample& x : batches[fed]) ASSERT_TRUE(unit->Learn(x.t, x.x, x.q, x.y).ok());
+      ++fed;
+    }
+  };
+
+  // Life 1: 14 batches acknowledged, 6 more in flight when the server is killed.
+  {
+    auto [process, port] = start(1);
+    std::unique_ptr<Client> client = connect(port);
+    ASSERT_NE(client, nullptr);
+    absl::StatusOr<v1::ModelInfo> info =
+        client->CreateModel(FusedSpec(name, v1::FUSE_PATTERN_META_LINEAR, 1));
+    ASSERT_TRUE(info.ok()) << info.status();
+    unit = ReferenceUnit(*info);
+    absl::StatusOr<std::unique_ptr<FuseLearnSession>> s = client->OpenFuseLearn(name, key);
+    ASSERT_TRUE(s.ok());
+    for (int b = 0; b < 12; ++b) ASSERT_TRUE((*s)->Send(batches[b]).ok());
+    for (int b = 0; b < 12; ++b) {
+      absl::StatusOr<FuseLearnResult> r = (*s)->Next();
+      ASSERT_TRUE(r.ok() && r->status.ok());
+    }
+    for (int b = 12; b < 20; ++b) ASSERT_TRUE((*s)->Send(batches[b]).ok());
+    for (int b = 12; b < 14; ++b) {  // two more acks; the server is busy with the rest
+      absl::StatusOr<FuseLearnResult> r = (*s)->Next();
+      ASSERT_TRUE(r.ok() && r->status.ok());
+    }
+    process->Kill();
+  }
+  // Life 2: the state is exactly the reference fed the committed batches; resending every
+  // batch applies each uncommitted one whole and reports the committed ones as duplicates.
+  {
+    auto [process, port] = start(2);
+    std::unique_ptr<Client> client = connect(port);
+    ASSERT_NE(client, nullptr);
+    absl::StatusOr<v1::ModelInfo> info = client->GetModel(name);
+    ASSERT_TRUE(info.ok()) << info.status();
+    const uint64_t last_t = FuseShardOf(*info, 0).last_t();
+    EXPECT_GE(last_t, 14u * kPer);  // nothing acknowledged is lost
+    EXPECT_EQ(last_t % kPer, 0u);   // nothing half applied
+    std::printf("[kill -9] life 2 starts at last_t %llu (acknowledged %d, sent %d)\n",
+                static_cast<unsigned long long>(last_t), 14 * kPer, 20 * kPer);
+    feed_to(last_t);
+    EXPECT_EQ(FuseShardOf(*info, 0).state_digest(), ToHex(unit->StateDigest()));
+    absl::StatusOr<std::unique_ptr<FuseLearnSession>> s = client->OpenFuseLearn(name, key);
+    ASSERT_TRUE(s.ok());
+    std::vector<std::vector<FuseSample>> fresh;
+    for (size_t b = 0; b < 28; ++b) {
+      if (b < fed) {
+        ASSERT_TRUE((*s)->Send(batches[b]).ok());
+        absl::StatusOr<FuseLearnResult> r = (*s)->Next();
+        ASSERT_TRUE(r.ok() && r->status.ok());
+        EXPECT_EQ(r->ack.applied(), 0u);
+        EXPECT_EQ(r->ack.duplicate_t_size(), kPer);
+      } else {
+        fresh.push_back(batches[b]);
+      }
+    }
+    LearnAndCompare(**s, *unit, fresh);
+    fed = 28;
+    ASSERT_TRUE((*s)->Finish().ok());
+    // A snapshot now, then kill -9 right after it returns.
+    auto admin = v1::Admin::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                                        grpc::InsecureChannelCredentials()));
+    v1::SnapshotRequest sreq;
+    sreq.set_name(name);
+    v1::SnapshotResponse sresp;
+    grpc::ClientContext sctx;
+    ASSERT_TRUE(admin->Snapshot(&sctx, sreq, &sresp).ok());
+    ASSERT_EQ(sresp.shards_size(), 1);
+    EXPECT_EQ(sresp.shards(0).part(), "fuse");
+    EXPECT_EQ(sresp.shards(0).steps(), 28u * kPer);
+    process->Kill();
+  }
+  // Life 3: from that snapshot; 5 more batches; the whole chain verifies across the kills.
+  {
+    auto [process, port] = start(3);
+    std::unique_ptr<Client> client = connect(port);
+    ASSERT_NE(client, nullptr);
+    absl::StatusOr<v1::ModelInfo> info = client->GetModel(name);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(FuseShardOf(*info, 0).state_digest(), ToHex(unit->StateDigest()));
+    absl::StatusOr<std::unique_ptr<FuseLearnSession>> s = client->OpenFuseLearn(name, key);
+    ASSERT_TRUE(s.ok());
+    LearnAndCompare(**s, *unit, std::vector<std::vector<FuseSample>>(batches.begin() + 28,
+                                                                      batches.end()));
+    ASSERT_TRUE((*s)->Finish().ok());
+    info = client->GetModel(name);
+    EXPECT_EQ(FuseShardOf(*info, 0).state_digest(), ToHex(unit->StateDigest()));
+    EXPECT_EQ(FuseShardOf(*info, 0).steps(), 33u * kPer);
+
+    // The chain, read through this process's Auditor.
+    auto stub = v1::Auditor::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                                         grpc::InsecureChannelCredentials()));
+    v1::HeadRequest hreq;
+    hreq.set_model(name);
+    v1::HeadResponse head;
+    grpc::ClientContext hctx;
+    ASSERT_TRUE(stub->Head(&hctx, hreq, &head).ok());
+    absl::StatusOr<Ed25519PublicKey> pub = Ed25519PublicKey::FromPem(head.public_key_pem());
+    ASSERT_TRUE(pub.ok());
+    AuditVerifier verifier({.public_key = &*pub, .checkpoint_every = head.checkpoint_every()});
+    v1::ReadRequest rreq;
+    rreq.set_model(name);
+    grpc::ClientContext rctx;
+    SetDeadline(&rctx);
+    auto reader = stub->Read(&rctx, rreq);
+    v1::ReadResponse chunk;
+    uint64_t n = 0;
+    absl::Status failure;
+    while (reader->Read(&chunk)) {
+      for (const v1::AuditLine& line : chunk.records()) {
+        ++n;
+        if (absl::Status st = verifier.Feed(line.line()); !st.ok() && failure.ok()) failure = st;
+      }
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_TRUE(failure.ok()) << failure;
+    EXPECT_TRUE(verifier.Finish().ok());
+    EXPECT_EQ(n, head.next_index());
+    EXPECT_GT(n, 33u * kPer);
+    process->Kill();
   }
 }
 
