@@ -1,8 +1,7 @@
 // The worked scenario of seed 002 sec. 15 (client/lib/scenario.h) run through a FuseUnit in
-// process with the spec the demo creates (ScenarioFuseSpec: linear-as-gate; LMU rebuilds inline
-// here, see RunScenario): the shape the
-// demo shows, asserted per phase. tests/server_scenario_test.cc asserts the same shape
-// through a server.
+// process with the spec the demo creates (ScenarioFuseSpec: linear-as-gate; the LMU rebuilds
+// inline here, see RunScenario): the shape the demo shows, asserted per phase.
+// tests/server_scenario_test.cc asserts the same shape through a server.
 #include <array>
 #include <cmath>
 #include <cstdio>
