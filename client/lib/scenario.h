@@ -75,7 +75,7 @@ struct ScenarioOptions {
   // seed 002. The figures in tests/scenario_shape_test.cc and docs are for this seed; other
   // seeds give the same three phases, but with some (3, 7, 11 of those tried) one cluster's
   // steady RJ gap sits near its threshold under this feature draw, and phase 1 has a few red
-  // windows (7 to 71 red steps) and clamps.
+  // windows (6 to 71 red steps) and clamps.
   uint64_t seed = 2;
 
   // Phase lengths, in samples.
