@@ -13,6 +13,7 @@
 #include "admin.pb.h"
 #include "core/audit/audit_record.h"
 #include "core/common/digest.h"
+#include "core/shard/fuse_records.h"
 #include "core/shard/model_registry.h"
 #include "core/shard/step_records.h"
 #include "server/lmu_secret.h"
@@ -24,6 +25,8 @@ namespace streamlearn::server {
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr StorePart kParts[] = {StorePart::kSau, StorePart::kLmu, StorePart::kFuse};
 
 Digest Sha(std::string_view bytes) {
   Sha256 h;
@@ -73,10 +76,13 @@ absl::StatusOr<RecordFields> ParseRecord(uint64_t index, std::string_view line) 
     f.part = StorePart::kSau;
   } else if (f.kind == kRecordLmuUpdate) {
     f.part = StorePart::kLmu;
+  } else if (f.kind == kRecordFuseLearn || f.kind == kRecordFuseControl) {
+    f.part = StorePart::kFuse;
   } else if (f.kind == kRecordSnapshot) {
     const std::string part = StringField(*body, "part");
-    if (part == StorePartName(StorePart::kSau)) f.part = StorePart::kSau;
-    if (part == StorePartName(StorePart::kLmu)) f.part = StorePart::kLmu;
+    for (StorePart p : kParts) {
+      if (part == StorePartName(p)) f.part = p;
+    }
   }
   f.log_seq = UintField(*body, "log_seq");
   f.snapshot_seq = UintField(*body, "snapshot_seq");
@@ -86,6 +92,15 @@ absl::StatusOr<RecordFields> ParseRecord(uint64_t index, std::string_view line) 
   f.merkle_curr = StringField(*env, "merkle_curr");
   return f;
 }
+
+// A shard part restored from a snapshot, not yet in the model.
+struct Restored {
+  std::unique_ptr<SauShard> sau;
+  std::unique_ptr<LmuShard> lmu;
+  std::unique_ptr<FuseShard> fuse;
+  uint64_t log_seq = 0;
+  Digest digest{};
+};
 
 // A snapshot record to check once the replay has applied its log_seq.
 struct PendingSnapshot {
@@ -144,7 +159,8 @@ class PartReplay {
   absl::Status Apply(std::string_view entry);
   Digest StateDigest() const;
   uint64_t ShardLogSeq() const;
-  absl::Status Restore(std::string_view blob);
+  absl::StatusOr<Restored> Restore(std::string_view blob) const;
+  void Install(Restored r);
 
   const Store& store_;
   Model* const model_;
@@ -188,44 +204,91 @@ absl::StatusOr<std::optional<RecordFields>> PartReplay::RecordAt(uint64_t index)
   return out;
 }
 
-absl::Status PartReplay::Restore(std::string_view blob) {
-  if (part() == StorePart::kSau) {
-    absl::StatusOr<std::unique_ptr<SauShard>> s = SauShard::Restore(model_->spec().sau, blob);
-    if (!s.ok()) return s.status();
-    model_->ReplaceShard(shard_, *std::move(s));
-  } else {
-    absl::StatusOr<std::unique_ptr<LmuShard>> s =
-        LmuShard::Restore(model_->spec().lmu, secret_, blob);
-    if (!s.ok()) return s.status();
-    model_->ReplaceLmuShard(shard_, *std::move(s));
+absl::StatusOr<Restored> PartReplay::Restore(std::string_view blob) const {
+  Restored r;
+  switch (part()) {
+    case StorePart::kSau: {
+      absl::StatusOr<std::unique_ptr<SauShard>> s = SauShard::Restore(model_->spec().sau, blob);
+      if (!s.ok()) return s.status();
+      r.sau = *std::move(s);
+      r.log_seq = r.sau->log_seq();
+      r.digest = r.sau->Stats().digest;
+      break;
+    }
+    case StorePart::kLmu: {
+      absl::StatusOr<std::unique_ptr<LmuShard>> s =
+          LmuShard::Restore(model_->spec().lmu, secret_, blob);
+      if (!s.ok()) return s.status();
+      r.lmu = *std::move(s);
+      r.log_seq = r.lmu->log_seq();
+      r.digest = r.lmu->Stats().digest;
+      break;
+    }
+    case StorePart::kFuse: {
+      absl::StatusOr<std::unique_ptr<FuseShard>> s =
+          FuseShard::Restore(model_->spec().fuse, secret_, blob);
+      if (!s.ok()) return s.status();
+      r.fuse = *std::move(s);
+      r.log_seq = r.fuse->log_seq();
+      r.digest = r.fuse->Stats().digest;
+      break;
+    }
   }
-  return absl::OkStatus();
+  return r;
+}
+
+void PartReplay::Install(Restored r) {
+  if (r.sau != nullptr) model_->ReplaceShard(shard_, std::move(r.sau));
+  if (r.lmu != nullptr) model_->ReplaceLmuShard(shard_, std::move(r.lmu));
+  if (r.fuse != nullptr) model_->ReplaceFuseShard(shard_, std::move(r.fuse));
 }
 
 absl::Status PartReplay::Apply(std::string_view entry) {
-  if (part() == StorePart::kSau) {
-    absl::StatusOr<SauEntry> e = SauEntry::Decode(entry);
-    if (!e.ok()) return e.status();
-    return model_->shard(shard_).Ingest(e->views(), SIZE_MAX).status();
+  switch (part()) {
+    case StorePart::kSau: {
+      absl::StatusOr<SauEntry> e = SauEntry::Decode(entry);
+      if (!e.ok()) return e.status();
+      return model_->shard(shard_).Ingest(e->views(), SIZE_MAX).status();
+    }
+    case StorePart::kLmu: {
+      absl::StatusOr<LmuEntry> e = LmuEntry::Decode(entry);
+      if (!e.ok()) return e.status();
+      return model_->lmu_shard(shard_).Update(e->views(), SIZE_MAX).status();
+    }
+    case StorePart::kFuse: {
+      absl::StatusOr<FuseEntry> e = FuseEntry::Decode(entry);
+      if (!e.ok()) return e.status();
+      return model_->fuse_shard(shard_).Learn(e->views(), SIZE_MAX).status();
+    }
   }
-  absl::StatusOr<LmuEntry> e = LmuEntry::Decode(entry);
-  if (!e.ok()) return e.status();
-  return model_->lmu_shard(shard_).Update(e->views(), SIZE_MAX).status();
+  return absl::InternalError("unknown shard part");
 }
 
 Digest PartReplay::StateDigest() const {
-  return part() == StorePart::kSau ? model_->shard(shard_).Stats().digest
-                                   : model_->lmu_shard(shard_).Stats().digest;
+  switch (part()) {
+    case StorePart::kSau: return model_->shard(shard_).Stats().digest;
+    case StorePart::kLmu: return model_->lmu_shard(shard_).Stats().digest;
+    case StorePart::kFuse: return model_->fuse_shard(shard_).Stats().digest;
+  }
+  return Digest{};
 }
 
 uint64_t PartReplay::ShardLogSeq() const {
-  return part() == StorePart::kSau ? model_->shard(shard_).log_seq()
-                                   : model_->lmu_shard(shard_).log_seq();
+  switch (part()) {
+    case StorePart::kSau: return model_->shard(shard_).log_seq();
+    case StorePart::kLmu: return model_->lmu_shard(shard_).log_seq();
+    case StorePart::kFuse: return model_->fuse_shard(shard_).log_seq();
+  }
+  return 0;
 }
 
 absl::Status PartReplay::Start() {
   absl::StatusOr<std::optional<uint64_t>> last = store_.LastLogSeq(name_, shard_, part());
   if (!last.ok()) return last.status();
+  absl::StatusOr<std::optional<std::string>> first = LogEntry(1);
+  if (!first.ok()) return first.status();
+  const bool log_whole = first->has_value() || !last->has_value();
+  report_.batches_logged = last->value_or(0);
   absl::StatusOr<std::optional<std::string>> mbytes = store_.GetManifest(name_, shard_, part());
   if (!mbytes.ok()) return mbytes.status();
   std::vector<ManifestEntry> manifest;
@@ -239,24 +302,18 @@ absl::Status PartReplay::Start() {
     manifest = *std::move(m);
   }
   if (manifest.empty()) {
-    // From the empty state: the log must still hold every batch.
-    absl::StatusOr<std::optional<std::string>> first = LogEntry(1);
-    if (!first.ok()) return first.status();
-    if (last->has_value() && !first->has_value()) {
+    if (!log_whole) {
       Mismatch(std::nullopt, 1, "log entry", "the log to start at seq 1 (no snapshot)",
                "no entry 1; the log was trimmed but the manifest lists no snapshot");
-      return absl::OkStatus();
     }
-    report_.batches_logged = last->value_or(0);
-    return absl::OkStatus();
+    return absl::OkStatus();  // from the empty state
   }
 
+  // The oldest snapshot is checked in any case; replay starts from it unless the log is still
+  // whole (not trimmed yet), in which case starting from the empty state checks more.
   const ManifestEntry& oldest = manifest.back();
-  report_.start_snapshot_seq = oldest.snapshot_seq;
-  report_.start_log_seq = oldest.log_seq;
-  report_.batches_logged = std::max(last->value_or(0), oldest.log_seq);
-  applied_ = oldest.log_seq;
-  start_record_ = oldest.audit_index;
+  report_.checked_snapshot_seq = oldest.snapshot_seq;
+  report_.batches_logged = std::max(report_.batches_logged, oldest.log_seq);
   const std::string snap = absl::StrCat("snapshot ", oldest.snapshot_seq);
 
   absl::StatusOr<std::optional<std::string>> blob =
@@ -299,21 +356,29 @@ absl::Status PartReplay::Start() {
     Mismatch(r.index, oldest.log_seq, snap + " blob_digest", r.blob_digest, blob_hex);
     return absl::OkStatus();
   }
-  if (absl::Status s = Restore(**blob); !s.ok()) {
+  absl::StatusOr<Restored> restored = Restore(**blob);
+  if (!restored.ok()) {
     Mismatch(r.index, oldest.log_seq, snap + " restore", "a blob that restores",
-             std::string(s.message()));
+             std::string(restored.status().message()));
     return absl::OkStatus();
   }
-  if (ShardLogSeq() != oldest.log_seq) {
+  if (restored->log_seq != oldest.log_seq) {
     Mismatch(r.index, oldest.log_seq, snap + " log_seq", absl::StrCat(oldest.log_seq),
-             absl::StrCat(ShardLogSeq()));
+             absl::StrCat(restored->log_seq));
     return absl::OkStatus();
   }
-  const std::string state_hex = ToHex(StateDigest());
+  const std::string state_hex = ToHex(restored->digest);
   ++report_.state_digests_checked;
   if (r.state_digest != state_hex) {
     Mismatch(r.index, oldest.log_seq, snap + " state_digest", r.state_digest, state_hex);
+    return absl::OkStatus();
   }
+  if (log_whole) return absl::OkStatus();  // its record is checked again when replay gets there
+  Install(*std::move(restored));
+  report_.start_snapshot_seq = oldest.snapshot_seq;
+  report_.start_log_seq = oldest.log_seq;
+  applied_ = oldest.log_seq;
+  start_record_ = oldest.audit_index;
   return absl::OkStatus();
 }
 
@@ -455,13 +520,11 @@ absl::StatusOr<ReplayReport> ReplayShard(const Store& store, const lmu::HashSecr
         model->num_shards()));
   }
   std::vector<std::unique_ptr<PartReplay>> parts;
-  if (model->spec().has_sau) {
-    parts.push_back(
-        std::make_unique<PartReplay>(store, model, name, shard, StorePart::kSau, secret));
-  }
-  if (model->spec().has_lmu) {
-    parts.push_back(
-        std::make_unique<PartReplay>(store, model, name, shard, StorePart::kLmu, secret));
+  for (StorePart p : kParts) {
+    const bool has = p == StorePart::kSau   ? model->spec().has_sau
+                     : p == StorePart::kLmu ? model->spec().has_lmu
+                                            : model->spec().has_fuse;
+    if (has) parts.push_back(std::make_unique<PartReplay>(store, model, name, shard, p, secret));
   }
   const auto of = [&](StorePart p) -> PartReplay* {
     for (auto& r : parts) {
@@ -540,8 +603,8 @@ absl::StatusOr<std::unique_ptr<Store>> OpenReadOnly(const std::string& data_dir)
   return Store::Open({.path = (fs::path(data_dir) / "db").string(), .read_only = true});
 }
 
-// The LMU secret of the data directory, read (never created). A model without an LMU part
-// needs none: a zero secret is returned when the file is absent.
+// The LMU secret of the data directory, read (never created). A model without an LMU (or
+// Fuse) part needs none: a zero secret is returned when the file is absent.
 absl::StatusOr<lmu::HashSecret> ReadSecret(const std::string& data_dir, bool needed) {
   const std::string path = (fs::path(data_dir) / "lmu.secret").string();
   std::error_code ec;
@@ -562,7 +625,8 @@ absl::StatusOr<std::vector<ReplayReport>> ReplayShards(const std::string& data_d
   // The spec alone first (zero secret) to learn whether the secret is needed.
   absl::StatusOr<std::shared_ptr<Model>> probe = LoadModel(**store, lmu::HashSecret{}, model);
   if (!probe.ok()) return probe.status();
-  absl::StatusOr<lmu::HashSecret> secret = ReadSecret(data_dir, (*probe)->spec().has_lmu);
+  const ModelSpec& spec = (*probe)->spec();
+  absl::StatusOr<lmu::HashSecret> secret = ReadSecret(data_dir, spec.has_lmu || spec.has_fuse);
   if (!secret.ok()) return secret.status();
   const uint32_t shards = (*probe)->num_shards();
   probe->reset();
@@ -604,7 +668,10 @@ std::string FormatReplayReport(const ReplayReport& report) {
     const bool bad = report.mismatch.has_value() && report.mismatch->part == p.part;
     absl::StrAppendFormat(&out, "model '%s' shard %d %s: ", report.model, report.shard,
                           StorePartName(p.part));
-    if (p.start_snapshot_seq == 0) {
+    if (p.start_snapshot_seq == 0 && p.checked_snapshot_seq != 0) {
+      absl::StrAppendFormat(&out, "from the empty state (the log is whole; snapshot %d checked): ",
+                            p.checked_snapshot_seq);
+    } else if (p.start_snapshot_seq == 0) {
       out += "from the empty state: ";
     } else {
       absl::StrAppendFormat(&out, "from snapshot %d (log_seq %d): ", p.start_snapshot_seq,

@@ -1,16 +1,18 @@
 // Audit replay: recomputes a model shard's state from its stored event log and checks it
 // against the audit chain (`streamlearn audit replay`; docs/AUDIT.md, "Verifying a server").
+// It covers every part a shard has: SAU, LMU and Fuse.
 //
 // The chain verifier (core/audit/verifier.h) proves that the records were not altered since
 // they were signed; replay proves that the records describe the state the logged batches
-// produce. For each part of the shard (SAU, LMU):
-//   1. start from the OLDEST snapshot of the part's manifest (server/persistence.h): its blob's
+// produce. For each part of the shard:
+//   1. check the OLDEST snapshot of the part's manifest (server/persistence.h): its blob's
 //      SHA-256 must equal the manifest's and the blob_digest of the chain's snapshot record at
 //      the manifest's audit_index (whose merkle_curr must be the manifest's audit_head), and
-//      the restored state's digest that record's state_digest. Without a manifest the part
-//      starts from the empty state, and its log must then start at seq 1;
-//   2. replay the log entries in seq order through SauShard::Ingest / LmuShard::Update (no
-//      commit hook: the same code path as recovery, so the same arithmetic);
+//      the restored state's digest that record's state_digest. Replay starts from it once the
+//      log has been trimmed; while the log still starts at seq 1 (the server trims only once
+//      keep_snapshots exist), and without a snapshot, it starts from the empty state;
+//   2. replay the log entries in seq order through SauShard::Ingest / LmuShard::Update /
+//      FuseShard::Learn (no commit hook: the code path of recovery, so the same arithmetic);
 //   3. for every record of the part with a log_seq past the start: the SHA-256 of log entry
 //      log_seq equals the record's batch_digest (first record of a batch), and the replayed
 //      state's digest after applying entry log_seq equals the record's state_digest; snapshot
@@ -45,6 +47,7 @@ namespace streamlearn::server {
 struct ReplayPartReport {
   StorePart part = StorePart::kSau;
   uint64_t start_snapshot_seq = 0;  // 0: started from the empty state
+  uint64_t checked_snapshot_seq = 0;  // the oldest snapshot, checked even when not the start
   uint64_t start_log_seq = 0;       // the last batch the starting state includes
   uint64_t batches_replayed = 0;
   uint64_t batches_logged = 0;      // the part's last log seq (every batch ever logged)

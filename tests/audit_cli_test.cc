@@ -18,6 +18,7 @@
 
 #include "admin.grpc.pb.h"
 #include "audit.grpc.pb.h"
+#include "fuse.grpc.pb.h"
 #include "core/audit/audit_record.h"
 #include "core/audit/checkpoint.h"
 #include "core/audit/ed25519_key.h"
@@ -819,6 +820,12 @@ TEST_F(AuditStoreTamperTest, AnAlteredLogEntryOrSnapshotIsCaughtByReplay) {
   absl::StatusOr<server::ReplayReport> clean = server::ReplayAndCheck(data_dir_, kModel, 0);
   ASSERT_TRUE(clean.ok()) << clean.status();
   ASSERT_TRUE(clean->ok()) << server::FormatReplayReport(*clean);
+  // One snapshot per part: the log is not trimmed yet, so replay checks the snapshot and
+  // then starts from the empty state.
+  EXPECT_EQ(clean->parts[0].checked_snapshot_seq, 1u);
+  EXPECT_EQ(clean->parts[0].start_snapshot_seq, 0u);
+  EXPECT_EQ(clean->parts[0].batches_replayed, static_cast<uint64_t>(kBatches));
+  EXPECT_EQ(clean->parts[0].state_digests_checked, 2u);  // snapshot 1: restored and replayed
 
   // Alter one number of SAU log entry 8 (its last byte: the low mantissa byte of a v value,
   // so the entry still decodes) and find the record that carries its batch_digest.
@@ -888,6 +895,78 @@ TEST_F(AuditStoreTamperTest, AnAlteredLogEntryOrSnapshotIsCaughtByReplay) {
   ASSERT_FALSE(r->ok());
   EXPECT_EQ(r->mismatch->part, server::StorePart::kLmu);
   EXPECT_EQ(r->mismatch->what, "snapshot 1 blob SHA-256 (manifest)");
+}
+
+TEST_F(AuditStoreTamperTest, AFusedModelReplaysFromItsSnapshotAndItsChainVerifies) {
+  std::unique_ptr<server::Server> s = Start();
+  std::shared_ptr<grpc::Channel> channel = test_util::ChannelTo(*s);
+  {
+    auto admin = v1::Admin::NewStub(channel);
+    grpc::ClientContext ctx;
+    test_util::SetDeadline(&ctx);
+    v1::CreateModelRequest req;
+    v1::ModelSpec* spec = req.mutable_spec();
+    spec->set_name("fused");
+    v1::FuseSpec* f = spec->mutable_fuse();
+    f->set_pattern(v1::FUSE_PATTERN_LINEAR_AS_GATE);
+    f->mutable_sau()->set_d(4);
+    f->mutable_sau()->set_r(64);
+    f->mutable_lmu()->set_inline_rebuild(true);
+    v1::ModelInfo info;
+    const grpc::Status st = admin->CreateModel(&ctx, req, &info);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  auto fuse = v1::Fuse::NewStub(channel);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  uint64_t t = 1;
+  const auto learn = [&](int batches) {
+    test_util::LockStepStream<v1::LearnRequest, v1::LearnAck> stream(
+        [&](grpc::ClientContext* ctx) { return fuse->Learn(ctx); });
+    for (int b = 0; b < batches; ++b) {
+      v1::LearnRequest req;
+      req.set_model("fused");
+      req.set_routing_key("k");
+      for (int i = 0; i < 20; ++i) {
+        v1::FuseSample* sample = req.add_samples();
+        sample->set_t(t++);
+        double y = 0;
+        for (int j = 0; j < 4; ++j) {
+          const double q = normal(rng);
+          sample->add_q(q);
+          y += 0.5 * q;
+        }
+        sample->add_ids(rng() % 100);
+        sample->add_vals(1.0);
+        sample->add_y(y);
+      }
+      const v1::LearnAck ack = stream.Send(req);
+      ASSERT_EQ(ack.status().code(), 0) << ack.status().message();
+    }
+    ASSERT_TRUE(stream.Finish().ok());
+  };
+  learn(5);
+  SnapshotNow(channel, "fused");
+  learn(5);
+  SnapshotNow(channel, "fused");  // the manifest is full: the log is trimmed through 5
+  learn(5);
+
+  absl::StatusOr<server::ReplayReport> r = server::ReplayAndCheck(data_dir_, "fused", 0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->ok()) << server::FormatReplayReport(*r);
+  ASSERT_EQ(r->parts.size(), 1u);
+  EXPECT_EQ(r->parts[0].part, server::StorePart::kFuse);
+  EXPECT_EQ(r->parts[0].start_snapshot_seq, 1u);
+  EXPECT_EQ(r->parts[0].start_log_seq, 5u);
+  EXPECT_EQ(r->parts[0].batches_replayed, 10u);
+  EXPECT_EQ(r->parts[0].batch_digests_checked, 10u);
+  EXPECT_GE(r->parts[0].state_digests_checked, 2u);  // the start and snapshot 2
+
+  const CommandResult v = RunCommand(kCli + " --server " + test_util::AddressOf(*s) +
+                                     " audit verify fused --public-key " + data_dir_ +
+                                     "/audit.pub");
+  EXPECT_EQ(v.exit_code, 0) << Describe(v);
+  Stop(s);
 }
 
 }  // namespace
