@@ -44,8 +44,6 @@ Digest Sha(std::string_view bytes) {
   return h.Finish();
 }
 
-std::string PartName(StorePart p) { return std::string(StorePartName(p)); }
-
 constexpr StorePart kParts[] = {StorePart::kSau, StorePart::kLmu, StorePart::kFuse};
 
 bool HasPart(const ModelSpec& spec, StorePart p) {
@@ -235,6 +233,7 @@ absl::Status ShardLog::CommitSau(const SauCommit& c, Receipt* receipt) {
   if (!r.ok()) return r.status();
   *receipt = *r;
   sau_.steps_since.fetch_add(c.applied.size(), std::memory_order_relaxed);
+  sau_.batches_since.fetch_add(1, std::memory_order_relaxed);
   if (metrics_ != nullptr) {
     metrics_->RecordStoreWrite(absl::ToDoubleSeconds(absl::Now() - start), sau_entry_.size());
     metrics_->RecordAuditRecords(journal_.model(), journal_.shard(),
@@ -274,6 +273,7 @@ absl::Status ShardLog::CommitLmu(const LmuCommit& c, Receipt* receipt) {
   if (!r.ok()) return r.status();
   *receipt = *r;
   lmu_.steps_since.fetch_add(c.outcome->applied, std::memory_order_relaxed);
+  lmu_.batches_since.fetch_add(1, std::memory_order_relaxed);
   if (metrics_ != nullptr) {
     metrics_->RecordStoreWrite(absl::ToDoubleSeconds(absl::Now() - start), lmu_entry_.size());
     metrics_->RecordAuditRecords(journal_.model(), journal_.shard(),
@@ -318,6 +318,7 @@ absl::Status ShardLog::CommitFuse(const FuseCommit& c, Receipt* receipt) {
   if (!r.ok()) return r.status();
   *receipt = *r;
   fuse_.steps_since.fetch_add(steps.size(), std::memory_order_relaxed);
+  fuse_.batches_since.fetch_add(1, std::memory_order_relaxed);
   if (metrics_ != nullptr) {
     metrics_->RecordStoreWrite(absl::ToDoubleSeconds(absl::Now() - start), fuse_entry_.size());
     metrics_->RecordAuditRecords(journal_.model(), journal_.shard(),
@@ -545,6 +546,7 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
       if (!n.ok()) return n.status();
       // Without a usable snapshot the replay went into the model's fresh shard.
       if (shard != nullptr) m.ReplaceShard(i, std::move(shard));
+      log.sau_.batches_since = *n;
       log.sau_.steps_since = *n;  // so a replayed backlog is snapshotted soon
       replayed += *n;
     }
@@ -564,6 +566,7 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
           });
       if (!n.ok()) return n.status();
       if (shard != nullptr) m.ReplaceLmuShard(i, std::move(shard));
+      log.lmu_.batches_since = *n;
       log.lmu_.steps_since = *n;
       replayed += *n;
     }
@@ -583,6 +586,7 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
           });
       if (!n.ok()) return n.status();
       if (shard != nullptr) m.ReplaceFuseShard(i, std::move(shard));
+      log.fuse_.batches_since = *n;
       log.fuse_.steps_since = *n;
       replayed += *n;
     }
@@ -641,6 +645,7 @@ absl::StatusOr<SnapshotInfo> Persistence::SnapshotPart(const Model& model, uint3
     return info;  // nothing new since the last one
   }
   const uint64_t before_steps = ps.steps_since.load(std::memory_order_relaxed);
+  const uint64_t before_batches = ps.batches_since.load(std::memory_order_relaxed);
   const uint64_t snapshot_seq = ps.manifest.empty() ? 1 : ps.manifest.front().snapshot_seq + 1;
   const Digest blob_digest = Sha(blob);
   Bodies bodies;
@@ -687,6 +692,8 @@ absl::StatusOr<SnapshotInfo> Persistence::SnapshotPart(const Model& model, uint3
   // Steps applied while the snapshot was being written stay counted for the next one.
   ps.steps_since.fetch_sub(std::min(before_steps, ps.steps_since.load()),
                            std::memory_order_relaxed);
+  ps.batches_since.fetch_sub(std::min(before_batches, ps.batches_since.load()),
+                             std::memory_order_relaxed);
   info.taken = true;
   info.snapshot_seq = snapshot_seq;
   info.bytes = blob.size();
@@ -782,11 +789,11 @@ void Persistence::SnapshotterLoop(ModelRegistry* registry) {
       if (logs == nullptr) continue;
       for (uint32_t i = 0; i < model->num_shards(); ++i) {
         ShardLog& log = logs->shard(i);
+        uint64_t backlog = 0;  // log entries of the shard's parts not yet covered
         for (StorePart part : kParts) {
           if (!HasPart(model->spec(), part)) continue;
           ShardLog::PartState& ps = log.part(part);
           const uint64_t steps = ps.steps_since.load(std::memory_order_relaxed);
-          if (metrics_ != nullptr) metrics_->SetLogBacklog(model->spec().name, i, steps);
           const bool by_steps =
               options_.snapshot_every_steps > 0 && steps >= options_.snapshot_every_steps;
           const bool by_time = options_.snapshot_interval > absl::ZeroDuration() && steps > 0 &&
@@ -804,6 +811,12 @@ void Persistence::SnapshotterLoop(ModelRegistry* registry) {
                           info->seconds, info->trimmed_through);
           }
         }
+        for (StorePart part : kParts) {
+          if (HasPart(model->spec(), part)) {
+            backlog += log.part(part).batches_since.load(std::memory_order_relaxed);
+          }
+        }
+        if (metrics_ != nullptr) metrics_->SetLogBacklog(model->spec().name, i, backlog);
       }
     }
   }

@@ -108,7 +108,8 @@ class ShardLog {
   friend class Persistence;
   struct PartState {
     std::vector<ManifestEntry> manifest;  // newest first
-    std::atomic<uint64_t> steps_since{0};
+    std::atomic<uint64_t> steps_since{0};    // events / samples since the last snapshot
+    std::atomic<uint64_t> batches_since{0};  // log entries since the last snapshot
     absl::Time last_snapshot = absl::Now();
   };
   PartState& part(StorePart p) {

@@ -52,7 +52,7 @@ class Parser {
   }
 
   absl::Status ParseObject(int depth, AuditRecord* out) {
-    if (depth > max_depth_) return Error("nesting deeper than max_depth");
+    if (depth > max_depth_) return Error(absl::StrCat("nesting deeper than ", max_depth_, " levels"));
     ++pos_;  // '{'
     SkipWs();
     if (Consume('}')) return absl::OkStatus();
@@ -82,7 +82,7 @@ class Parser {
   }
 
   absl::Status ParseList(int depth, AuditList* out) {
-    if (depth > max_depth_) return Error("nesting deeper than max_depth");
+    if (depth > max_depth_) return Error(absl::StrCat("nesting deeper than ", max_depth_, " levels"));
     ++pos_;  // '['
     SkipWs();
     if (Consume(']')) return absl::OkStatus();
