@@ -664,10 +664,10 @@ uint64_t VerifyAuditChains(int port, uint32_t shards) {
 }
 
 // Snapshots were taken and the log trimmed during the run: each shard part's manifest holds a
-// snapshot (the SAU parts, with 50 times more steps than the snapshot cadence, two), and its
-// log no longer starts at 1 (a snapshot trims the log through the oldest snapshot it keeps).
-// The LMU parts see ~10^4 samples each, in lives shorter than the snapshot interval, so their
-// snapshots come mostly from the interval.
+// snapshot, the SAU parts (with 50 times more steps than the snapshot cadence) two, and where
+// the manifest is full the log no longer starts at 1 (a snapshot trims the log through the
+// oldest snapshot it keeps). The LMU parts see ~10^4 samples each, in lives mostly shorter than
+// the snapshot interval, so they may hold a single snapshot.
 void ExpectSnapshotsAndTrimming(const std::string& data_dir, uint32_t shards) {
   absl::StatusOr<std::unique_ptr<Store>> store =
       Store::Open({.path = data_dir + "/db", .read_only = true});
@@ -680,8 +680,9 @@ void ExpectSnapshotsAndTrimming(const std::string& data_dir, uint32_t shards) {
       absl::StatusOr<std::vector<ManifestEntry>> manifest = DecodeManifest(**bytes);
       ASSERT_TRUE(manifest.ok()) << manifest.status();
       ASSERT_GE(manifest->size(), 1u);
+      const bool full = manifest->size() == 2;  // --keep_snapshots=2
       if (part == StorePart::kSau) {
-        EXPECT_EQ(manifest->size(), 2u);
+        EXPECT_TRUE(full);
       }
       uint64_t first = 0;
       ASSERT_TRUE((*store)
@@ -691,7 +692,9 @@ void ExpectSnapshotsAndTrimming(const std::string& data_dir, uint32_t shards) {
                                   return false;
                                 })
                       .ok());
-      EXPECT_NE(first, 1u) << "the log was never trimmed";
+      if (full) {
+        EXPECT_NE(first, 1u) << "the log was never trimmed";
+      }
       std::printf("%s shard %u: snapshot %llu (log_seq %llu); log %s\n",
                   std::string(StorePartName(part)).c_str(), s,
                   static_cast<unsigned long long>(manifest->front().snapshot_seq),
