@@ -443,11 +443,15 @@ absl::StatusOr<uint64_t> RecoverPart(Store& store, const std::string& model, uin
   absl::StatusOr<std::optional<std::string>> mbytes = store.GetManifest(model, shard, part);
   if (!mbytes.ok()) return mbytes.status();
   manifest->clear();
+  bool manifest_unreadable = false;
   if (mbytes->has_value()) {
     absl::StatusOr<std::vector<ManifestEntry>> m = DecodeManifest(**mbytes);
     if (!m.ok()) {
+      // Which snapshots exist and how far the log was trimmed are unknown: only a log that
+      // still starts at seq 1 can rebuild the part (checked below).
       spdlog::error("{}: the snapshot manifest is unreadable ({}); trying the log alone", where,
                     std::string(m.status().message()));
+      manifest_unreadable = true;
     } else {
       *manifest = *std::move(m);
     }
@@ -483,6 +487,15 @@ absl::StatusOr<uint64_t> RecoverPart(Store& store, const std::string& model, uin
     return absl::DataLossError(absl::StrFormat(
         "%s: no snapshot verifies and the log through seq %d was trimmed after them; the "
         "state cannot be rebuilt (restore a backup)", where, manifest->back().log_seq));
+  }
+  if (manifest_unreadable) {
+    absl::StatusOr<std::optional<uint64_t>> last = store.LastLogSeq(model, shard, part);
+    if (!last.ok()) return last.status();
+    if (!last->has_value()) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s: the snapshot manifest is unreadable and the log is empty (trimmed); the state "
+          "cannot be rebuilt (restore a backup)", where));
+    }
   }
   // The log must continue right after the state we start from.
   uint64_t expect = from_seq + 1;
@@ -531,7 +544,9 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
   for (uint32_t i = 0; i < m.num_shards(); ++i) {
     ShardLog& log = logs->shard(i);
     uint64_t replayed = 0;
+    uint64_t steps = 0;  // events / samples replayed into the current part
     if (m.spec().has_sau) {
+      steps = 0;
       std::unique_ptr<SauShard> shard;
       const sau::SauSpec& sspec = m.spec().sau;
       absl::StatusOr<uint64_t> n = RecoverPart<SauShard>(
@@ -541,16 +556,20 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
             absl::StatusOr<SauEntry> e = SauEntry::Decode(entry);
             if (!e.ok()) return e.status();
             SauShard& target = s != nullptr ? *s : m.shard(i);
-            return target.Ingest(e->views(), SIZE_MAX).status();
+            absl::StatusOr<IngestOutcome> o = target.Ingest(e->views(), SIZE_MAX);
+            if (!o.ok()) return o.status();
+            steps += o->applied;
+            return absl::OkStatus();
           });
       if (!n.ok()) return n.status();
       // Without a usable snapshot the replay went into the model's fresh shard.
       if (shard != nullptr) m.ReplaceShard(i, std::move(shard));
       log.sau_.batches_since = *n;
-      log.sau_.steps_since = *n;  // so a replayed backlog is snapshotted soon
+      log.sau_.steps_since = steps;  // the replayed backlog counts toward the next snapshot
       replayed += *n;
     }
     if (m.spec().has_lmu) {
+      steps = 0;
       std::unique_ptr<LmuShard> shard;
       const lmu::LmuSpec& lspec = m.spec().lmu;
       absl::StatusOr<uint64_t> n = RecoverPart<LmuShard>(
@@ -562,15 +581,19 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
             absl::StatusOr<LmuEntry> e = LmuEntry::Decode(entry);
             if (!e.ok()) return e.status();
             LmuShard& target = s != nullptr ? *s : m.lmu_shard(i);
-            return target.Update(e->views(), SIZE_MAX).status();
+            absl::StatusOr<UpdateOutcome> o = target.Update(e->views(), SIZE_MAX);
+            if (!o.ok()) return o.status();
+            steps += o->applied;
+            return absl::OkStatus();
           });
       if (!n.ok()) return n.status();
       if (shard != nullptr) m.ReplaceLmuShard(i, std::move(shard));
       log.lmu_.batches_since = *n;
-      log.lmu_.steps_since = *n;
+      log.lmu_.steps_since = steps;
       replayed += *n;
     }
     if (m.spec().has_fuse) {
+      steps = 0;
       std::unique_ptr<FuseShard> shard;
       const fuse::FuseSpec& fspec = m.spec().fuse;
       absl::StatusOr<uint64_t> n = RecoverPart<FuseShard>(
@@ -582,12 +605,15 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
             absl::StatusOr<FuseEntry> e = FuseEntry::Decode(entry);
             if (!e.ok()) return e.status();
             FuseShard& target = s != nullptr ? *s : m.fuse_shard(i);
-            return target.Learn(e->views(), SIZE_MAX).status();
+            absl::StatusOr<FuseLearnOutcome> o = target.Learn(e->views(), SIZE_MAX);
+            if (!o.ok()) return o.status();
+            steps += o->applied;
+            return absl::OkStatus();
           });
       if (!n.ok()) return n.status();
       if (shard != nullptr) m.ReplaceFuseShard(i, std::move(shard));
       log.fuse_.batches_since = *n;
-      log.fuse_.steps_since = *n;
+      log.fuse_.steps_since = steps;
       replayed += *n;
     }
     if (absl::Status s = log.journal().Resume(); !s.ok()) return s;
@@ -641,8 +667,13 @@ absl::StatusOr<SnapshotInfo> Persistence::SnapshotPart(const Model& model, uint3
   info.log_seq = log_seq;
   info.steps = steps;
   if (!ps.manifest.empty() && ps.manifest.front().log_seq == log_seq) {
+    // Nothing new since the last one: report it.
     ps.last_snapshot = absl::Now();
-    return info;  // nothing new since the last one
+    info.snapshot_seq = ps.manifest.front().snapshot_seq;
+    if (ps.manifest.size() >= options_.keep_snapshots) {
+      info.trimmed_through = ps.manifest.back().log_seq;
+    }
+    return info;
   }
   const uint64_t before_steps = ps.steps_since.load(std::memory_order_relaxed);
   const uint64_t before_batches = ps.batches_since.load(std::memory_order_relaxed);

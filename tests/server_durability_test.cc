@@ -405,11 +405,8 @@ TEST_F(DurabilityTest, CorruptOnlySnapshotWithEmptyLogFailsStartWithDataLoss) {
 // The manifest itself unreadable (garbage in its place) after the snapshot trimmed the whole
 // log: recovery cannot tell a trimmed log from a fresh one unless it refuses, so it must not
 // start the part empty.
-// DISABLED: server/persistence.cc RecoverPart, on an unreadable manifest, logs "trying the log
-// alone" and, the log being empty, starts the part empty (the full-manifest check cannot
-// apply to a manifest it could not read). Enable when an unreadable manifest with no log entry
-// at seq 1 is DATA_LOSS (or recovery falls back to the snapshot blobs themselves).
-TEST_F(DurabilityTest, DISABLED_UnreadableManifestWithTrimmedLogFailsStartWithDataLoss) {
+// (An unreadable manifest lets recovery use the log alone only when it still starts at seq 1.)
+TEST_F(DurabilityTest, UnreadableManifestWithTrimmedLogFailsStartWithDataLoss) {
   Server::Options options = Options();
   options.keep_snapshots = 1;
   Start(options);
