@@ -17,6 +17,63 @@ absl::Status Bad(std::string_view what) {
   return absl::DataLossError(absl::StrFormat("log entry: %s", what));
 }
 
+// Where a decoded array sits in its entry's storage vector.
+struct Slice {
+  size_t at = 0;
+  size_t n = 0;
+};
+
+// `min_item_bytes`: the fewest bytes one item can take, so a corrupt count is refused before
+// anything is allocated for it.
+absl::Status ReadHeader(ByteReader& r, uint8_t want, std::string_view what,
+                        size_t min_item_bytes, uint32_t* n) {
+  uint8_t kind = 0;
+  if (absl::Status s = r.U8(&kind); !s.ok()) return s;
+  if (kind != want) return Bad(absl::StrFormat("kind %d is not %s", kind, what));
+  if (absl::Status s = r.U32(n); !s.ok()) return s;
+  if (*n > r.remaining() / min_item_bytes) return Bad("item count runs past the end");
+  return absl::OkStatus();
+}
+
+void WriteFeatures(std::span<const lmu::Feature> x, ByteWriter& w) {
+  w.U64(x.size());
+  for (const lmu::Feature& f : x) {
+    w.U64(f.id);
+    w.F64(f.val);
+  }
+}
+
+// Appends a feature list to *features; the slice says where it went.
+absl::Status ReadFeatures(ByteReader& r, std::vector<lmu::Feature>* features, Slice* out) {
+  uint64_t nx = 0;
+  if (absl::Status s = r.U64(&nx); !s.ok()) return s;
+  if (nx > r.remaining() / 16) return Bad("feature count runs past the end");
+  out->at = features->size();
+  out->n = nx;
+  for (uint64_t j = 0; j < nx; ++j) {
+    lmu::Feature f;
+    if (absl::Status s = r.U64(&f.id); !s.ok()) return s;
+    if (absl::Status s = r.F64(&f.val); !s.ok()) return s;
+    features->push_back(f);
+  }
+  return absl::OkStatus();
+}
+
+// Appends a length-prefixed double array to *numbers (scratch: a reused buffer).
+absl::Status ReadNumbers(ByteReader& r, std::vector<double>* scratch,
+                         std::vector<double>* numbers, Slice* out) {
+  if (absl::Status s = r.F64s(scratch); !s.ok()) return s;
+  out->at = numbers->size();
+  out->n = scratch->size();
+  numbers->insert(numbers->end(), scratch->begin(), scratch->end());
+  return absl::OkStatus();
+}
+
+template <typename T>
+std::span<const T> View(const std::vector<T>& storage, Slice s) {
+  return {storage.data() + s.at, s.n};
+}
+
 }  // namespace
 
 void EncodeSauEntry(std::span<const EventView> batch, std::string* out) {
@@ -37,11 +94,7 @@ void EncodeLmuEntry(std::span<const SampleView> batch, std::string* out) {
   w.U32(static_cast<uint32_t>(batch.size()));
   for (const SampleView& s : batch) {
     w.U64(s.t);
-    w.U64(s.x.size());
-    for (const lmu::Feature& f : s.x) {
-      w.U64(f.id);
-      w.F64(f.val);
-    }
+    WriteFeatures(s.x, w);
     w.F64s(s.y);
     w.F64(s.lr);
     w.F64(s.l2);
@@ -55,101 +108,66 @@ void EncodeFuseEntry(std::span<const FuseSampleView> batch, std::string* out) {
   w.U32(static_cast<uint32_t>(batch.size()));
   for (const FuseSampleView& s : batch) {
     w.U64(s.t);
-    w.U64(s.x.size());
-    for (const lmu::Feature& f : s.x) {
-      w.U64(f.id);
-      w.F64(f.val);
-    }
+    WriteFeatures(s.x, w);
     w.F64s(s.q);
     w.F64s(s.y);
   }
   *out = w.Take();
 }
 
+// Each decoder reads every array first (so the storage vectors never move again), then makes
+// the views into them.
+
 absl::StatusOr<SauEntry> SauEntry::Decode(std::string_view bytes) {
   ByteReader r(bytes);
-  uint8_t kind = 0;
   uint32_t n = 0;
-  if (absl::Status s = r.U8(&kind); !s.ok()) return s;
-  if (kind != kSauKind) return Bad(absl::StrFormat("kind %d is not an SAU batch", kind));
-  if (absl::Status s = r.U32(&n); !s.ok()) return s;
-  // Two passes: the numbers first (so the vector never moves), then the views.
+  if (absl::Status s = ReadHeader(r, kSauKind, "an SAU batch", 24, &n); !s.ok()) return s;
   struct Shape {
-    uint64_t t;
-    size_t k_at, k_n, v_at, v_n;
+    uint64_t t = 0;
+    Slice k, v;
   };
-  std::vector<Shape> shapes;
-  shapes.reserve(n);
+  std::vector<Shape> shapes(n);
   SauEntry entry;
-  std::vector<double> xs;
-  for (uint32_t i = 0; i < n; ++i) {
-    Shape sh{};
+  std::vector<double> scratch;
+  for (Shape& sh : shapes) {
     if (absl::Status s = r.U64(&sh.t); !s.ok()) return s;
-    if (absl::Status s = r.F64s(&xs); !s.ok()) return s;
-    sh.k_at = entry.numbers_.size();
-    sh.k_n = xs.size();
-    entry.numbers_.insert(entry.numbers_.end(), xs.begin(), xs.end());
-    if (absl::Status s = r.F64s(&xs); !s.ok()) return s;
-    sh.v_at = entry.numbers_.size();
-    sh.v_n = xs.size();
-    entry.numbers_.insert(entry.numbers_.end(), xs.begin(), xs.end());
-    shapes.push_back(sh);
+    if (absl::Status s = ReadNumbers(r, &scratch, &entry.numbers_, &sh.k); !s.ok()) return s;
+    if (absl::Status s = ReadNumbers(r, &scratch, &entry.numbers_, &sh.v); !s.ok()) return s;
   }
   if (absl::Status s = r.ExpectDone("SAU log entry"); !s.ok()) return s;
   entry.views_.reserve(n);
-  const double* base = entry.numbers_.data();
   for (const Shape& sh : shapes) {
-    entry.views_.push_back(EventView{.t = sh.t,
-                                     .k = {base + sh.k_at, sh.k_n},
-                                     .v = {base + sh.v_at, sh.v_n}});
+    entry.views_.push_back(EventView{
+        .t = sh.t, .k = View(entry.numbers_, sh.k), .v = View(entry.numbers_, sh.v)});
   }
   return entry;
 }
 
 absl::StatusOr<LmuEntry> LmuEntry::Decode(std::string_view bytes) {
   ByteReader r(bytes);
-  uint8_t kind = 0;
   uint32_t n = 0;
-  if (absl::Status s = r.U8(&kind); !s.ok()) return s;
-  if (kind != kLmuKind) return Bad(absl::StrFormat("kind %d is not an LMU batch", kind));
-  if (absl::Status s = r.U32(&n); !s.ok()) return s;
+  if (absl::Status s = ReadHeader(r, kLmuKind, "an LMU batch", 40, &n); !s.ok()) return s;
   struct Shape {
-    uint64_t t;
-    size_t x_at, x_n, y_at, y_n;
-    double lr, l2;
+    uint64_t t = 0;
+    Slice x, y;
+    double lr = 0, l2 = 0;
   };
-  std::vector<Shape> shapes;
-  shapes.reserve(n);
+  std::vector<Shape> shapes(n);
   LmuEntry entry;
-  std::vector<double> ys;
-  for (uint32_t i = 0; i < n; ++i) {
-    Shape sh{};
-    uint64_t nx = 0;
+  std::vector<double> scratch;
+  for (Shape& sh : shapes) {
     if (absl::Status s = r.U64(&sh.t); !s.ok()) return s;
-    if (absl::Status s = r.U64(&nx); !s.ok()) return s;
-    if (nx > r.remaining() / 16) return Bad("feature count runs past the end");
-    sh.x_at = entry.features_.size();
-    sh.x_n = nx;
-    for (uint64_t j = 0; j < nx; ++j) {
-      lmu::Feature f;
-      if (absl::Status s = r.U64(&f.id); !s.ok()) return s;
-      if (absl::Status s = r.F64(&f.val); !s.ok()) return s;
-      entry.features_.push_back(f);
-    }
-    if (absl::Status s = r.F64s(&ys); !s.ok()) return s;
-    sh.y_at = entry.ys_.size();
-    sh.y_n = ys.size();
-    entry.ys_.insert(entry.ys_.end(), ys.begin(), ys.end());
+    if (absl::Status s = ReadFeatures(r, &entry.features_, &sh.x); !s.ok()) return s;
+    if (absl::Status s = ReadNumbers(r, &scratch, &entry.ys_, &sh.y); !s.ok()) return s;
     if (absl::Status s = r.F64(&sh.lr); !s.ok()) return s;
     if (absl::Status s = r.F64(&sh.l2); !s.ok()) return s;
-    shapes.push_back(sh);
   }
   if (absl::Status s = r.ExpectDone("LMU log entry"); !s.ok()) return s;
   entry.views_.reserve(n);
   for (const Shape& sh : shapes) {
     entry.views_.push_back(SampleView{.t = sh.t,
-                                      .x = {entry.features_.data() + sh.x_at, sh.x_n},
-                                      .y = {entry.ys_.data() + sh.y_at, sh.y_n},
+                                      .x = View(entry.features_, sh.x),
+                                      .y = View(entry.ys_, sh.y),
                                       .lr = sh.lr,
                                       .l2 = sh.l2});
   }
@@ -158,52 +176,28 @@ absl::StatusOr<LmuEntry> LmuEntry::Decode(std::string_view bytes) {
 
 absl::StatusOr<FuseEntry> FuseEntry::Decode(std::string_view bytes) {
   ByteReader r(bytes);
-  uint8_t kind = 0;
   uint32_t n = 0;
-  if (absl::Status s = r.U8(&kind); !s.ok()) return s;
-  if (kind != kFuseKind) return Bad(absl::StrFormat("kind %d is not a Fuse batch", kind));
-  if (absl::Status s = r.U32(&n); !s.ok()) return s;
-  // Two passes: the numbers first (so the vectors never move), then the views.
+  if (absl::Status s = ReadHeader(r, kFuseKind, "a Fuse batch", 32, &n); !s.ok()) return s;
   struct Shape {
-    uint64_t t;
-    size_t x_at, x_n, q_at, q_n, y_at, y_n;
+    uint64_t t = 0;
+    Slice x, q, y;
   };
-  std::vector<Shape> shapes;
-  shapes.reserve(n);
+  std::vector<Shape> shapes(n);
   FuseEntry entry;
-  std::vector<double> xs;
-  for (uint32_t i = 0; i < n; ++i) {
-    Shape sh{};
-    uint64_t nx = 0;
+  std::vector<double> scratch;
+  for (Shape& sh : shapes) {
     if (absl::Status s = r.U64(&sh.t); !s.ok()) return s;
-    if (absl::Status s = r.U64(&nx); !s.ok()) return s;
-    if (nx > r.remaining() / 16) return Bad("feature count runs past the end");
-    sh.x_at = entry.features_.size();
-    sh.x_n = nx;
-    for (uint64_t j = 0; j < nx; ++j) {
-      lmu::Feature f;
-      if (absl::Status s = r.U64(&f.id); !s.ok()) return s;
-      if (absl::Status s = r.F64(&f.val); !s.ok()) return s;
-      entry.features_.push_back(f);
-    }
-    if (absl::Status s = r.F64s(&xs); !s.ok()) return s;
-    sh.q_at = entry.numbers_.size();
-    sh.q_n = xs.size();
-    entry.numbers_.insert(entry.numbers_.end(), xs.begin(), xs.end());
-    if (absl::Status s = r.F64s(&xs); !s.ok()) return s;
-    sh.y_at = entry.numbers_.size();
-    sh.y_n = xs.size();
-    entry.numbers_.insert(entry.numbers_.end(), xs.begin(), xs.end());
-    shapes.push_back(sh);
+    if (absl::Status s = ReadFeatures(r, &entry.features_, &sh.x); !s.ok()) return s;
+    if (absl::Status s = ReadNumbers(r, &scratch, &entry.numbers_, &sh.q); !s.ok()) return s;
+    if (absl::Status s = ReadNumbers(r, &scratch, &entry.numbers_, &sh.y); !s.ok()) return s;
   }
   if (absl::Status s = r.ExpectDone("Fuse log entry"); !s.ok()) return s;
   entry.views_.reserve(n);
-  const double* base = entry.numbers_.data();
   for (const Shape& sh : shapes) {
     entry.views_.push_back(FuseSampleView{.t = sh.t,
-                                          .x = {entry.features_.data() + sh.x_at, sh.x_n},
-                                          .q = {base + sh.q_at, sh.q_n},
-                                          .y = {base + sh.y_at, sh.y_n}});
+                                          .x = View(entry.features_, sh.x),
+                                          .q = View(entry.numbers_, sh.q),
+                                          .y = View(entry.numbers_, sh.y)});
   }
   return entry;
 }

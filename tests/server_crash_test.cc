@@ -513,8 +513,10 @@ class LifeStream {
         ledger_->OnAck(id, r.status, r.ack.applied(), r.ack.duplicate_t_size());
       };
     };
-    auto sau = client.OpenIngest(kModel, {.window = 64, .on_ack = on_ack(Part::kSau)});
-    auto lmu = client.OpenLmuUpdate(kModel, {.window = 64, .on_ack = on_ack(Part::kLmu)});
+    auto sau = client.OpenIngest(
+        kModel, {.window = 64, .on_ack = on_ack(Part::kSau), .on_close = {}});
+    auto lmu = client.OpenLmuUpdate(
+        kModel, {.window = 64, .on_ack = on_ack(Part::kLmu), .on_close = {}});
     status_ = sau.ok() ? lmu.status() : sau.status();
     if (sau.ok()) sau_ = *std::move(sau);
     if (lmu.ok()) lmu_ = *std::move(lmu);
