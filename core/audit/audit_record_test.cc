@@ -197,7 +197,8 @@ TEST(AuditParseTest, DepthAndSizeLimits) {
   EXPECT_TRUE(ParseAuditJson(Nested(32), opt).ok());
   absl::StatusOr<AuditRecord> deep = ParseAuditJson(Nested(33), opt);
   ASSERT_FALSE(deep.ok());
-  EXPECT_NE(deep.status().message().find("max_depth at byte offset 36"), absl::string_view::npos)
+  EXPECT_NE(deep.status().message().find("deeper than 32 levels at byte offset 36"),
+            absl::string_view::npos)
       << deep.status();
   // Far deeper than the stack would allow without the limit.
   EXPECT_FALSE(ParseAuditJson(Nested(1000000), {.max_bytes = 1 << 22, .max_depth = 32}).ok());
