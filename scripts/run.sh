@@ -36,6 +36,10 @@ The server is running on $LISTEN (metrics: http://$METRICS/metrics). Try:
   $build/client/streamlearn --server $LISTEN list
   $build/client/streamlearn --server $LISTEN describe demo
   $build/client/streamlearn --server $LISTEN query demo --q "$(printf '0.1,%.0s' $(seq 1 15))0.1"
+  $build/client/streamlearn --server $LISTEN audit verify demo --public-key $DATA_DIR/audit.pub
+  $build/client/streamlearn --server $LISTEN snapshot demo
+Everything acknowledged is in $DATA_DIR: stop the server (even with kill -9), start it again,
+and describe shows the same state digests.
 MSG
 if [ "${1:-}" != "--exit" ] && [ -t 0 ]; then
   echo "Ctrl-C stops the server."

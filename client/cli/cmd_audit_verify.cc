@@ -38,6 +38,11 @@ struct ExpectedHead {
   std::string merkle_curr;
 };
 
+// The server stores every line in canonical form, so a line that is not (extra whitespace,
+// upper-case hex, reordered keys) was altered after it was written, even where the hashes of
+// the re-encoded body would still match.
+AuditParseOptions CanonicalLines() { return {.require_canonical = true}; }
+
 // Feeds every line of `lines` to a verifier. `total` is the progress bar's 100%: records for
 // a server's chain (`expected` given), bytes for a file. Returns the source's error (the read
 // failed), else the verdict.
@@ -113,7 +118,9 @@ int VerifyFile(const std::string& path, const Ed25519PublicKey& key, uint64_t ch
     if (const uintmax_t n = std::filesystem::file_size(path, ec); !ec) size = n;
   }
   absl::StatusOr<Verdict> v = VerifyLines(
-      **lines, {.public_key = &key, .checkpoint_every = checkpoint_every}, size, std::nullopt);
+      **lines,
+      {.public_key = &key, .checkpoint_every = checkpoint_every, .parse = CanonicalLines()},
+      size, std::nullopt);
   if (!v.ok()) return ReportError(v.status());
   std::cout << Line(*v) << "\n";
   return v->ok ? kExitOk : kExitFailure;
@@ -145,7 +152,9 @@ int VerifyShard(AuditClient& client, const std::string& model, uint32_t shard,
   std::unique_ptr<AuditLineSource> lines = client.Read(model, shard, 0);
   absl::StatusOr<Verdict> v = VerifyLines(
       *lines,
-      {.public_key = &key, .checkpoint_every = checkpoint_every.value_or(head->checkpoint_every())},
+      {.public_key = &key,
+       .checkpoint_every = checkpoint_every.value_or(head->checkpoint_every()),
+       .parse = CanonicalLines()},
       head->next_index(), ExpectedHead{head->next_index(), head->merkle_curr()});
   if (!v.ok()) return ReportError(v.status());
   std::cout << (prefix ? fmt::format("shard {}: ", shard) : "") << Line(*v) << "\n";
