@@ -151,7 +151,8 @@ absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView
       out.duplicates.push_back(s.t);
       continue;
     }
-    FuseApplied applied{.index = i};
+    FuseApplied applied;
+    applied.index = i;
     {
       // One sample at a time, so that a Predict waits for at most one step.
       std::unique_lock<WriterFirstRwLock> step_lock(unit_mu_);
