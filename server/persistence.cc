@@ -80,6 +80,15 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view text,
     return absl::Status(absl::ErrnoToStatusCode(errno),
                         absl::StrCat("'", path, "': cannot write: ", std::strerror(errno)));
   }
+  // The rename is durable only once the directory is.
+  const std::string dir = fs::path(path).parent_path().empty()
+                              ? std::string(".")
+                              : fs::path(path).parent_path().string();
+  const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
   return absl::OkStatus();
 }
 
@@ -92,6 +101,13 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// <path without .key>.pub
+std::string AuditPublicKeyPath(const std::string& key_path) {
+  std::string pub = key_path;
+  if (pub.size() > 4 && pub.ends_with(".key")) pub.resize(pub.size() - 4);
+  return pub + ".pub";
 }
 
 // The genesis record's model_spec: the effective spec as JSON (all fields, proto names).
@@ -164,6 +180,14 @@ absl::StatusOr<Ed25519PrivateKey> LoadOrCreateAuditKey(const std::string& path) 
                                               "' is not an Ed25519 private key in PEM: ",
                                               key.status().message()));
     }
+    // A crash between the two files may have left the public key out: write it again.
+    if (const std::string pub_path = AuditPublicKeyPath(path); !fs::exists(pub_path, ec)) {
+      absl::StatusOr<std::string> pub = key->PublicKey().ToPem();
+      if (!pub.ok()) return pub.status();
+      if (absl::Status s = WriteFileAtomically(pub_path, *pub, 0644); !s.ok()) {
+        return WithContext(s, "audit public key");
+      }
+    }
     return key;
   }
   absl::StatusOr<Ed25519PrivateKey> key = Ed25519PrivateKey::Generate();
@@ -175,9 +199,7 @@ absl::StatusOr<Ed25519PrivateKey> LoadOrCreateAuditKey(const std::string& path) 
   }
   absl::StatusOr<std::string> pub = key->PublicKey().ToPem();
   if (!pub.ok()) return pub.status();
-  std::string pub_path = path;
-  if (pub_path.size() > 4 && pub_path.ends_with(".key")) pub_path.resize(pub_path.size() - 4);
-  pub_path += ".pub";
+  const std::string pub_path = AuditPublicKeyPath(path);
   if (absl::Status s = WriteFileAtomically(pub_path, *pub, 0644); !s.ok()) {
     return WithContext(s, "audit public key");
   }
@@ -457,7 +479,9 @@ absl::StatusOr<uint64_t> RecoverPart(Store& store, const std::string& model, uin
     }
   }
   uint64_t from_seq = 0;  // replay entries after this
-  for (const ManifestEntry& e : *manifest) {
+  size_t used = manifest->size();  // index of the snapshot restored
+  for (size_t m = 0; m < manifest->size(); ++m) {
+    const ManifestEntry& e = (*manifest)[m];
     absl::StatusOr<std::optional<std::string>> blob =
         store.GetSnapshot(model, shard, part, e.snapshot_seq);
     if (!blob.ok()) return blob.status();
@@ -473,6 +497,7 @@ absl::StatusOr<uint64_t> RecoverPart(Store& store, const std::string& model, uin
       } else if (restored.ok()) {
         *out = *std::move(restored);
         from_seq = e.log_seq;
+        used = m;
         break;
       } else {
         why = restored.status();
@@ -519,11 +544,24 @@ absl::StatusOr<uint64_t> RecoverPart(Store& store, const std::string& model, uin
   });
   if (!scan.ok()) return scan;
   if (!failure.ok()) return failure;
-  if (from_seq == 0 && !manifest->empty()) {
-    // Every snapshot failed; we started from scratch. That is only right if the log was
-    // never trimmed, which the jump check above verified when the log has entries.
-    spdlog::warn("{}: no snapshot verified; rebuilt from the whole log ({} batches)", where,
-                 replayed);
+  // Every state the manifest records must be reached again: the newest snapshot covers
+  // log_seq L, so the log (or an older snapshot plus the log) must reach L too. This catches a
+  // trimmed log whatever keep_snapshots was when it was trimmed.
+  if (!manifest->empty() && expect - 1 < manifest->front().log_seq) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: the newest snapshot covers the log through seq %d, but no usable snapshot and "
+        "log reach past seq %d; the state cannot be rebuilt (restore a backup)",
+        where, manifest->front().log_seq, expect - 1));
+  }
+  if (used > 0 && !manifest->empty()) {
+    // Forget the snapshots that failed, so the next snapshot never keeps one of them instead
+    // of the one that worked (their blobs are overwritten as the sequence numbers come round).
+    spdlog::warn("{}: {} newer snapshot(s) unusable; recovered from {} ({})", where,
+                 std::min(used, manifest->size()),
+                 used < manifest->size() ? "an older snapshot" : "the whole log",
+                 absl::StrFormat("replayed %d batches", replayed));
+    const auto failed = static_cast<std::ptrdiff_t>(std::min(used, manifest->size()));
+    manifest->erase(manifest->begin(), manifest->begin() + failed);
   }
   return replayed;
 }
@@ -640,6 +678,10 @@ absl::StatusOr<SnapshotInfo> Persistence::SnapshotPart(const Model& model, uint3
   const absl::Time start = absl::Now();
   SnapshotInfo info{.shard = shard, .part = part};
 
+  // What was counted before the state is captured is surely in it (later work stays counted
+  // for the next snapshot).
+  const uint64_t before_steps = ps.steps_since.load(std::memory_order_relaxed);
+  const uint64_t before_batches = ps.batches_since.load(std::memory_order_relaxed);
   std::string blob;
   uint64_t log_seq = 0, steps = 0;
   Digest state{};
@@ -668,15 +710,14 @@ absl::StatusOr<SnapshotInfo> Persistence::SnapshotPart(const Model& model, uint3
   info.steps = steps;
   if (!ps.manifest.empty() && ps.manifest.front().log_seq == log_seq) {
     // Nothing new since the last one: report it.
-    ps.last_snapshot = absl::Now();
+    ps.last_snapshot_ns = absl::ToUnixNanos(absl::Now());
     info.snapshot_seq = ps.manifest.front().snapshot_seq;
     if (ps.manifest.size() >= options_.keep_snapshots) {
       info.trimmed_through = ps.manifest.back().log_seq;
     }
     return info;
   }
-  const uint64_t before_steps = ps.steps_since.load(std::memory_order_relaxed);
-  const uint64_t before_batches = ps.batches_since.load(std::memory_order_relaxed);
+
   const uint64_t snapshot_seq = ps.manifest.empty() ? 1 : ps.manifest.front().snapshot_seq + 1;
   const Digest blob_digest = Sha(blob);
   Bodies bodies;
@@ -719,7 +760,7 @@ absl::StatusOr<SnapshotInfo> Persistence::SnapshotPart(const Model& model, uint3
     return r.status();
   }
   ps.manifest = std::move(next);
-  ps.last_snapshot = absl::Now();
+  ps.last_snapshot_ns = absl::ToUnixNanos(absl::Now());
   // Steps applied while the snapshot was being written stay counted for the next one.
   ps.steps_since.fetch_sub(std::min(before_steps, ps.steps_since.load()),
                            std::memory_order_relaxed);
@@ -827,8 +868,9 @@ void Persistence::SnapshotterLoop(ModelRegistry* registry) {
           const uint64_t steps = ps.steps_since.load(std::memory_order_relaxed);
           const bool by_steps =
               options_.snapshot_every_steps > 0 && steps >= options_.snapshot_every_steps;
+          const absl::Time last = absl::FromUnixNanos(ps.last_snapshot_ns.load());
           const bool by_time = options_.snapshot_interval > absl::ZeroDuration() && steps > 0 &&
-                               absl::Now() - ps.last_snapshot >= options_.snapshot_interval;
+                               absl::Now() - last >= options_.snapshot_interval;
           if (!by_steps && !by_time) continue;
           std::lock_guard<std::mutex> lock(log.snapshot_mu_);
           absl::StatusOr<SnapshotInfo> info = SnapshotPart(*model, i, part);

@@ -110,7 +110,7 @@ class ShardLog {
     std::vector<ManifestEntry> manifest;  // newest first
     std::atomic<uint64_t> steps_since{0};    // events / samples since the last snapshot
     std::atomic<uint64_t> batches_since{0};  // log entries since the last snapshot
-    absl::Time last_snapshot = absl::Now();
+    std::atomic<int64_t> last_snapshot_ns{absl::ToUnixNanos(absl::Now())};  // read unlocked
   };
   PartState& part(StorePart p) {
     return p == StorePart::kSau ? sau_ : p == StorePart::kLmu ? lmu_ : fuse_;

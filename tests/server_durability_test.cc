@@ -428,6 +428,31 @@ TEST_F(DurabilityTest, UnreadableManifestWithTrimmedLogFailsStartWithDataLoss) {
   EXPECT_EQ(port.status().code(), absl::StatusCode::kDataLoss) << port.status();
 }
 
+// The log trimmed under --keep_snapshots=1, then the server restarted with 2 and the only
+// snapshot corrupt: the manifest is no longer "full", but its snapshot's log_seq says what the
+// log must reach, so start still refuses instead of starting the part empty.
+TEST_F(DurabilityTest, TrimmedUnderASmallerKeepStillFailsStartWithDataLoss) {
+  Server::Options options = Options();
+  options.keep_snapshots = 1;
+  Start(options);
+  CreateModel();
+  Feed(2, 16);
+  Snapshot();
+  Stop();
+  {
+    std::unique_ptr<Store> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    const std::vector<ManifestEntry> m = Manifest(*store, 0, StorePart::kSau);
+    ASSERT_EQ(m.size(), 1u);
+    CorruptSnapshot(*store, 0, StorePart::kSau, m[0].snapshot_seq);
+  }
+  options.keep_snapshots = 2;
+  Server server(options);
+  const absl::StatusOr<int> port = server.Start();
+  ASSERT_FALSE(port.ok()) << "started with shard 0's SAU state silently reset to empty";
+  EXPECT_EQ(port.status().code(), absl::StatusCode::kDataLoss) << port.status();
+}
+
 // Reads the whole chain of `shard` and feeds it to a verifier with the server's key and
 // cadence; returns the number of records.
 uint64_t VerifyChain(const std::shared_ptr<grpc::Channel>& channel, uint32_t shard,
