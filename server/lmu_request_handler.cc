@@ -45,13 +45,10 @@ absl::Status LmuRequestHandler::Update(const v1::UpdateRequest& request, UpdateS
 
 absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
                                             UpdateSession* session, v1::UpdateAck* ack) {
-  if (session->model == nullptr || session->model->spec().name != request.model()) {
-    absl::StatusOr<std::shared_ptr<Model>> model =
-        FindModelWithPart(*registry_, request.model(), ModelPart::kLmu);
-    if (!model.ok()) return model.status();
-    session->model = *std::move(model);
-    session->logs =
-        persistence_ != nullptr ? persistence_->Find(session->model->spec().name) : nullptr;
+  if (absl::Status s = BindStreamModel(*registry_, persistence_, request.model(), ModelPart::kLmu,
+                                       &session->model, &session->logs);
+      !s.ok()) {
+    return s;
   }
   Model& model = *session->model;
   const uint32_t shard = model.ShardOf(request.routing_key());
@@ -104,13 +101,8 @@ absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
       lmu_shard.Update(views, max_batch_, hook ? &hook : nullptr);
   if (!outcome.ok()) return outcome.status();
   if (session->logs != nullptr) {
-    if (outcome->applied == 0) {
-      const ChainHead h = session->logs->shard(shard).journal().head();
-      receipt.next_index = h.next_index;
-      receipt.head = h.head;
-    }
-    ack->set_audit_next_index(receipt.next_index);
-    ack->set_merkle_curr(ToHex(receipt.head));
+    SetAckAuditHead(session->logs->shard(shard).journal(),
+                    outcome->applied > 0 ? &receipt : nullptr, ack);
   }
 
   ack->set_ver_base(outcome->ver_base);

@@ -31,4 +31,15 @@ absl::StatusOr<std::shared_ptr<Model>> FindModelWithPart(const ModelRegistry& re
   return model;
 }
 
+absl::Status BindStreamModel(const ModelRegistry& registry, const Persistence* persistence,
+                             const std::string& name, ModelPart part,
+                             std::shared_ptr<Model>* model, std::shared_ptr<ModelLog>* logs) {
+  if (*model != nullptr && (*model)->spec().name == name) return absl::OkStatus();
+  absl::StatusOr<std::shared_ptr<Model>> found = FindModelWithPart(registry, name, part);
+  if (!found.ok()) return found.status();
+  *model = *std::move(found);
+  *logs = persistence != nullptr ? persistence->Find(name) : nullptr;
+  return absl::OkStatus();
+}
+
 }  // namespace streamlearn::server

@@ -12,10 +12,12 @@
 #define STREAMLEARN_SERVER_MODEL_LOOKUP_H_
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
 #include "core/shard/model_registry.h"
+#include "server/persistence.h"
 
 namespace streamlearn::server {
 
@@ -27,6 +29,13 @@ absl::Status RequirePart(const Model& model, ModelPart part);
 // Errors: NOT_FOUND (no such model), FAILED_PRECONDITION (the model lacks the part).
 absl::StatusOr<std::shared_ptr<Model>> FindModelWithPart(const ModelRegistry& registry,
                                                          std::string_view name, ModelPart part);
+
+// A data stream's model, looked up once and kept while its batches name the same model, with
+// the model's logs (null without persistence). Errors as FindModelWithPart; on an error the
+// session keeps what it had.
+absl::Status BindStreamModel(const ModelRegistry& registry, const Persistence* persistence,
+                             const std::string& name, ModelPart part,
+                             std::shared_ptr<Model>* model, std::shared_ptr<ModelLog>* logs);
 
 }  // namespace streamlearn::server
 

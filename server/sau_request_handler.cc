@@ -70,13 +70,10 @@ absl::Status SauRequestHandler::Ingest(const v1::IngestRequest& request, IngestS
 
 absl::Status SauRequestHandler::IngestBatch(const v1::IngestRequest& request,
                                             IngestSession* session, v1::IngestAck* ack) {
-  if (session->model == nullptr || session->model->spec().name != request.model()) {
-    absl::StatusOr<std::shared_ptr<Model>> model =
-        FindModelWithPart(*registry_, request.model(), ModelPart::kSau);
-    if (!model.ok()) return model.status();
-    session->model = *std::move(model);
-    session->logs =
-        persistence_ != nullptr ? persistence_->Find(session->model->spec().name) : nullptr;
+  if (absl::Status s = BindStreamModel(*registry_, persistence_, request.model(), ModelPart::kSau,
+                                       &session->model, &session->logs);
+      !s.ok()) {
+    return s;
   }
   Model& model = *session->model;
   const uint32_t shard = model.ShardOf(request.routing_key());
@@ -109,13 +106,8 @@ absl::Status SauRequestHandler::IngestBatch(const v1::IngestRequest& request,
       model.shard(shard).Ingest(views, max_batch_, hook ? &hook : nullptr);
   if (!outcome.ok()) return outcome.status();
   if (session->logs != nullptr) {
-    if (outcome->applied == 0) {
-      const ChainHead h = session->logs->shard(shard).journal().head();
-      receipt.next_index = h.next_index;
-      receipt.head = h.head;
-    }
-    ack->set_audit_next_index(receipt.next_index);
-    ack->set_merkle_curr(ToHex(receipt.head));
+    SetAckAuditHead(session->logs->shard(shard).journal(),
+                    outcome->applied > 0 ? &receipt : nullptr, ack);
   }
 
   ack->set_ver_sau(outcome->version);
