@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package that the build, the tests, the benchmarks and the demo need.
+# Installs every Debian package that the build, the tests, the benchmarks and the demo need,
+# plus any package named as an argument (scripts/flake-hunt.sh adds stress-ng).
 # Idempotent: when everything is already installed it checks with dpkg and returns in well
 # under a second, without touching the network.
 set -euo pipefail
@@ -12,6 +13,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libcmph-dev
   python3 python3-grpcio python3-protobuf python3-grpc-tools
   prometheus python3-yaml
+  "$@"
 )
 
 missing=()

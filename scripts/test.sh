@@ -1,22 +1,46 @@
 #!/usr/bin/env bash
 # The test command: installs what it needs, builds everything (Release) and runs every test with
-# ctest, then builds the core with AddressSanitizer + UBSan and runs its unit tests again.
+# ctest, then builds the core with AddressSanitizer + UBSan and runs its unit tests again. Both
+# passes always run and report; the last lines summarise them, and the command fails if either
+# failed.
 #   scripts/test.sh              # both passes
 #   SKIP_SANITIZE=1 scripts/test.sh
+# Every test has a ctest timeout (tests/CMakeLists.txt); randomised tests print their seed and
+# take it from the environment (the variable is named where the seed is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS
 
 bash scripts/setup.sh
 
 jobs=$(nproc)
 build=${BUILD_DIR:-build}
+summary=()
+failed=0
+
+# ctest with a JUnit report; records the pass's summary line and whether it failed.
+run_ctest() {
+  local name=$1 dir=$2
+  local report="$dir/ctest-report.xml"
+  rm -f "$report"
+  local rc=0
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --output-junit "$(realpath "$dir")/ctest-report.xml" || rc=$?
+  if [ -f "$report" ]; then
+    summary+=("$(/usr/bin/python3 scripts/ctest_summary.py "$name" "$report")")
+    /usr/bin/python3 scripts/ctest_summary.py --failures "$report"
+  else
+    summary+=("$name: ctest wrote no report (exit $rc)")
+  fi
+  if [ "$rc" -ne 0 ]; then failed=1; fi
+}
+
 echo "== build ($build, Release)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTREAMLEARN_BUILD_TESTS=ON \
   -DSTREAMLEARN_BUILD_BENCH=ON > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 cmake --build "$build" -j "$jobs"
 
 echo "== tests"
-ctest --test-dir "$build" --output-on-failure -j "$jobs"
+run_ctest release "$build"
 
 if [ -z "${SKIP_SANITIZE:-}" ]; then
   echo "== core unit tests under AddressSanitizer + UBSan"
@@ -25,6 +49,23 @@ if [ -z "${SKIP_SANITIZE:-}" ]; then
     -DSTREAMLEARN_SANITIZE=ON -DSTREAMLEARN_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
     > "$san.configure.log" 2>&1 \
     || { cat "$san.configure.log"; exit 1; }
-  cmake --build "$san" -j "$jobs"
-  ctest --test-dir "$san" --output-on-failure -j "$jobs"
+  if cmake --build "$san" -j "$jobs"; then
+    run_ctest asan-ubsan "$san"
+  else
+    summary+=("asan-ubsan: the build failed")
+    failed=1
+  fi
 fi
+
+echo "== summary ($(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s)"
+total_passed=0 total_failed=0 total_skipped=0
+for line in "${summary[@]}"; do
+  echo "$line"
+  if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped ]]; then
+    total_passed=$((total_passed + BASH_REMATCH[1]))
+    total_failed=$((total_failed + BASH_REMATCH[2]))
+    total_skipped=$((total_skipped + BASH_REMATCH[3]))
+  fi
+done
+echo "total: $total_passed passed, $total_failed failed, $total_skipped skipped"
+exit "$failed"

@@ -105,10 +105,21 @@ absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::Read
         "this server has no data_dir: audit records are not kept (use Head, or start the "
         "server with --data_dir)");
   }
-  // Read up to the head as of now; records appended meanwhile belong to a later Read.
-  const uint64_t end = (*log)->journal().head().next_index;
+  // Read up to the head as of now; records appended meanwhile belong to a later Read. Every
+  // chunk names that head, so a client can tell how far this read goes and check the last
+  // record against it, whatever was appended since it asked Head.
+  const ChainHead head = (*log)->journal().head();
+  const uint64_t end = head.next_index;
+  const std::string head_hex = ToHex(head.head);
   const uint64_t limit = request.limit() == 0 ? UINT64_MAX : request.limit();
   v1::ReadResponse chunk;
+  bool wrote = false;
+  const auto write_chunk = [&] {
+    chunk.set_head_next_index(end);
+    chunk.set_head_merkle_curr(head_hex);
+    wrote = true;
+    return writer->Write(chunk);
+  };
   size_t chunk_bytes = 0;
   uint64_t sent = 0;
   absl::Status failure;
@@ -127,7 +138,7 @@ absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::Read
         ++sent;
         if (chunk.records_size() >= static_cast<int>(kReadChunkRecords) ||
             chunk_bytes >= kReadChunkBytes) {
-          if (!writer->Write(chunk)) {
+          if (!write_chunk()) {
             failure = absl::CancelledError("the client went away");
             return false;
           }
@@ -138,7 +149,7 @@ absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::Read
       });
   if (!scan.ok()) return scan;
   if (!failure.ok()) return failure;
-  if (chunk.records_size() > 0 && !writer->Write(chunk)) {
+  if ((chunk.records_size() > 0 || !wrote) && !write_chunk()) {
     return absl::CancelledError("the client went away");
   }
   return absl::OkStatus();

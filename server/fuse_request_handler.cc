@@ -130,6 +130,14 @@ absl::Status FuseRequestHandler::LearnBatch(const v1::LearnRequest& request,
   }
 
   FuseShard& fuse_shard = model.fuse_shard(shard);
+  if (persistence_ != nullptr && fuse_shard.fenced()) {
+    // A failed write left the shard fenced; it resumes from the store's committed state.
+    if (absl::Status s = persistence_->ReinstateFenced(model, shard, StorePart::kFuse,
+                                                       registry_->secret());
+        !s.ok()) {
+      return s;
+    }
+  }
   // Committed with its audit records and log entry before this ack (server/persistence.h).
   Receipt receipt;
   FuseCommitHook hook;

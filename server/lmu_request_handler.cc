@@ -90,6 +90,14 @@ absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
   }
 
   LmuShard& lmu_shard = model.lmu_shard(shard);
+  if (persistence_ != nullptr && lmu_shard.fenced()) {
+    // A failed write left the shard fenced; it resumes from the store's committed state.
+    if (absl::Status s = persistence_->ReinstateFenced(model, shard, StorePart::kLmu,
+                                                       registry_->secret());
+        !s.ok()) {
+      return s;
+    }
+  }
   // Committed with its audit record and log entry before this ack (server/persistence.h).
   Receipt receipt;
   LmuCommitHook hook;

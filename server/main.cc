@@ -4,6 +4,7 @@
 // file, 1 when the server cannot start (address in use, data_dir not writable, ...).
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <cstring>
@@ -143,6 +144,10 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   options.durability = *durability;
+
+  // Everything the server creates (the data directory, the store's files, backups) is its
+  // own: the event log and the audit chain are no other local user's to read.
+  umask(077);
 
   spdlog::info("streamlearn-server starting: listen {}, metrics {}, data_dir '{}', config '{}'",
                options.listen, options.metrics.empty() ? "disabled" : options.metrics,

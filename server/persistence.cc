@@ -24,6 +24,7 @@
 #include "core/shard/fuse_records.h"
 #include "core/shard/step_records.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/failpoint.h"
 #include "server/log_entry.h"
 #include "server/spec_conversion.h"
 #include "spdlog/spdlog.h"
@@ -180,12 +181,27 @@ absl::StatusOr<Ed25519PrivateKey> LoadOrCreateAuditKey(const std::string& path) 
                                               "' is not an Ed25519 private key in PEM: ",
                                               key.status().message()));
     }
-    // A crash between the two files may have left the public key out: write it again.
-    if (const std::string pub_path = AuditPublicKeyPath(path); !fs::exists(pub_path, ec)) {
-      absl::StatusOr<std::string> pub = key->PublicKey().ToPem();
-      if (!pub.ok()) return pub.status();
+    // A crash between the two files may have left the public key out: write it again. One
+    // that is there must be this key's: auditors verify checkpoints with the published file.
+    const std::string pub_path = AuditPublicKeyPath(path);
+    absl::StatusOr<std::string> pub = key->PublicKey().ToPem();
+    if (!pub.ok()) return pub.status();
+    if (!fs::exists(pub_path, ec)) {
       if (absl::Status s = WriteFileAtomically(pub_path, *pub, 0644); !s.ok()) {
         return WithContext(s, "audit public key");
+      }
+    } else {
+      absl::StatusOr<std::string> published = ReadFile(pub_path);
+      if (!published.ok()) return published.status();
+      absl::StatusOr<Ed25519PublicKey> parsed = Ed25519PublicKey::FromPem(*published);
+      if (!parsed.ok() || parsed->fingerprint() != key->PublicKey().fingerprint()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "audit public key file '", pub_path, "' is not the public key of '", path, "' (",
+            parsed.ok() ? absl::StrCat("fingerprint ", parsed->fingerprint(), ", the key's is ",
+                                       key->PublicKey().fingerprint())
+                        : absl::StrCat("it does not parse: ", parsed.status().message()),
+            "): auditors would verify checkpoints with the wrong key. Restore the matching "
+            "pair from a backup"));
       }
     }
     return key;
@@ -379,6 +395,16 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOption
          .durability = p->options_.durability});
     if (!store.ok()) return store.status();
     p->store_ = *std::move(store);
+    // Every block of the audit table is read once: a chain the server cannot read is refused
+    // at start, not found later by an auditor (docs/DURABILITY.md, "Start-up checks").
+    const absl::Time verify_start = absl::Now();
+    if (absl::Status s = p->store_->VerifyAuditChecksums(); !s.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          s.message(), "; the audit chains are unreadable and the server will not serve them. "
+          "Restore the data directory from a backup (docs/DURABILITY.md)"));
+    }
+    spdlog::info("audit table checksums verified in {:.3f} s",
+                 absl::ToDoubleSeconds(absl::Now() - verify_start));
     spdlog::info("store '{}' open, durability {}; audit key fingerprint {}",
                  p->store_->options().path, DurabilityName(p->options_.durability),
                  p->key_.PublicKey().fingerprint());
@@ -408,16 +434,18 @@ absl::Status Persistence::OnCreate(const std::shared_ptr<Model>& model) {
   const v1::ModelSpec wire = ModelSpecToProto(spec);
   std::shared_ptr<ModelLog> logs = MakeLogs(*model);
   // Genesis records and the spec in one write: a model exists on disk with its chains or not
-  // at all.
-  std::string genesis;
-  if (absl::Status s = AppendCanonical(GenesisBody(SpecJson(wire), model->w_digest()), &genesis);
-      !s.ok()) {
-    return s;
-  }
+  // at all. Each genesis names its (model, shard), so no chain passes as another's.
+  const std::string spec_json = SpecJson(wire);
   StoreBatch batch;
   batch.PutSpec(spec.name, wire.SerializeAsString());
   std::vector<ChainHead> heads;
   for (uint32_t i = 0; i < model->num_shards(); ++i) {
+    const ChainId id{.model = spec.name, .shard = i};
+    std::string genesis;
+    if (absl::Status s = AppendCanonical(GenesisBody(spec_json, model->w_digest(), &id), &genesis);
+        !s.ok()) {
+      return s;
+    }
     MerkleChain chain;
     const std::string line = chain.AppendCanonical(genesis);
     batch.AppendAudit(spec.name, i, 0, line);
@@ -667,6 +695,73 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
   return absl::OkStatus();
 }
 
+absl::Status Persistence::ReinstateFenced(Model& model, uint32_t shard, StorePart part,
+                                          const lmu::HashSecret& secret) {
+  const std::string& name = model.spec().name;
+  const bool lmu = part == StorePart::kLmu;
+  if (lmu ? !model.lmu_shard(shard).fenced() : !model.fuse_shard(shard).fenced()) {
+    return absl::OkStatus();
+  }
+  if (store_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this shard part was fenced by a failed rebuild and there is no store to rebuild it "
+        "from; restart the server");
+  }
+  if (absl::Status s = store_->ResumeWrites(); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the shard's last write failed and the store still fails (", s.message(),
+        "); retry once the cause (a full disk, say) is fixed"));
+  }
+  std::shared_ptr<ModelLog> logs = Find(name);
+  if (logs == nullptr) return absl::NotFoundError(absl::StrCat("model '", name, "' has no log"));
+  ShardLog& log = logs->shard(shard);
+  // No snapshot of the part runs meanwhile (it would fail on the fence anyway).
+  std::lock_guard<std::mutex> lock(log.snapshot_mu_);
+  std::vector<ManifestEntry> manifest;  // as stored; the log's own copy stays as it is
+  const absl::Time start = absl::Now();
+  absl::StatusOr<uint64_t> replayed;
+  absl::Status reinstated;
+  if (lmu) {
+    const lmu::LmuSpec& spec = model.spec().lmu;
+    auto fresh = std::make_unique<LmuShard>(spec, secret);
+    replayed = RecoverPart<LmuShard>(
+        *store_, name, shard, part, options_.keep_snapshots, &manifest, &fresh,
+        [&](std::string_view blob) { return LmuShard::Restore(spec, secret, blob); },
+        [&](LmuShard* s, std::string_view entry) -> absl::Status {
+          absl::StatusOr<LmuEntry> e = LmuEntry::Decode(entry);
+          if (!e.ok()) return e.status();
+          return s->Update(e->views(), SIZE_MAX).status();
+        });
+    if (replayed.ok()) reinstated = model.lmu_shard(shard).Reinstate(std::move(fresh));
+  } else {
+    const fuse::FuseSpec& spec = model.spec().fuse;
+    absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> unit = fuse::FuseUnit::Create(spec, secret);
+    if (!unit.ok()) return unit.status();
+    auto fresh = std::make_unique<FuseShard>(*std::move(unit));
+    replayed = RecoverPart<FuseShard>(
+        *store_, name, shard, part, options_.keep_snapshots, &manifest, &fresh,
+        [&](std::string_view blob) { return FuseShard::Restore(spec, secret, blob); },
+        [&](FuseShard* s, std::string_view entry) -> absl::Status {
+          absl::StatusOr<FuseEntry> e = FuseEntry::Decode(entry);
+          if (!e.ok()) return e.status();
+          return s->Learn(e->views(), SIZE_MAX).status();
+        });
+    if (replayed.ok()) reinstated = model.fuse_shard(shard).Reinstate(std::move(fresh));
+  }
+  if (!replayed.ok()) return replayed.status();
+  if (!reinstated.ok()) {
+    // Another call reinstated it first (then it is no longer fenced), or the part committed
+    // more since: this rebuild is stale and is dropped.
+    const bool still = lmu ? model.lmu_shard(shard).fenced() : model.fuse_shard(shard).fenced();
+    return still ? reinstated : absl::OkStatus();
+  }
+  spdlog::warn("model '{}' shard {} {}: rebuilt from the store after a failed write (replayed "
+               "{} logged batches in {:.3f} s); writes resume",
+               name, shard, StorePartName(part), *replayed,
+               absl::ToDoubleSeconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SnapshotInfo> Persistence::SnapshotPart(const Model& model, uint32_t shard,
                                                        StorePart part) {
   std::shared_ptr<ModelLog> logs = Find(model.spec().name);
@@ -754,7 +849,9 @@ absl::StatusOr<SnapshotInfo> Persistence::SnapshotPart(const Model& model, uint3
           trim_through = next.back().log_seq;
           if (trim_through > 0) batch->TrimLog(name, shard, part, trim_through);
         }
+        Failpoint("snapshot.before_write");
       });
+  if (r.ok()) Failpoint("snapshot.after_write");
   if (!r.ok()) {
     if (metrics_ != nullptr) metrics_->RecordSnapshotFailure(name, shard);
     return r.status();

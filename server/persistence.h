@@ -157,6 +157,13 @@ class Persistence {
   // The model's logs; null for a model this object does not know.
   std::shared_ptr<ModelLog> Find(const std::string& name) const;
 
+  // A fenced LMU or fuse part (a commit failed after the batch was applied in place) rebuilt
+  // from the store's last committed state and reinstated, once the store takes writes again.
+  // UNAVAILABLE while the store still fails (its cause); FAILED_PRECONDITION without a store;
+  // errors of recovery (DATA_LOSS) otherwise. OK if the part is not (or no longer) fenced.
+  absl::Status ReinstateFenced(Model& model, uint32_t shard, StorePart part,
+                               const lmu::HashSecret& secret);
+
   // Snapshots every shard part of the model now.
   absl::StatusOr<std::vector<SnapshotInfo>> SnapshotModel(const Model& model);
   // A consistent copy of the store plus the key files in `dir` (which must not exist).

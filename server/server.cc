@@ -16,6 +16,7 @@
 #include "server/admin_service.h"
 #include "server/auditor_service.h"
 #include "server/config.h"
+#include "server/data_dir.h"
 #include "server/fuse_request_handler.h"
 #include "server/fuse_service.h"
 #include "server/lmu_request_handler.h"
@@ -63,6 +64,18 @@ absl::StatusOr<int> Server::Start() {
   if (absl::Status s = CheckOptions(options_); !s.ok()) return s;
   if (!options_.data_dir.empty()) {
     if (absl::Status s = CreateDataDir(options_.data_dir); !s.ok()) return s;
+    // Before any key is created: a directory that held state must still have all of it.
+    const std::filesystem::path dir(options_.data_dir);
+    DataDirFiles files{.dir = options_.data_dir,
+                       .audit_key = options_.audit_key_file.empty()
+                                        ? (dir / "audit.key").string()
+                                        : options_.audit_key_file,
+                       .lmu_secret = ""};
+    if (!options_.lmu_secret.has_value()) {
+      files.lmu_secret = options_.lmu_secret_file.empty() ? (dir / "lmu.secret").string()
+                                                          : options_.lmu_secret_file;
+    }
+    if (absl::Status s = CheckDataDir(files); !s.ok()) return s;
   }
   absl::StatusOr<lmu::HashSecret> secret = LmuSecret();
   if (!secret.ok()) return secret.status();
@@ -80,6 +93,9 @@ absl::StatusOr<int> Server::Start() {
       &metrics_);
   if (!persistence.ok()) return persistence.status();
   persistence_ = *std::move(persistence);
+  if (!options_.data_dir.empty()) {
+    if (absl::Status s = MarkDataDir(options_.data_dir); !s.ok()) return s;
+  }
   if (absl::Status s = persistence_->Recover(registry_.get()); !s.ok()) return s;
   if (absl::Status s = CreateConfiguredModels(); !s.ok()) return s;
   if (!options_.metrics.empty()) {

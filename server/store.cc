@@ -1,7 +1,13 @@
 #include "server/store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
+#include <cstring>
 #include <cstdarg>
 #include <cstdio>
 #include <filesystem>
@@ -156,8 +162,13 @@ class SpdlogLogger final : public rocksdb::Logger {
 
 rocksdb::DBOptions MakeDbOptions(const StoreOptions& options) {
   rocksdb::DBOptions db;
-  db.create_if_missing = true;
+  db.create_if_missing = options.create_if_missing;
   db.create_missing_column_families = true;
+  // The MANIFEST records which WAL files exist; an open whose MANIFEST lost its tail (a
+  // truncated or damaged file) then finds a WAL it lists missing and fails with Corruption
+  // instead of starting from an older version and deleting the table files it no longer
+  // knows as obsolete (docs/DURABILITY.md, "Start-up checks").
+  db.track_and_verify_wals_in_manifest = true;
   // The small column families (specs, audit) see few writes and would otherwise pin every
   // WAL file until their memtables fill; past this total the oldest ones are flushed.
   db.max_total_wal_size = 64 << 20;
@@ -190,6 +201,68 @@ absl::Status CheckColumnFamilies(const rocksdb::DBOptions& db, const std::string
       absl::StrCat("store: open '", path, "' read-only: no column famil",
                    missing.size() == 1 ? "y " : "ies ", absl::StrJoin(missing, ", "),
                    " (not a streamlearn store?)"));
+}
+
+// ---- files ----
+
+absl::Status Errno(std::string_view what, const std::string& path) {
+  const int err = errno;
+  return absl::Status(absl::ErrnoToStatusCode(err),
+                      absl::StrCat(A(what), " '", path, "': ", std::strerror(err)));
+}
+
+absl::Status SyncDirectory(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Errno("open directory", dir);
+  const bool ok = fsync(fd) == 0;
+  absl::Status st = ok ? absl::OkStatus() : Errno("fsync directory", dir);
+  close(fd);
+  return st;
+}
+
+// Replaces `path` (a hard link) by a copy of its bytes with the same mode: written to a
+// temporary file, fsync'ed, renamed over it.
+absl::Status CopyFileReplacing(const std::string& path) {
+  const int in = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return Errno("open", path);
+  struct stat st;
+  if (fstat(in, &st) != 0) {
+    absl::Status e = Errno("stat", path);
+    close(in);
+    return e;
+  }
+  const std::string tmp = path + ".copy";
+  const int out = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode & 07777);
+  if (out < 0) {
+    absl::Status e = Errno("create", tmp);
+    close(in);
+    return e;
+  }
+  absl::Status result;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = read(in, buf, sizeof(buf));
+    if (n < 0) {
+      result = Errno("read", path);
+      break;
+    }
+    if (n == 0) break;
+    for (ssize_t off = 0; off < n;) {
+      const ssize_t w = write(out, buf + off, static_cast<size_t>(n - off));
+      if (w < 0) {
+        result = Errno("write", tmp);
+        break;
+      }
+      off += w;
+    }
+    if (!result.ok()) break;
+  }
+  if (result.ok() && fsync(out) != 0) result = Errno("fsync", tmp);
+  close(out);
+  close(in);
+  if (result.ok() && rename(tmp.c_str(), path.c_str()) != 0) result = Errno("rename", tmp);
+  if (!result.ok()) unlink(tmp.c_str());
+  return result;
 }
 
 // ---- reads shared by the log and the audit chain: keys prefix + BE64 ----
@@ -322,6 +395,10 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
         absl::StrCat("store: open '", path, "': exists and is not a directory"));
   }
   const rocksdb::DBOptions db_options = MakeDbOptions(options);
+  if (!options.read_only && !options.create_if_missing &&
+      !fs::exists(fs::path(path) / "CURRENT", ec)) {
+    return absl::NotFoundError(absl::StrCat("store: open '", path, "': no database there"));
+  }
   if (!options.read_only) {
     // RocksDB creates the last directory only; a data directory's parents are ours to make.
     if (fs::create_directories(path, ec); ec) {
@@ -354,7 +431,15 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
     s = rocksdb::DB::Open(db_options, path, descriptors, &store->cfs_, &db);
   }
   if (!s.ok()) {
-    return FromRocks(s, absl::StrCat("open '", path, "'", options.read_only ? " read-only" : ""));
+    absl::Status st =
+        FromRocks(s, absl::StrCat("open '", path, "'", options.read_only ? " read-only" : ""));
+    if (s.IsCorruption()) {
+      st = absl::DataLossError(absl::StrCat(
+          st.message(), "; the store is damaged and the server will not start from it (it "
+          "could lose acknowledged data). Restore the data directory from a backup "
+          "(docs/DURABILITY.md)"));
+    }
+    return st;
   }
   store->db_.reset(db);
   assert(store->cfs_.size() == kNumCfs);
@@ -396,7 +481,27 @@ absl::Status Store::Write(const StoreBatch& batch) {
   rocksdb::WriteOptions wo;
   wo.sync = options_.durability == Durability::kMachine;
   wo.disableWAL = false;  // never: the WAL is what makes an acknowledged batch survive
-  return FromRocks(db_->Write(wo, &wb), describe());
+  if (absl::Status r = ResumeWrites(); !r.ok()) {
+    return absl::Status(r.code(), absl::StrCat(describe(), ": ", r.message()));
+  }
+  const rocksdb::Status s = db_->Write(wo, &wb);
+  if (s.IsIOError() || s.IsNoSpace() || s.IsCorruption()) {
+    resume_needed_.store(true, std::memory_order_release);
+  }
+  return FromRocks(s, describe());
+}
+
+absl::Status Store::ResumeWrites() {
+  if (!resume_needed_.load(std::memory_order_acquire)) return absl::OkStatus();
+  if (options_.read_only) return ReadOnlyError(options_.path, "resume writes");
+  // RocksDB keeps refusing writes after an I/O error until it is told to resume (it retries
+  // the failed flush and starts a new WAL). Failing here means the cause is still there: the
+  // write is refused with the current reason, not a stale one.
+  const rocksdb::Status r = db_->Resume();
+  if (!r.ok()) return FromRocks(r, "resume after an I/O error");
+  resume_needed_.store(false, std::memory_order_release);
+  spdlog::info("store '{}': writes resumed after an I/O error", options_.path);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Store::ListSpecs() const {
@@ -473,7 +578,42 @@ absl::Status Store::Backup(const std::string& dir) const {
   rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);
   std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
   if (s.ok()) s = checkpoint->CreateCheckpoint(target.string());
-  return FromRocks(s, absl::StrCat("backup to '", dir, "'"));
+  if (!s.ok()) return FromRocks(s, absl::StrCat("backup to '", dir, "'"));
+  // The checkpoint hard-links the live table files; make each one a copy of its own.
+  for (const fs::directory_entry& e : fs::directory_iterator(target, ec)) {
+    struct stat st;
+    if (lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink < 2) continue;
+    if (absl::Status c = CopyFileReplacing(e.path().string()); !c.ok()) {
+      return absl::Status(c.code(), absl::StrCat("store: backup to '", dir, "': ", c.message()));
+    }
+  }
+  if (ec) {
+    return absl::Status(absl::ErrnoToStatusCode(ec.value()),
+                        absl::StrCat("store: backup to '", dir, "': ", ec.message()));
+  }
+  return SyncDirectory(target.string());
+}
+
+absl::Status Store::VerifyAuditChecksums() const {
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  ro.fill_cache = false;
+  ro.readahead_size = 2 << 20;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[kAudit]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+  }
+  return FromRocks(it->status(), "read the audit table");
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Store::TableFiles() const {
+  std::vector<rocksdb::LiveFileMetaData> files;
+  db_->GetLiveFilesMetaData(&files);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const rocksdb::LiveFileMetaData& f : files) {
+    out.emplace_back(f.column_family_name, f.directory + "/" + f.relative_filename);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 absl::Status Store::RawPut(uint8_t cf, const std::string& key, std::string_view value) {

@@ -30,6 +30,7 @@
 #ifndef STREAMLEARN_SERVER_STORE_H_
 #define STREAMLEARN_SERVER_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -59,7 +60,8 @@ enum class StorePart : uint8_t { kSau = 1, kLmu = 2, kFuse = 3 };
 std::string_view StorePartName(StorePart p);  // "sau" / "lmu" / "fuse"
 
 struct StoreOptions {
-  std::string path;                          // the database directory; created if missing
+  std::string path;                          // the database directory
+  bool create_if_missing = true;             // false: NOT_FOUND when there is no database
   Durability durability = Durability::kProcess;
   bool read_only = false;                    // open an existing database for reading only
                                              // (works while a server holds it open; sees
@@ -106,8 +108,14 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   // Commits the batch atomically with the store's durability. UNAVAILABLE on an I/O error;
-  // FAILED_PRECONDITION on a read-only store.
+  // FAILED_PRECONDITION on a read-only store. After an I/O error (a full disk, say) RocksDB
+  // stops taking writes; the next Write asks it to resume first, so writes succeed again as
+  // soon as the cause is gone, without a restart.
   absl::Status Write(const StoreBatch& batch);
+  // OK when writes are possible as far as the store knows: no I/O error since the last
+  // successful write, or RocksDB resumed after one. UNAVAILABLE with the current cause
+  // otherwise.
+  absl::Status ResumeWrites();
 
   // specs: every stored (name, spec bytes), sorted by name.
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ListSpecs() const;
@@ -134,10 +142,20 @@ class Store {
   absl::StatusOr<std::optional<std::pair<uint64_t, std::string>>> LastAudit(
       std::string_view model, uint32_t shard) const;
 
-  // A consistent copy of the whole database in `dir` (rocksdb::Checkpoint: hard links where
-  // possible). `dir` must not exist yet (ALREADY_EXISTS); its parent must.
-  // FAILED_PRECONDITION on a read-only store (a checkpoint flushes the memtables first).
+  // A consistent, independent copy of the whole database in `dir`: a rocksdb::Checkpoint,
+  // whose hard links to the live table files are then replaced by copies (fsync'ed), so that
+  // damage to a live file never reaches the backup. `dir` must not exist yet (ALREADY_EXISTS);
+  // its parent must. FAILED_PRECONDITION on a read-only store (a checkpoint flushes the
+  // memtables first).
   absl::Status Backup(const std::string& dir) const;
+
+  // Reads every block of the audit column family, checking its checksums (RocksDB's error
+  // names the damaged file). DATA_LOSS on a checksum error. Cost: one sequential read of the
+  // audit table (docs/DURABILITY.md, "Start-up checks").
+  absl::Status VerifyAuditChecksums() const;
+
+  // The table files of the database, for diagnostics and tests: (column family, file path).
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> TableFiles() const;
 
   // Test hook: overwrite a stored value in place (a corrupted snapshot, a tampered record),
   // bypassing every check. Not used by the server. FAILED_PRECONDITION on a read-only store.
@@ -155,6 +173,8 @@ class Store {
 
   StoreOptions options_;
   std::unique_ptr<rocksdb::DB> db_;
+  // A write failed: the next one first asks RocksDB to resume from its background error.
+  mutable std::atomic<bool> resume_needed_{false};
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // default, specs, log, snapshots, audit
 };
 

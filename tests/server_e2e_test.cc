@@ -427,6 +427,15 @@ TEST_F(ServerE2eTest, BadBatchIsRejectedInBandAndTheSameStreamAcceptsTheNextOne)
        [](v1::IngestRequest& r) { r.set_model("no-such-model"); },
        grpc::StatusCode::NOT_FOUND,
        {"model 'no-such-model' not found"}},
+      // Once a string field: its invalid UTF-8 failed the parse and ended the stream with OK.
+      {"model name that is not UTF-8",
+       [](v1::IngestRequest& r) { r.set_model(std::string("sau-bad\xff", 8)); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"model name 'sau-bad\\xff'", "is not a model name"}},
+      {"model name of 20000 bytes",
+       [](v1::IngestRequest& r) { r.set_model(std::string(20000, 'm')); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"(20000 bytes)", "is not a model name"}},
   };
 
   IngestStream stream(*sau_);
@@ -436,6 +445,47 @@ TEST_F(ServerE2eTest, BadBatchIsRejectedInBandAndTheSameStreamAcceptsTheNextOne)
       10, [&] { return StateDigest(model, shard); }, &next_t);
   EXPECT_TRUE(stream.Finish().ok());
   EXPECT_EQ(GetModel(model).shards(static_cast<int>(shard)).events(), next_t - 1);
+}
+
+// A routing key is any bytes (it is hashed, never printed): one that is not UTF-8 is routed by
+// its bytes like any other. (As a string field it failed the request's parse: the stream ended
+// with OK and no ack.)
+TEST_F(ServerE2eTest, RoutingKeyThatIsNotUtf8IsRoutedByItsBytes) {
+  const std::string model = "sau-binary-key";
+  v1::ModelInfo info;
+  ASSERT_TRUE(CreateModel(SmallSpec(model), &info).ok());
+  Inputs inputs(11);
+  const std::string key("\xff\xfe\x00k", 4);
+  IngestStream stream(*sau_);
+  const v1::IngestAck ack = stream.Send(MakeBatch(model, key, 1, 5, inputs));
+  EXPECT_EQ(ack.status().code(), 0) << ack.status().message();
+  EXPECT_EQ(ack.applied(), 5u);
+  EXPECT_EQ(ack.shard(), ShardFor(key, 2));
+  const v1::IngestAck next = stream.Send(MakeBatch(model, "k", 6, 5, inputs));
+  EXPECT_EQ(next.status().code(), 0) << next.status().message();
+  EXPECT_TRUE(stream.Finish().ok());
+}
+
+// Unary calls with a name that is not a model name: INVALID_ARGUMENT naming the rule, the name
+// quoted escaped and cut (not INTERNAL with no message, not a 20 KB echo).
+TEST_F(ServerE2eTest, NamesThatAreNotModelNamesGetInvalidArgumentQuotedAndCut) {
+  for (const std::string& name : {std::string("bad\xff", 4), std::string(20000, 'n'),
+                                  std::string(".."), std::string()}) {
+    SCOPED_TRACE(name.size() > 16 ? name.substr(0, 16) + "..." : name);
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    v1::GetModelRequest request;
+    request.set_name(name);
+    v1::ModelInfo info;
+    const grpc::Status st = admin_->GetModel(&ctx, request, &info);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_THAT(st.error_message(), ::testing::HasSubstr("is not a model name"));
+    EXPECT_LT(st.error_message().size(), 300u);
+  }
+  v1::ModelInfo info;
+  v1::ModelSpec spec = SmallSpec("..");
+  const grpc::Status created = CreateModel(spec, &info);
+  EXPECT_EQ(created.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << created.error_message();
 }
 
 TEST_F(ServerE2eTest, BadQueryFailsWithTheRightCode) {

@@ -21,7 +21,8 @@ namespace streamlearn::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "streamlearn audit verify (MODEL [--shard S | --all-shards] | --file FILE)\n"
+    "streamlearn audit verify (MODEL [--shard S | --all-shards] |\n"
+    "                          --file FILE [--model MODEL --shard S])\n"
     "         [--public-key PEM_FILE] [--checkpoint-every M]";
 constexpr uint64_t kFileDefaultCheckpointEvery = 1024;  // the server's default cadence
 
@@ -29,6 +30,7 @@ struct Verdict {
   bool ok = false;
   uint64_t records = 0;
   std::string head;     // merkle_curr of the last good record
+  std::string chain;    // "model 'demo' shard 1": what the genesis binds the chain to
   std::string failure;  // "audit record 17 breaks rule chain: ..."
 };
 
@@ -77,6 +79,9 @@ absl::StatusOr<Verdict> VerifyLines(AuditLineSource& lines, const AuditVerifierO
   if (absl::Status s = lines.status(); !s.ok()) return s;
   if (bad.ok()) bad = verifier.Finish();
   v.records = verifier.records();
+  if (const std::optional<ChainId>& c = verifier.bound_chain(); c.has_value()) {
+    v.chain = fmt::format("model '{}' shard {}", c->model, c->shard);
+  }
   if (!bad.ok()) {
     v.failure = std::string(bad.message());
     return v;
@@ -93,8 +98,9 @@ absl::StatusOr<Verdict> VerifyLines(AuditLineSource& lines, const AuditVerifierO
 }
 
 std::string Line(const Verdict& v) {
-  return v.ok ? fmt::format("OK: {} records, chain head {}", v.records, v.head)
-              : "FAILED: " + v.failure;
+  if (!v.ok) return "FAILED: " + v.failure;
+  return fmt::format("OK: {} records, chain head {}{}", v.records, v.head,
+                     v.chain.empty() ? "" : " (the chain of " + v.chain + ")");
 }
 
 absl::StatusOr<Ed25519PublicKey> ReadPublicKey(const std::string& path) {
@@ -109,7 +115,8 @@ absl::StatusOr<Ed25519PublicKey> ReadPublicKey(const std::string& path) {
   return key;
 }
 
-int VerifyFile(const std::string& path, const Ed25519PublicKey& key, uint64_t checkpoint_every) {
+int VerifyFile(const std::string& path, const Ed25519PublicKey& key, uint64_t checkpoint_every,
+               const std::optional<ChainId>& chain) {
   absl::StatusOr<std::unique_ptr<AuditLineSource>> lines = OpenAuditFile(path);
   if (!lines.ok()) return ReportError(lines.status(), kExitUsage);
   std::optional<uint64_t> size;
@@ -119,7 +126,10 @@ int VerifyFile(const std::string& path, const Ed25519PublicKey& key, uint64_t ch
   }
   absl::StatusOr<Verdict> v = VerifyLines(
       **lines,
-      {.public_key = &key, .checkpoint_every = checkpoint_every, .parse = CanonicalLines()},
+      {.public_key = &key,
+       .checkpoint_every = checkpoint_every,
+       .chain = chain,
+       .parse = CanonicalLines()},
       size, std::nullopt);
   if (!v.ok()) return ReportError(v.status());
   std::cout << Line(*v) << "\n";
@@ -154,6 +164,7 @@ int VerifyShard(AuditClient& client, const std::string& model, uint32_t shard,
       *lines,
       {.public_key = &key,
        .checkpoint_every = checkpoint_every.value_or(head->checkpoint_every()),
+       .chain = ChainId{.model = model, .shard = shard},
        .parse = CanonicalLines()},
       head->next_index(), ExpectedHead{head->next_index(), head->merkle_curr()});
   if (!v.ok()) return ReportError(v.status());
@@ -166,11 +177,14 @@ int VerifyShard(AuditClient& client, const std::string& model, uint32_t shard,
 int RunAuditVerify(const GlobalOptions& options, std::span<const std::string> args) {
   ArgParser parser(kUsage);
   std::optional<uint64_t> shard, checkpoint_every;
-  std::optional<std::string> file, public_key;
+  std::optional<std::string> file, public_key, file_model;
   bool all_shards = false;
   parser.AddUint("--shard", &shard, "the shard's chain (default 0)", UINT32_MAX);
   parser.AddBool("--all-shards", &all_shards, "verify every shard's chain of the model");
   parser.AddString("--file", &file, "verify an exported chain (- = stdin) instead of a server's");
+  parser.AddString("--model", &file_model,
+                   "with --file: the model the chain must belong to (with --shard: its genesis "
+                   "must name both)");
   parser.AddString("--public-key", &public_key,
                    "the checkpoint key (PEM; the server's <data_dir>/audit.pub). Without it the "
                    "key the server reports is used; required with --file");
@@ -187,8 +201,14 @@ int RunAuditVerify(const GlobalOptions& options, std::span<const std::string> ar
   if (file.has_value() ? !parser.positional().empty() : parser.positional().size() != 1) {
     return usage("audit verify takes one model name, or --file FILE without a model");
   }
-  if (file.has_value() && (shard.has_value() || all_shards)) {
-    return usage("--shard and --all-shards select a server's chain; a file holds one chain");
+  if (file.has_value() && all_shards) {
+    return usage("--all-shards selects a server's chains; a file holds one chain");
+  }
+  if (file.has_value() && shard.has_value() != file_model.has_value()) {
+    return usage("with --file, --model and --shard go together: the chain the file must be");
+  }
+  if (!file.has_value() && file_model.has_value()) {
+    return usage("--model goes with --file; a server's chain is named by MODEL");
   }
   if (shard.has_value() && all_shards) return usage("pass --shard or --all-shards, not both");
   if (file.has_value() && !public_key.has_value()) {
@@ -202,7 +222,11 @@ int RunAuditVerify(const GlobalOptions& options, std::span<const std::string> ar
     key = *std::move(k);
   }
   if (file.has_value()) {
-    return VerifyFile(*file, *key, checkpoint_every.value_or(kFileDefaultCheckpointEvery));
+    std::optional<ChainId> chain;
+    if (file_model.has_value()) {
+      chain = ChainId{.model = *file_model, .shard = static_cast<uint32_t>(*shard)};
+    }
+    return VerifyFile(*file, *key, checkpoint_every.value_or(kFileDefaultCheckpointEvery), chain);
   }
 
   std::unique_ptr<AuditClient> client = ConnectAuditOrReport(options);

@@ -74,6 +74,8 @@ def main():
         admin = admin_pb2_grpc.AdminStub(channel)
         sau = sau_pb2_grpc.SAUStub(channel)
         d, d_v = 8, 2
+        # Request messages carry names and routing keys as bytes (the server checks UTF-8).
+        model, routing_key = args.model.encode("utf-8"), args.routing_key.encode("utf-8")
 
         try:
             spec = admin_pb2.ModelSpec(
@@ -86,7 +88,7 @@ def main():
             except grpc.RpcError as e:
                 if e.code() != grpc.StatusCode.ALREADY_EXISTS:
                     raise
-                info = admin.GetModel(admin_pb2.GetModelRequest(name=args.model), timeout=30)
+                info = admin.GetModel(admin_pb2.GetModelRequest(name=model), timeout=30)
                 if info.spec.sau.d != d or info.spec.sau.d_v != d_v:
                     fail(f"model {args.model!r} exists with other dimensions; use --model")
                 print(f"reusing model {args.model!r}")
@@ -104,7 +106,7 @@ def main():
 
             def requests():
                 for start in range(0, len(events), 25):
-                    yield sau_pb2.IngestRequest(model=args.model, routing_key=args.routing_key,
+                    yield sau_pb2.IngestRequest(model=model, routing_key=routing_key,
                                                 events=events[start:start + 25])
 
             applied, version, acks, margin = 0, 0, 0, float("nan")
@@ -124,7 +126,7 @@ def main():
 
             probe = [rng.gauss(0.0, 1.0) for _ in range(d)]
             answer = sau.Query(sau_pb2.QueryRequest(
-                model=args.model, routing_key=args.routing_key, q=probe,
+                model=model, routing_key=routing_key, q=probe,
                 path=sau_pb2.READOUT_PATH_CORRECTNESS, min_version=version), timeout=30)
         except grpc.RpcError as e:
             fail(f"{e.code().name}: {e.details()}")

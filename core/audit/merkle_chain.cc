@@ -12,10 +12,12 @@ Digest MerkleStep(const Digest& prev, std::string_view canonical_body) {
   return h.Finish();
 }
 
-AuditRecord GenesisBody(std::string_view model_spec, const Digest& w_digest) {
+AuditRecord GenesisBody(std::string_view model_spec, const Digest& w_digest,
+                        const ChainId* id) {
   AuditRecord body;
   body.Set("kind", kAuditKindGenesis).Set("model_spec", model_spec).Set("w_digest",
                                                                          ToHex(w_digest));
+  if (id != nullptr) body.Set("model", id->model).Set("shard", uint64_t{id->shard});
   return body;
 }
 

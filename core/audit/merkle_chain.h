@@ -35,7 +35,18 @@ inline constexpr std::string_view kAuditKindGenesis = "genesis";
 // SHA-256(prev || canonical_body).
 Digest MerkleStep(const Digest& prev, std::string_view canonical_body);
 
-AuditRecord GenesisBody(std::string_view model_spec, const Digest& w_digest);
+// The chain a genesis belongs to: one per (model, shard). Written into the genesis so that a
+// chain exported from one shard cannot pass as another's (every shard of a model starts from
+// the same spec and W).
+struct ChainId {
+  std::string model;
+  uint32_t shard = 0;
+};
+
+// {"kind":"genesis","model":...,"model_spec":...,"shard":...,"w_digest":hex}; without an id
+// (core tests, a chain of no server) "model" and "shard" are left out.
+AuditRecord GenesisBody(std::string_view model_spec, const Digest& w_digest,
+                        const ChainId* id = nullptr);
 
 // The canonical envelope line of a record whose body is already canonical.
 std::string EnvelopeLine(std::string_view canonical_body, uint64_t index, const Digest& prev,

@@ -147,6 +147,25 @@ absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& pre
                   absl::StrCat("w_digest ", *w_hex, " is not the expected ",
                                ToHex(*opt_.w_digest)));
     }
+    const std::string* model = GetString(body, "model");
+    const AuditValue* shard_v = body.Find("shard");
+    uint64_t shard = 0;
+    const bool bound = model != nullptr && shard_v != nullptr && shard_v->AsUint64(&shard) &&
+                       shard <= UINT32_MAX;
+    if (bound) bound_ = ChainId{.model = *model, .shard = static_cast<uint32_t>(shard)};
+    if (opt_.chain.has_value()) {
+      if (!bound) {
+        return Fail(at, AuditRule::kGenesis,
+                    absl::StrCat("the genesis binds the chain to no (model, shard); expected "
+                                 "model \"", opt_.chain->model, "\" shard ", opt_.chain->shard));
+      }
+      if (*model != opt_.chain->model || shard != opt_.chain->shard) {
+        return Fail(at, AuditRule::kGenesis,
+                    absl::StrCat("the chain belongs to model \"", *model, "\" shard ", shard,
+                                 ", not model \"", opt_.chain->model, "\" shard ",
+                                 opt_.chain->shard));
+      }
+    }
   } else if (kind != nullptr && *kind == kAuditKindGenesis) {
     return Fail(at, AuditRule::kGenesis, "a genesis record after record 0");
   }

@@ -47,6 +47,7 @@
 #include "absl/status/status.h"
 #include "core/audit/audit_record.h"
 #include "core/audit/ed25519_key.h"
+#include "core/audit/merkle_chain.h"
 #include "core/common/digest.h"
 
 namespace streamlearn {
@@ -73,6 +74,9 @@ struct AuditVerifierOptions {
   uint64_t checkpoint_every = 0;                 // 0: checkpoint cadence not enforced
   std::optional<std::string> model_spec = {};       // expected genesis values, when given
   std::optional<Digest> w_digest = {};
+  // The (model, shard) the chain must be bound to (its genesis names them); when given, a
+  // genesis that names another chain, or none, fails the genesis rule.
+  std::optional<ChainId> chain = {};
   AuditParseOptions parse = {};
 };
 
@@ -86,6 +90,10 @@ class AuditVerifier {
   absl::Status Finish();
 
   uint64_t records() const { return next_; }
+  // merkle_curr of the last record fed (all zero before the first).
+  const Digest& head() const { return head_; }
+  // The (model, shard) the genesis binds the chain to; nullopt before it, or if it names none.
+  const std::optional<ChainId>& bound_chain() const { return bound_; }
   // After a failure: the position of the first bad record and the rule it breaks.
   uint64_t first_bad_index() const { return bad_index_; }
   AuditRule failed_rule() const { return rule_; }
@@ -102,6 +110,7 @@ class AuditVerifier {
   double pending_margin_ = 0.0;
   uint32_t rj_window_ = 0;  // bit k = rj_exceeded of the k-th most recent flag
   absl::Status status_;
+  std::optional<ChainId> bound_;
   uint64_t bad_index_ = 0;
   AuditRule rule_ = AuditRule::kNone;
 };

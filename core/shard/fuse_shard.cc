@@ -68,12 +68,42 @@ void WriterFirstRwLock::unlock() { pthread_rwlock_unlock(&lock_); }
 void WriterFirstRwLock::lock_shared() { pthread_rwlock_rdlock(&lock_); }
 void WriterFirstRwLock::unlock_shared() { pthread_rwlock_unlock(&lock_); }
 
-FuseShard::FuseShard(std::unique_ptr<fuse::FuseUnit> unit) : unit_(std::move(unit)) {}
+FuseShard::FuseShard(std::unique_ptr<fuse::FuseUnit> unit)
+    : spec_(unit->spec()), unit_(std::move(unit)) {}
 
 absl::Status FuseShard::FencedError(std::string_view what) const {
   return absl::UnavailableError(absl::StrCat(
       "this fuse shard ", std::string(what), " after a failed write (", fenced_.message(),
-      "); restart the server to recover its last committed state"));
+      "); it resumes from its last committed state once the store takes writes again"));
+}
+
+bool FuseShard::fenced() const {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return !fenced_.ok();
+}
+
+absl::Status FuseShard::Reinstate(std::unique_ptr<FuseShard> recovered) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (fenced_.ok()) {
+    return absl::FailedPreconditionError("the fuse shard is not fenced: its state is committed");
+  }
+  if (!recovered->fenced_.ok()) {
+    return absl::FailedPreconditionError("the recovered fuse shard is itself fenced");
+  }
+  if (recovered->log_seq_ != log_seq_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the recovered fuse state ends at log entry %d, the shard committed through %d",
+        recovered->log_seq_, log_seq_));
+  }
+  std::unique_ptr<fuse::FuseUnit> old;
+  {
+    std::unique_lock<WriterFirstRwLock> swap_lock(unit_mu_);
+    old = std::exchange(unit_, std::move(recovered->unit_));
+  }
+  log_seq_ = recovered->log_seq_;
+  actions_total_ = recovered->actions_total_;
+  fenced_ = absl::OkStatus();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<FuseShard>> FuseShard::Restore(const fuse::FuseSpec& spec,

@@ -178,14 +178,23 @@ class FuseShard {
   // UNAVAILABLE once fenced.
   absl::StatusOr<FuseShardSnapshot> Snapshot() const;
   uint64_t log_seq() const;
-  const fuse::FuseSpec& spec() const { return unit_->spec(); }
+  const fuse::FuseSpec& spec() const { return spec_; }
+
+  // Whether a failed write fenced the shard.
+  bool fenced() const;
+  // Replaces the state of a fenced shard with `recovered` (the store's last committed state,
+  // rebuilt by the owner) and lifts the fence; predictions wait for the swap as for a step.
+  // FAILED_PRECONDITION if the shard is not fenced, or `recovered` is, or it does not end at
+  // the shard's last committed log entry.
+  absl::Status Reinstate(std::unique_ptr<FuseShard> recovered);
 
  private:
   absl::Status FencedError(std::string_view what) const;  // REQUIRES: write_mu_ held
 
   mutable std::mutex write_mu_;          // one writer (Learn, Snapshot, Stats) at a time
   mutable WriterFirstRwLock unit_mu_;    // exclusive per sample step, shared for Predict
-  std::unique_ptr<fuse::FuseUnit> unit_;
+  const fuse::FuseSpec spec_;            // the unit's, kept here to be read without locks
+  std::unique_ptr<fuse::FuseUnit> unit_; // replaced by Reinstate under both locks
   uint64_t log_seq_ = 0;                 // under write_mu_
   uint64_t actions_total_ = 0;           // under write_mu_
   absl::Status fenced_;                  // under write_mu_

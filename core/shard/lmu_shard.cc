@@ -21,13 +21,15 @@ constexpr uint32_t kSectionLearner = 2;
 absl::Status LmuShard::FencedError(std::string_view what) const {
   return absl::UnavailableError(absl::StrCat(
       "this LMU shard ", std::string(what), " after a failed write (", fenced_.message(),
-      "); restart the server to recover its last committed state"));
+      "); it resumes from its last committed state once the store takes writes again"));
 }
 
 LmuShard::LmuShard(const lmu::LmuSpec& spec, const lmu::HashSecret& secret)
-    : learner_(std::make_unique<lmu::LmuLearner>(spec, secret)) {}
+    : LmuShard(std::make_unique<lmu::LmuLearner>(spec, secret)) {}
 
-LmuShard::LmuShard(std::unique_ptr<lmu::LmuLearner> learner) : learner_(std::move(learner)) {}
+LmuShard::LmuShard(std::unique_ptr<lmu::LmuLearner> learner) : learner_(learner.get()) {
+  learners_.push_back(std::move(learner));
+}
 
 absl::StatusOr<std::unique_ptr<LmuShard>> LmuShard::Restore(const lmu::LmuSpec& spec,
                                                             const lmu::HashSecret& secret,
@@ -62,15 +64,15 @@ absl::StatusOr<LmuShardSnapshot> LmuShard::Snapshot() const {
   LmuShardSnapshot out;
   out.last_t = last_t_;
   out.log_seq = log_seq_;
-  out.samples = learner_->samples();
-  out.state_digest = learner_->StateDigest();
+  out.samples = learner()->samples();
+  out.state_digest = learner()->StateDigest();
   ByteWriter header;
   header.U64(last_t_);
   header.U64(log_seq_);
   header.U8(seen_ ? 1 : 0);
   SnapshotBuilder b(kLmuShardKind);
   b.AddSection(kSectionHeader, header.Take());
-  b.AddSection(kSectionLearner, lmu::SerializeLmu(*learner_));
+  b.AddSection(kSectionLearner, lmu::SerializeLmu(*learner()));
   out.blob = b.Finish();
   return out;
 }
@@ -78,6 +80,34 @@ absl::StatusOr<LmuShardSnapshot> LmuShard::Snapshot() const {
 uint64_t LmuShard::log_seq() const {
   std::lock_guard<std::mutex> lock(write_mu_);
   return log_seq_;
+}
+
+bool LmuShard::fenced() const {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return !fenced_.ok();
+}
+
+absl::Status LmuShard::Reinstate(std::unique_ptr<LmuShard> recovered) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (fenced_.ok()) {
+    return absl::FailedPreconditionError("the LMU shard is not fenced: its state is committed");
+  }
+  if (!recovered->fenced_.ok()) {
+    return absl::FailedPreconditionError("the recovered LMU shard is itself fenced");
+  }
+  if (recovered->log_seq_ != log_seq_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the recovered LMU state ends at log entry %d, the shard committed through %d",
+        recovered->log_seq_, log_seq_));
+  }
+  // The fenced learner stays owned: lock-free predictions may still be reading it.
+  learners_.push_back(std::move(recovered->learners_.back()));
+  learner_.store(learners_.back().get(), std::memory_order_release);
+  seen_ = recovered->seen_;
+  last_t_ = recovered->last_t_;
+  log_seq_ = recovered->log_seq_;
+  fenced_ = absl::OkStatus();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch,
@@ -94,14 +124,14 @@ absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch
   if (!fenced_.ok()) return FencedError("stopped taking updates");
   for (size_t i = 0; i < batch.size(); ++i) {
     const SampleView& s = batch[i];
-    if (absl::Status st = learner_->CheckSample(s.x, s.y, s.lr, s.l2); !st.ok()) {
+    if (absl::Status st = learner()->CheckSample(s.x, s.y, s.lr, s.l2); !st.ok()) {
       return absl::InvalidArgumentError(
           absl::StrFormat("sample %d (t=%d): %s", i, s.t, st.message()));
     }
   }
   UpdateOutcome out;
-  out.last_prediction.resize(learner_->m());
-  std::vector<double> y_before(learner_->m());
+  out.last_prediction.resize(learner()->m());
+  std::vector<double> y_before(learner()->m());
   uint64_t t_first = 0;
   for (const SampleView& s : batch) {
     if (seen_ && s.t <= last_t_) {
@@ -109,7 +139,7 @@ absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch
       continue;
     }
     if (out.applied == 0) t_first = s.t;
-    absl::StatusOr<lmu::StepResult> r = learner_->Step(s.x, s.y, s.lr, s.l2, y_before.data());
+    absl::StatusOr<lmu::StepResult> r = learner()->Step(s.x, s.y, s.lr, s.l2, y_before.data());
     if (!r.ok()) {
       // Only a failed tripwire rebuild. Samples before it were applied but will not be
       // acknowledged or logged, so the shard stops here (see the header).
@@ -124,12 +154,12 @@ absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch
     out.c_insert_p100 = std::max(out.c_insert_p100, r->max_insert_probes);
     out.last_prediction = y_before;
   }
-  if (absl::Status st = learner_->Poll(); !st.ok()) {
+  if (absl::Status st = learner()->Poll(); !st.ok()) {
     // A failed rebuild after samples were applied: as for a failed Step above.
     if (out.applied > 0) fenced_ = st;
     return st;
   }
-  const lmu::LmuTableStats ts = learner_->TableStats();
+  const lmu::LmuTableStats ts = learner()->TableStats();
   out.ver_base = ts.ver_base;
   out.ver_delta = ts.ver_delta;
   if (out.applied == 0) return out;
@@ -139,7 +169,7 @@ absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch
                                         .log_seq = log_seq_ + 1,
                                         .t_first = t_first,
                                         .t_last = last_t_,
-                                        .learner = learner_.get()});
+                                        .learner = learner()});
     if (!st.ok()) {
       fenced_ = st;
       return st;
@@ -159,8 +189,8 @@ absl::StatusOr<PredictOutcome> LmuShard::Predict(std::span<const lmu::Feature> x
     }
   }
   PredictOutcome out;
-  out.y_hat.resize(learner_->m());
-  const lmu::LmuLearner::PredictInfo info = learner_->Predict(x, out.y_hat.data());
+  out.y_hat.resize(learner()->m());
+  const lmu::LmuLearner::PredictInfo info = learner()->Predict(x, out.y_hat.data());
   out.probes_p100 = info.max_locate_probes;
   out.ver_base = info.ver_base;
   out.ver_delta = info.ver_delta;
@@ -170,16 +200,16 @@ absl::StatusOr<PredictOutcome> LmuShard::Predict(std::span<const lmu::Feature> x
 LmuShardStats LmuShard::Stats() const {
   std::lock_guard<std::mutex> lock(write_mu_);
   LmuShardStats s;
-  s.samples = learner_->samples();
+  s.samples = learner()->samples();
   s.last_t = last_t_;
-  s.digest = learner_->StateDigest();
-  s.table = learner_->TableStats();
+  s.digest = learner()->StateDigest();
+  s.table = learner()->TableStats();
   return s;
 }
 
 lmu::LmuTableStats LmuShard::TableStats() const {
   std::lock_guard<std::mutex> lock(write_mu_);
-  return learner_->TableStats();
+  return learner()->TableStats();
 }
 
 }  // namespace streamlearn

@@ -8,14 +8,20 @@
 // Persistence plugs in through a commit hook, called after the batch is applied and before
 // Update returns. The LMU updates its weights in place (readers see them at once), so a
 // failed hook cannot be undone: the shard is then fenced, every later Update and Snapshot
-// fails with UNAVAILABLE, and a restart recovers the last committed state from the store.
-// Nothing acknowledged is lost: the failed batch was never acknowledged. A failed rebuild
-// (Step or Poll) after samples of a batch were applied fences the shard the same way.
+// fails with UNAVAILABLE until the owner rebuilds the last committed state from the store
+// (Restore + the log after it) and hands it to Reinstate. Nothing acknowledged is lost: the
+// failed batch was never acknowledged. A failed rebuild (Step or Poll) after samples of a
+// batch were applied fences the shard the same way.
+//
+// Predictions read the learner through an atomic pointer without locks, so Reinstate cannot
+// know when the last of them has left the fenced learner: that learner is kept, unused, until
+// the shard is destroyed (one learner's memory per reinstatement; a restart reclaims it).
 //
 // Thread safety: all methods are thread-safe; writers are serialised by a mutex.
 #ifndef STREAMLEARN_CORE_SHARD_LMU_SHARD_H_
 #define STREAMLEARN_CORE_SHARD_LMU_SHARD_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -113,13 +119,23 @@ class LmuShard {
   // The log sequence number of the last committed batch (0 before any).
   uint64_t log_seq() const;
 
+  // Whether a failed write fenced the shard (see top of file).
+  bool fenced() const;
+  // Replaces the state of a fenced shard with `recovered` (the store's last committed state,
+  // rebuilt by the owner) and lifts the fence. FAILED_PRECONDITION if the shard is not fenced
+  // (its state is the committed one), if `recovered` is itself fenced, or if it does not end
+  // at the shard's last committed log entry.
+  absl::Status Reinstate(std::unique_ptr<LmuShard> recovered);
+
  private:
   explicit LmuShard(std::unique_ptr<lmu::LmuLearner> learner);
   // REQUIRES: write_mu_ held and fenced_ not OK.
   absl::Status FencedError(std::string_view what) const;
+  lmu::LmuLearner* learner() const { return learner_.load(std::memory_order_acquire); }
 
   mutable std::mutex write_mu_;
-  std::unique_ptr<lmu::LmuLearner> learner_;
+  std::atomic<lmu::LmuLearner*> learner_;  // the current one; changed by Reinstate only
+  std::vector<std::unique_ptr<lmu::LmuLearner>> learners_;  // owned: the current one last
   bool seen_ = false;
   uint64_t last_t_ = 0;
   uint64_t log_seq_ = 0;

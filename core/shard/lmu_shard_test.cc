@@ -184,7 +184,8 @@ TEST(LmuShard, FailingHookFencesTheShardButPredictionsGoOn) {
     auto next = shard.Update(std::span(s.views).subspan(80, 20), 4096, hook);
     ASSERT_FALSE(next.ok());
     EXPECT_TRUE(absl::IsUnavailable(next.status()));
-    EXPECT_NE(next.status().message().find("restart"), absl::string_view::npos) << next.status();
+    EXPECT_NE(next.status().message().find("last committed state"), absl::string_view::npos)
+        << next.status();
     EXPECT_NE(next.status().message().find("disk full"), absl::string_view::npos);
   }
   absl::StatusOr<LmuShardSnapshot> snap = shard.Snapshot();
@@ -196,6 +197,49 @@ TEST(LmuShard, FailingHookFencesTheShardButPredictionsGoOn) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->y_hat.size(), 2u);
   EXPECT_EQ(shard.Stats().last_t, 80u);
+}
+
+// The owner rebuilds a fenced shard's committed state (here: the snapshot taken before the
+// failed batch) and reinstates it: updates resume and the state is exactly that of a shard
+// that never saw the failed batch.
+TEST(LmuShard, ReinstateLiftsTheFenceWithTheCommittedState) {
+  LmuShard shard(SmallSpec(false), Secret());
+  LmuShard reference(SmallSpec(false), Secret());
+  const Samples s = MakeSamples(120, 1, 9);
+  const LmuCommitHook ok = [](const LmuCommit&) { return absl::OkStatus(); };
+  const LmuCommitHook fail = [](const LmuCommit&) { return absl::UnavailableError("disk full"); };
+  ASSERT_TRUE(shard.Update(std::span(s.views).subspan(0, 40), 4096, &ok).ok());
+  ASSERT_TRUE(reference.Update(std::span(s.views).subspan(0, 40), 4096, &ok).ok());
+  EXPECT_EQ(shard.Reinstate(std::make_unique<LmuShard>(SmallSpec(false), Secret())).code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "a shard that is not fenced keeps its state";
+  absl::StatusOr<LmuShardSnapshot> committed = shard.Snapshot();
+  ASSERT_TRUE(committed.ok());
+  ASSERT_FALSE(shard.Update(std::span(s.views).subspan(40, 40), 4096, &fail).ok());
+  ASSERT_TRUE(shard.fenced());
+
+  // A rebuilt state that does not end at the shard's last committed batch is refused.
+  EXPECT_EQ(shard.Reinstate(std::make_unique<LmuShard>(SmallSpec(false), Secret())).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(shard.fenced());
+
+  absl::StatusOr<std::unique_ptr<LmuShard>> rebuilt =
+      LmuShard::Restore(SmallSpec(false), Secret(), committed->blob);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  ASSERT_TRUE(shard.Reinstate(*std::move(rebuilt)).ok());
+  EXPECT_FALSE(shard.fenced());
+  EXPECT_EQ(shard.Stats().digest, reference.Stats().digest);
+  // The failed batch is resent and applied (its t are new to the committed state).
+  ASSERT_TRUE(shard.Update(std::span(s.views).subspan(40, 80), 4096, &ok).ok());
+  ASSERT_TRUE(reference.Update(std::span(s.views).subspan(40, 80), 4096, &ok).ok());
+  EXPECT_EQ(shard.Stats().digest, reference.Stats().digest);
+  EXPECT_EQ(shard.Stats().last_t, 120u);
+  EXPECT_EQ(shard.log_seq(), 2u);
+  const std::vector<lmu::Feature> q = {{s.x[0][0].id, 1.0}};
+  absl::StatusOr<PredictOutcome> p = shard.Predict(q);
+  absl::StatusOr<PredictOutcome> r = reference.Predict(q);
+  ASSERT_TRUE(p.ok() && r.ok());
+  EXPECT_EQ(p->y_hat, r->y_hat);
 }
 
 TEST(LmuShard, LogSeqCountsBatchesThatAppliedSomething) {

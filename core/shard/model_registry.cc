@@ -2,25 +2,26 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/quote.h"
 #include "core/fuse/fuse_unit.h"
 #include "core/shard/routing.h"
 
 namespace streamlearn {
 
+absl::Status CheckModelName(std::string_view name) {
+  bool ok = !name.empty() && name.size() <= kModelNameMaxBytes && name != "." && name != "..";
+  for (char c : name) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '_' || c == '.' || c == '-');
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("model name ", QuoteForError(name), " (", name.size(),
+                   " bytes) is not a model name: 1..64 of [A-Za-z0-9_.-], and not . or .."));
+}
+
 absl::Status ValidateModelSpec(const ModelSpec& spec) {
-  if (spec.name.empty() || spec.name.size() > 64) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "name '%s' has %d characters; allowed 1..64 of [A-Za-z0-9_.-]", spec.name,
-        spec.name.size()));
-  }
-  for (char c : spec.name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == '-';
-    if (!ok) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "name '%s' contains '%c'; allowed characters are [A-Za-z0-9_.-]", spec.name, c));
-    }
-  }
+  if (absl::Status s = CheckModelName(spec.name); !s.ok()) return s;
   if (spec.shards < 1 || spec.shards > 1024) {
     return absl::InvalidArgumentError(
         absl::StrFormat("shards = %d is out of range; allowed 1..1024", spec.shards));
@@ -118,6 +119,7 @@ absl::Status ModelRegistry::Add(std::shared_ptr<Model> model) {
 }
 
 absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Find(std::string_view name) const {
+  if (absl::Status s = CheckModelName(name); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = models_.find(name);
   if (it == models_.end()) {

@@ -46,7 +46,13 @@ struct ModelSpec {
   fuse::FuseSpec fuse;
 };
 
-// Checks name ([A-Za-z0-9_.-]{1,64}), shard count (1..1024) and that the model has a part
+// A model name is 1..64 bytes of [A-Za-z0-9_.-], and not "." or ".." (names become keys and
+// backup directory names). INVALID_ARGUMENT naming the rule otherwise; the name is quoted
+// escaped and cut (QuoteForError), so a binary or huge name never comes back verbatim.
+inline constexpr size_t kModelNameMaxBytes = 64;
+absl::Status CheckModelName(std::string_view name);
+
+// Checks name (CheckModelName), shard count (1..1024) and that the model has a part
 // (a fuse part alone: with sau or lmu beside it, INVALID_ARGUMENT); the SAU spec is checked by
 // sau::ValidateSpec after defaults are resolved, the LMU spec by lmu::ValidateLmuSpec, the
 // fuse spec by fuse::ResolveFuseSpec (its messages prefixed "fuse.").
@@ -107,6 +113,8 @@ class ModelRegistry {
   absl::StatusOr<std::shared_ptr<Model>> Create(ModelSpec spec, const ModelCommit& commit = {});
   // Adds a model built elsewhere (recovery). ALREADY_EXISTS if the name is taken.
   absl::Status Add(std::shared_ptr<Model> model);
+  // INVALID_ARGUMENT for a name that is not a model name (CheckModelName), NOT_FOUND for one
+  // that is not registered.
   absl::StatusOr<std::shared_ptr<Model>> Find(std::string_view name) const;
   std::vector<std::shared_ptr<Model>> List() const;  // sorted by name
   const lmu::HashSecret& secret() const { return secret_; }
