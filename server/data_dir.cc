@@ -3,13 +3,20 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
 #include <string_view>
 #include <system_error>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "server/persistence.h"
 
 namespace streamlearn::server {
 namespace {
@@ -74,16 +81,111 @@ absl::Status CheckDataDir(const DataDirFiles& files) {
                  "state unreadable");
 }
 
-absl::Status MarkDataDir(const std::string& dir) {
+constexpr std::string_view kFloorHeader =
+    "# A streamlearn data directory: its store (db/) and keys belong together. While this file\n"
+    "# is here the server refuses to start without them, or with a store that holds less than\n"
+    "# the lines below (audit chain lengths, newest snapshots) say it held. Written by the\n"
+    "# server; remove it only to start on purpose from an older copy of db/.\n";
+
+std::string EncodeStoreFloor(const StoreFloor& floor) {
+  std::string out(kFloorHeader);
+  for (const auto& [key, next] : floor.chains) {
+    absl::StrAppend(&out, "chain ", key.first, " ", key.second, " ", next, "\n");
+  }
+  for (const auto& [key, log_seq] : floor.snapshots) {
+    absl::StrAppend(&out, "snapshot ", std::get<0>(key), " ", std::get<1>(key), " ",
+                    static_cast<int>(std::get<2>(key)), " ", log_seq, "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<StoreFloor> ParseStoreFloor(std::string_view text) {
+  StoreFloor floor;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+    uint64_t a = 0, b = 0, c = 0;
+    const bool chain = f.size() == 4 && f[0] == "chain" && absl::SimpleAtoi(f[2], &a) &&
+                       absl::SimpleAtoi(f[3], &b) && a <= UINT32_MAX;
+    const bool snapshot = f.size() == 5 && f[0] == "snapshot" && absl::SimpleAtoi(f[2], &a) &&
+                          absl::SimpleAtoi(f[3], &c) && absl::SimpleAtoi(f[4], &b) &&
+                          a <= UINT32_MAX && c >= 1 && c <= 3;
+    if (chain) {
+      floor.chains[{std::string(f[1]), static_cast<uint32_t>(a)}] = b;
+    } else if (snapshot) {
+      floor.snapshots[{std::string(f[1]), static_cast<uint32_t>(a), static_cast<StorePart>(c)}] =
+          b;
+    } else {
+      return absl::DataLossError(absl::StrCat(kDataDirMarker, " line ", line_no,
+                                              " is not a floor line: '", line, "'"));
+    }
+  }
+  return floor;
+}
+
+absl::StatusOr<std::optional<StoreFloor>> ReadStoreFloor(const std::string& dir) {
   const fs::path marker = fs::path(dir) / kDataDirMarker;
-  if (Exists(marker)) return absl::OkStatus();
+  if (!Exists(marker)) return std::nullopt;
+  std::ifstream in(marker, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in.good() && !in.eof()) return Errno("read", marker.string());
+  absl::StatusOr<StoreFloor> floor = ParseStoreFloor(ss.str());
+  if (!floor.ok()) {
+    return absl::DataLossError(absl::StrCat("'", marker.string(), "': ", floor.status().message()));
+  }
+  return *std::move(floor);
+}
+
+absl::Status CheckStoreFloor(const Store& store, const StoreFloor& floor) {
+  const auto lost = [&](const std::string& what) {
+    return absl::DataLossError(absl::StrCat(
+        "the store '", store.options().path, "' holds less than it did: ", what, " (",
+        kDataDirMarker, " records what it held). Its files are damaged (a cut MANIFEST, lost "
+        "table files); the server will not start from it, which could delete more. Restore "
+        "the data directory from a backup (docs/DURABILITY.md)"));
+  };
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> specs = store.ListSpecs();
+  if (!specs.ok()) return specs.status();
+  for (const auto& [key, next] : floor.chains) {
+    const auto& [model, shard] = key;
+    const bool known = std::any_of(specs->begin(), specs->end(),
+                                   [&](const auto& s) { return s.first == model; });
+    if (!known) return lost(absl::StrCat("model '", model, "' is gone"));
+    absl::StatusOr<std::optional<std::pair<uint64_t, std::string>>> last =
+        store.LastAudit(model, shard);
+    if (!last.ok()) return last.status();
+    const uint64_t have = last->has_value() ? (*last)->first + 1 : 0;
+    if (have < next) {
+      return lost(absl::StrCat("the audit chain of model '", model, "' shard ", shard, " has ",
+                               have, " records, it had ", next));
+    }
+  }
+  for (const auto& [key, log_seq] : floor.snapshots) {
+    const auto& [model, shard, part] = key;
+    absl::StatusOr<std::optional<std::string>> bytes = store.GetManifest(model, shard, part);
+    if (!bytes.ok()) return bytes.status();
+    absl::StatusOr<std::vector<ManifestEntry>> manifest =
+        bytes->has_value() ? DecodeManifest(**bytes) : std::vector<ManifestEntry>{};
+    const uint64_t have = manifest.ok() && !manifest->empty() ? manifest->front().log_seq : 0;
+    if (manifest.ok() && have < log_seq) {
+      return lost(absl::StrCat("the newest snapshot of model '", model, "' shard ", shard, " ",
+                               std::string(StorePartName(part)), " covers log entry ", have,
+                               ", one covered ", log_seq));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MarkDataDir(const std::string& dir, const StoreFloor& floor) {
+  const fs::path marker = fs::path(dir) / kDataDirMarker;
   const std::string tmp = marker.string() + ".tmp";
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Errno("create", tmp);
-  static constexpr std::string_view kText =
-      "A streamlearn data directory: its store (db/) and keys belong together.\n"
-      "While this file is here, the server refuses to start without db/ or a key.\n";
-  const bool ok = write(fd, kText.data(), kText.size()) == static_cast<ssize_t>(kText.size()) &&
+  const std::string text = EncodeStoreFloor(floor);
+  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
                   fsync(fd) == 0;
   absl::Status st = ok ? absl::OkStatus() : Errno("write", tmp);
   close(fd);

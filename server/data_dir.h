@@ -10,20 +10,48 @@
 //   DataDirFiles files{.dir = "./data", .audit_key = "./data/audit.key",
 //                      .lmu_secret = "./data/lmu.secret"};
 //   if (absl::Status s = CheckDataDir(files); !s.ok()) return s;   // before creating keys
-//   ... open the store ...
-//   if (absl::Status s = MarkDataDir(files.dir); !s.ok()) return s;
+//   ... check the store against ReadStoreFloor(dir) read-only, open it, recover ...
+//   if (absl::Status s = MarkDataDir(files.dir, floor); !s.ok()) return s;
 //
 // Thread safety: plain functions over the file system; call them before serving.
 #ifndef STREAMLEARN_SERVER_DATA_DIR_H_
 #define STREAMLEARN_SERVER_DATA_DIR_H_
 
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/store.h"
 
 namespace streamlearn::server {
 
 inline constexpr char kDataDirMarker[] = "streamlearn.marker";
+
+// StoreFloor: how far the store had certainly come, kept in the marker file outside RocksDB.
+// RocksDB reads its MANIFEST tolerating a cut tail (a crash while appending leaves one), so a
+// MANIFEST damaged further back opens as an older, consistent-looking version, and RocksDB
+// then deletes the table files that version does not list. A store that opens below its floor
+// lost data: the server refuses it before opening it for writing (which would delete them).
+// Audit chains and snapshots only grow, so each value is a lower bound for the store's own.
+struct StoreFloor {
+  std::map<std::pair<std::string, uint32_t>, uint64_t> chains;  // (model, shard) -> next_index
+  // (model, shard, part) -> log_seq of the newest snapshot
+  std::map<std::tuple<std::string, uint32_t, StorePart>, uint64_t> snapshots;
+};
+
+std::string EncodeStoreFloor(const StoreFloor& floor);
+absl::StatusOr<StoreFloor> ParseStoreFloor(std::string_view text);
+
+// The floor in the marker of `dir`; nullopt without a marker. DATA_LOSS for an unreadable one.
+absl::StatusOr<std::optional<StoreFloor>> ReadStoreFloor(const std::string& dir);
+
+// DATA_LOSS naming the first model, chain or snapshot the store holds less of than `floor`.
+absl::Status CheckStoreFloor(const Store& store, const StoreFloor& floor);
 
 struct DataDirFiles {
   std::string dir;         // the data directory
@@ -33,8 +61,9 @@ struct DataDirFiles {
 
 absl::Status CheckDataDir(const DataDirFiles& files);
 
-// Writes the marker (atomically, fsync'ed with its directory) if it is not there yet.
-absl::Status MarkDataDir(const std::string& dir);
+// Writes the marker with `floor` (atomically: a temporary file, fsync'ed, renamed, and the
+// directory fsync'ed). REQUIRES: every value of `floor` is durable in the store.
+absl::Status MarkDataDir(const std::string& dir, const StoreFloor& floor);
 
 }  // namespace streamlearn::server
 

@@ -24,6 +24,7 @@
 #include "core/shard/fuse_records.h"
 #include "core/shard/step_records.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/data_dir.h"
 #include "server/failpoint.h"
 #include "server/log_entry.h"
 #include "server/spec_conversion.h"
@@ -390,6 +391,18 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOption
   }
   std::unique_ptr<Persistence> p(new Persistence(std::move(options), metrics, *std::move(key)));
   if (!p->options_.data_dir.empty()) {
+    const std::string db_path = (fs::path(p->options_.data_dir) / "db").string();
+    std::error_code ec;
+    // Below its floor the store lost data; checked read-only, before an open for writing
+    // deletes the table files an older MANIFEST version does not list (data_dir.h).
+    absl::StatusOr<std::optional<StoreFloor>> floor = ReadStoreFloor(p->options_.data_dir);
+    if (!floor.ok()) return floor.status();
+    if (floor->has_value() && fs::exists(fs::path(db_path) / "CURRENT", ec)) {
+      absl::StatusOr<std::unique_ptr<Store>> ro =
+          Store::Open({.path = db_path, .read_only = true});
+      if (!ro.ok()) return ro.status();
+      if (absl::Status s = CheckStoreFloor(**ro, **floor); !s.ok()) return s;
+    }
     absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(
         {.path = (fs::path(p->options_.data_dir) / "db").string(),
          .durability = p->options_.durability});
@@ -460,8 +473,11 @@ absl::Status Persistence::OnCreate(const std::shared_ptr<Model>& model) {
   for (uint32_t i = 0; i < model->num_shards(); ++i) {
     logs->shard(i).journal().ResumeAt(heads[i], /*since_checkpoint=*/1);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  logs_[spec.name] = std::move(logs);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    logs_[spec.name] = std::move(logs);
+  }
+  (void)RecordFloor();  // logged on failure; the model is committed either way
   return absl::OkStatus();
 }
 
@@ -475,7 +491,35 @@ absl::Status Persistence::Recover(ModelRegistry* registry) {
     }
   }
   if (!specs->empty()) spdlog::info("recovered {} model(s) from the store", specs->size());
-  return absl::OkStatus();
+  return RecordFloor();
+}
+
+absl::Status Persistence::RecordFloor() {
+  if (store_ == nullptr) return absl::OkStatus();
+  StoreFloor floor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, logs] : logs_) {
+      for (uint32_t i = 0; i < logs->num_shards(); ++i) {
+        ShardLog& log = logs->shard(i);
+        floor.chains[{name, i}] = log.journal().head().next_index;
+        std::lock_guard<std::mutex> snapshot_lock(log.snapshot_mu_);
+        for (StorePart part : kParts) {
+          const std::vector<ManifestEntry>& m = log.part(part).manifest;
+          if (!m.empty()) floor.snapshots[{name, i, part}] = m.front().log_seq;
+        }
+      }
+    }
+  }
+  // The values were read first: once the WAL is synced they are all durable.
+  std::lock_guard<std::mutex> lock(floor_mu_);
+  absl::Status s = store_->SyncWal();
+  if (s.ok()) s = MarkDataDir(options_.data_dir, floor);
+  if (!s.ok()) {
+    spdlog::warn("could not record the store's floor in {}: {}", kDataDirMarker,
+                 std::string(s.message()));
+  }
+  return s;
 }
 
 namespace {
@@ -896,6 +940,7 @@ absl::StatusOr<std::vector<SnapshotInfo>> Persistence::SnapshotModel(const Model
       out.push_back(*info);
     }
   }
+  (void)RecordFloor();  // logged on failure; the snapshots are committed either way
   return out;
 }
 
@@ -939,10 +984,12 @@ void Persistence::StartSnapshotter(ModelRegistry* registry) {
 void Persistence::Stop() {
   {
     std::lock_guard<std::mutex> lock(stop_mu_);
+    if (stop_) return;
     stop_ = true;
   }
   stop_cv_.notify_all();
   if (snapshotter_.joinable()) snapshotter_.join();
+  (void)RecordFloor();
 }
 
 void Persistence::SnapshotterLoop(ModelRegistry* registry) {
@@ -953,6 +1000,7 @@ void Persistence::SnapshotterLoop(ModelRegistry* registry) {
         return;
       }
     }
+    bool took = false;
     for (const std::shared_ptr<Model>& model : registry->List()) {
       std::shared_ptr<ModelLog> logs = Find(model->spec().name);
       if (logs == nullptr) continue;
@@ -961,6 +1009,13 @@ void Persistence::SnapshotterLoop(ModelRegistry* registry) {
         uint64_t backlog = 0;  // log entries of the shard's parts not yet covered
         for (StorePart part : kParts) {
           if (!HasPart(model->spec(), part)) continue;
+          if (part != StorePart::kSau) {
+            // A part a failed write fenced is rebuilt as soon as the store takes writes again,
+            // not only at its next batch (its reads then show the committed state again).
+            const bool fenced = part == StorePart::kLmu ? model->lmu_shard(i).fenced()
+                                                        : model->fuse_shard(i).fenced();
+            if (fenced) (void)ReinstateFenced(*model, i, part, registry->secret());
+          }
           ShardLog::PartState& ps = log.part(part);
           const uint64_t steps = ps.steps_since.load(std::memory_order_relaxed);
           const bool by_steps =
@@ -975,6 +1030,7 @@ void Persistence::SnapshotterLoop(ModelRegistry* registry) {
             spdlog::error("snapshot of model '{}' shard {} {} failed: {}", model->spec().name, i,
                           StorePartName(part), std::string(info.status().message()));
           } else if (info->taken) {
+            took = true;
             spdlog::debug("snapshot of model '{}' shard {} {}: {} bytes in {:.3f} s, log "
                           "trimmed through {}",
                           model->spec().name, i, StorePartName(part), info->bytes,
@@ -989,6 +1045,7 @@ void Persistence::SnapshotterLoop(ModelRegistry* registry) {
         if (metrics_ != nullptr) metrics_->SetLogBacklog(model->spec().name, i, backlog);
       }
     }
+    if (took) (void)RecordFloor();  // logged on failure
   }
 }
 

@@ -169,6 +169,12 @@ class Persistence {
   // A consistent copy of the store plus the key files in `dir` (which must not exist).
   absl::Status Backup(const std::string& dir);
 
+  // Records in the data directory's marker how far the store has certainly come (audit chain
+  // lengths, newest snapshots: data_dir.h, StoreFloor): syncs the WAL, then writes the marker.
+  // Called after recovery, model creation, snapshots and at Stop(); a failure is logged and
+  // returned, and changes nothing else. No-op without a store.
+  absl::Status RecordFloor();
+
   // Takes snapshots when due, in a background thread, until Stop().
   void StartSnapshotter(ModelRegistry* registry);
   void Stop();
@@ -195,6 +201,8 @@ class Persistence {
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<ModelLog>, std::less<>> logs_;
+
+  std::mutex floor_mu_;  // one marker write at a time
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

@@ -93,9 +93,6 @@ absl::StatusOr<int> Server::Start() {
       &metrics_);
   if (!persistence.ok()) return persistence.status();
   persistence_ = *std::move(persistence);
-  if (!options_.data_dir.empty()) {
-    if (absl::Status s = MarkDataDir(options_.data_dir); !s.ok()) return s;
-  }
   if (absl::Status s = persistence_->Recover(registry_.get()); !s.ok()) return s;
   if (absl::Status s = CreateConfiguredModels(); !s.ok()) return s;
   if (!options_.metrics.empty()) {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
+#include "rocksdb/listener.h"
 #include "rocksdb/options.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_batch.h"
@@ -123,6 +124,9 @@ absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   absl::StatusCode code = absl::StatusCode::kInternal;
   switch (s.code()) {
     case rocksdb::Status::kIOError: code = absl::StatusCode::kUnavailable; break;
+    // A background recovery from an I/O error is running (Resume): try again later.
+    case rocksdb::Status::kBusy: code = absl::StatusCode::kUnavailable; break;
+    case rocksdb::Status::kTryAgain: code = absl::StatusCode::kUnavailable; break;
     case rocksdb::Status::kCorruption: code = absl::StatusCode::kDataLoss; break;
     case rocksdb::Status::kNotFound: code = absl::StatusCode::kNotFound; break;
     case rocksdb::Status::kInvalidArgument: code = absl::StatusCode::kInvalidArgument; break;
@@ -160,6 +164,20 @@ class SpdlogLogger final : public rocksdb::Logger {
   }
 };
 
+// RocksDB recovers from a full disk by itself, polling the free space from a background thread
+// (its SstFileManager); while that runs it refuses a manual Resume (Busy). The store resumes
+// on the next write instead (Store::Write), so that whether a write after the cause is gone
+// succeeds does not depend on when a poll happened to run.
+class ResumeOnNextWrite final : public rocksdb::EventListener {
+ public:
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status bg_error,
+                            bool* auto_recovery) override {
+    if (auto_recovery != nullptr) *auto_recovery = false;
+    spdlog::warn("store: {}; writes are refused until the store resumes (on the next write "
+                 "once the cause is gone)", bg_error.ToString());
+  }
+};
+
 rocksdb::DBOptions MakeDbOptions(const StoreOptions& options) {
   rocksdb::DBOptions db;
   db.create_if_missing = options.create_if_missing;
@@ -169,6 +187,10 @@ rocksdb::DBOptions MakeDbOptions(const StoreOptions& options) {
   // instead of starting from an older version and deleting the table files it no longer
   // knows as obsolete (docs/DURABILITY.md, "Start-up checks").
   db.track_and_verify_wals_in_manifest = true;
+  // After an I/O error the store resumes on the next write (Store::Write), not on a timer of
+  // RocksDB's own (ResumeOnNextWrite).
+  db.max_bgerror_resume_count = 0;
+  db.listeners.push_back(std::make_shared<ResumeOnNextWrite>());
   // The small column families (specs, audit) see few writes and would otherwise pin every
   // WAL file until their memtables fill; past this total the oldest ones are flushed.
   db.max_total_wal_size = 64 << 20;
@@ -489,6 +511,11 @@ absl::Status Store::Write(const StoreBatch& batch) {
     resume_needed_.store(true, std::memory_order_release);
   }
   return FromRocks(s, describe());
+}
+
+absl::Status Store::SyncWal() {
+  if (options_.read_only) return ReadOnlyError(options_.path, "sync the WAL");
+  return FromRocks(db_->SyncWAL(), "sync the WAL");
 }
 
 absl::Status Store::ResumeWrites() {

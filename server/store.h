@@ -116,6 +116,9 @@ class Store {
   // successful write, or RocksDB resumed after one. UNAVAILABLE with the current cause
   // otherwise.
   absl::Status ResumeWrites();
+  // Makes every write so far durable on the machine (fsyncs the WAL; a no-op cost under
+  // Durability::kMachine, where every write is synced already).
+  absl::Status SyncWal();
 
   // specs: every stored (name, spec bytes), sorted by name.
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ListSpecs() const;

@@ -256,7 +256,7 @@ TEST_F(DataDirTest, BackupIsAnIndependentCopyThatSurvivesDamageToTheLiveFiles) {
 TEST_F(DataDirTest, FullDiskRefusesWritesThenResumesWithoutARestart) {
   const std::string mnt = root_ + "/tmpfs";
   fs::create_directories(mnt);
-  if (std::system(("mount -t tmpfs -o size=24m tmpfs " + mnt + " 2>/dev/null").c_str()) != 0) {
+  if (std::system(("mount -t tmpfs -o size=64m tmpfs " + mnt + " 2>/dev/null").c_str()) != 0) {
     GTEST_SKIP() << "mounting a tmpfs needs root (CI runs as root)";
   }
   struct Unmount {
@@ -266,7 +266,7 @@ TEST_F(DataDirTest, FullDiskRefusesWritesThenResumesWithoutARestart) {
   {
     std::ofstream filler(mnt + "/filler", std::ios::binary);
     const std::string mb(1 << 20, 'x');
-    for (int i = 0; i < 6; ++i) filler << mb;
+    for (int i = 0; i < 28; ++i) filler << mb;
   }
   Server::Options options = Options();
   options.data_dir = mnt + "/data";
@@ -293,6 +293,7 @@ TEST_F(DataDirTest, FullDiskRefusesWritesThenResumesWithoutARestart) {
       } else {
         EXPECT_EQ(ack.status().code(), grpc::StatusCode::UNAVAILABLE) << ack.status().message();
         ++failed_sau;
+        std::printf("sau refused: %s\n", ack.status().message().c_str());
         all = false;
       }
       v1::UpdateRequest ureq = LmuBatch(kModel, key, n);
@@ -303,12 +304,13 @@ TEST_F(DataDirTest, FullDiskRefusesWritesThenResumesWithoutARestart) {
         EXPECT_EQ(uack.status().code(), grpc::StatusCode::UNAVAILABLE)
             << uack.status().message();
         ++failed_lmu;
+        std::printf("lmu refused: %s\n", uack.status().message().c_str());
         all = false;
       }
     }
     return all;
   };
-  // Fill the disk: at most ~300 MB of batches into 18 MB.
+  // Fill the disk: at most ~1 GB of batches into 36 MB.
   int rounds = 0;
   while (round(256) && rounds < 1500) ++rounds;
   ASSERT_GT(failed_sau + failed_lmu, 0) << "the disk never filled";
