@@ -3,6 +3,7 @@
 #include <chrono>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/exposer.h"
@@ -157,6 +158,12 @@ absl::Status Metrics::StartExposer(const std::string& address) {
         absl::StrCat("cannot serve metrics on '", address, "': ", e.what()));
   }
   return absl::OkStatus();
+}
+
+int Metrics::exposer_port() const {
+  if (exposer_ == nullptr) return 0;
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
 }
 
 void Metrics::RecordRpc(std::string_view method, absl::StatusCode code, double seconds) {

@@ -101,6 +101,8 @@ class Metrics {
   // Serves registry() over HTTP at `address` ("host:port") under /metrics.
   // Errors: UNAVAILABLE when the address cannot be bound.
   absl::Status StartExposer(const std::string& address);
+  // The port the exposer listens on (the kernel's choice for "host:0"); 0 without an exposer.
+  int exposer_port() const;
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 

@@ -1,8 +1,6 @@
 // End to end: the `streamlearn` CLI, the demo and the Python example, each run as a child
 // process against an in-process server.
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,23 +31,6 @@ using ::streamlearn::test_util::Describe;
 using ::streamlearn::test_util::ReadFile;
 using ::streamlearn::test_util::RunCommand;
 using ::streamlearn::test_util::TempPath;
-
-// A port nothing listens on: bound by the kernel's choice, then released.
-int UnusedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return 1;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // Deterministic, smooth pseudo-data: no RNG needed for a file format test.
 double Value(int i, int j) { return std::sin(0.37 * i + 1.3 * j); }
@@ -278,8 +259,8 @@ TEST_F(ClientCliTest, QueryAndUsageErrors) {
     EXPECT_EQ(r.exit_code, c.exit_code) << Describe(r);
     EXPECT_TRUE(Contains(r.err, c.needle)) << Describe(r);
   }
-  CommandResult down =
-      RunCommand(kCli + " --server 127.0.0.1:" + std::to_string(UnusedPort()) + " list");
+  const test_util::ClosedPort closed;  // refuses connections until the test ends
+  CommandResult down = RunCommand(kCli + " --server " + closed.address() + " list");
   EXPECT_EQ(down.exit_code, 1);
   EXPECT_TRUE(Contains(down.err, "error: UNAVAILABLE")) << Describe(down);
 }

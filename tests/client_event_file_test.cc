@@ -1,5 +1,7 @@
 // The client's event-file parsing (CSV, JSONL) and number parsing: no server needed.
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -149,8 +151,11 @@ TEST(ClientJsonlEventParserTest, ErrorsNameFieldAndColumn) {
   }
 }
 
+// Writes `text` to a file named after `name` and this process (other test processes may run
+// at the same time) in the temporary directory; returns its path.
 std::string WriteTemp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  const std::string path =
+      ::testing::TempDir() + "/client_event_file_" + std::to_string(getpid()) + "_" + name;
   std::ofstream(path) << text;
   return path;
 }

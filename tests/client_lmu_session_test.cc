@@ -1,6 +1,8 @@
 // The C++ client's LMU side: Client::Predict, LmuUpdateSession against an in-process server,
 // and the libsvm / VW line parsers (no server).
 
+#include <unistd.h>
+
 #include <atomic>
 #include <fstream>
 #include <limits>
@@ -61,7 +63,7 @@ class ClientLmuSessionTest : public test_util::SharedServerSuite<ClientLmuSessio
  protected:
 
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address_);
+    absl::StatusOr<std::unique_ptr<Client>> client = test_util::ConnectClient(address_);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
   }
@@ -223,7 +225,9 @@ TEST(SampleLineParserTest, BadLinesNameTheColumnAndTheProblem) {
 }
 
 TEST(SampleFileReaderTest, TIsTheLineNumberAndErrorsNameFileLineColumn) {
-  const std::string path = ::testing::TempDir() + "/client_lmu_reader.svm";
+  // A name of this process's own: other test processes may run at the same time.
+  const std::string path =
+      ::testing::TempDir() + "/client_lmu_reader_" + std::to_string(getpid()) + ".svm";
   std::ofstream(path) << "1 1:1\n\n# only a comment\n2 2:1\r\n3 3:x\n";
   absl::StatusOr<std::unique_ptr<SampleFileReader>> reader =
       SampleFileReader::Open(path, SampleFormat::kLibsvm, 1, false);

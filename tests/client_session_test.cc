@@ -1,9 +1,5 @@
 // streamlearn::Client and IngestSession against an in-process server.
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -54,7 +50,7 @@ class ClientSessionTest : public test_util::SharedServerSuite<ClientSessionTest>
 
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address_);
+    absl::StatusOr<std::unique_ptr<Client>> client = test_util::ConnectClient(address_);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
   }
@@ -62,26 +58,13 @@ class ClientSessionTest : public test_util::SharedServerSuite<ClientSessionTest>
   std::unique_ptr<Client> client_;
 };
 
-// A port nothing listens on: bound by the kernel's choice, then released.
-int UnusedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return 1;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 TEST(ClientConnectTest, ClosedPortIsUnavailable) {
+  // The port stays bound (and never listens) until the test ends, so the connection is
+  // refused however long the attempt takes; the timeout only bounds how long Connect retries.
+  const test_util::ClosedPort closed;
   Client::Options options;
   options.connect_timeout = std::chrono::milliseconds(300);
-  const std::string address = "127.0.0.1:" + std::to_string(UnusedPort());
+  const std::string address = closed.address();
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address, options);
   ASSERT_FALSE(client.ok());
   EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
@@ -270,7 +253,7 @@ TEST(ClientShutdownTest, ServerShutdownEndsTheSessionWithItsStatus) {
   server::Server server(options);
   absl::StatusOr<int> port = server.Start();
   ASSERT_TRUE(port.ok()) << port.status();
-  auto client = Client::Connect("127.0.0.1:" + std::to_string(*port));
+  auto client = test_util::ConnectClient("127.0.0.1:" + std::to_string(*port));
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE((*client)->CreateModel(Spec("shutdown_m")).ok());
   auto session = (*client)->OpenIngest("shutdown_m");

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "admin.pb.h"
 #include "client/lib/client.h"
+#include "tests/test_server.h"
 
 namespace streamlearn::test_util {
 
@@ -34,7 +35,7 @@ class TrafficDriver {
   // Connects, creates `model` and opens one ingest and one update session.
   static absl::StatusOr<std::unique_ptr<TrafficDriver>> Start(const std::string& address,
                                                               const std::string& model) {
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address);
+    absl::StatusOr<std::unique_ptr<Client>> client = ConnectClient(address);
     if (!client.ok()) return client.status();
     v1::ModelSpec spec;
     spec.set_name(model);

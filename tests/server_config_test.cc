@@ -1,4 +1,6 @@
 // Tests of the server's logic that needs no channel: spec conversion and the config file.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -195,14 +197,20 @@ TEST(ServerConfigTest, BadConfigIsAnInvalidArgumentNamingThePlaceAndProblem) {
   }
 }
 
+// A path named after `name` and this process in the temporary directory (other test
+// processes may run at the same time).
+std::string TempFilePath(const std::string& name) {
+  return absl::StrCat(::testing::TempDir(), "/server_config_test_", getpid(), "_", name);
+}
+
 std::string WriteTempFile(const std::string& name, const std::string& content) {
-  const std::string path = absl::StrCat(::testing::TempDir(), "/", name);
+  const std::string path = TempFilePath(name);
   std::ofstream(path) << content;
   return path;
 }
 
 TEST(ServerConfigTest, LoadErrorsNameTheFile) {
-  const std::string missing = absl::StrCat(::testing::TempDir(), "/no-such-config.json");
+  const std::string missing = TempFilePath("no-such-config.json");
   absl::StatusOr<ServerConfig> config = LoadServerConfig(missing);
   EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(config.status().message(), AllOf(HasSubstr(missing), HasSubstr("cannot read")));

@@ -683,7 +683,10 @@ TEST(ServerShutdownTest, DrainEndsABusyStreamWithUnavailableAndKeepsEveryAckedBa
   };
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(send_one());
 
-  const absl::Duration grace = absl::Seconds(5);
+  // The handler ends the busy stream itself at its next batch, so the drain never needs the
+  // grace deadline: a grace far longer than any scheduling delay tells that apart from gRPC
+  // cancelling the call (no "shutting down" message, and Shutdown taking the whole grace).
+  const absl::Duration grace = absl::Seconds(120);
   const auto start = std::chrono::steady_clock::now();
   std::thread drain([&] { server->Shutdown(grace); });
   // Keep streaming until the server ends the stream.
@@ -713,13 +716,18 @@ TEST(ServerShutdownTest, DrainWithAnIdleOpenStreamReturnsByTheDeadlineAndKeepsAc
     ASSERT_EQ(ack.status().code(), 0) << ack.status().message();
   }
 
-  // Let the handler go back to waiting in Read, so the drain finds the stream idle.
+  // Usually lets the handler go back to waiting in Read, so that the drain finds the stream
+  // idle. Nothing below depends on it: had the handler not yet looked at the drain flag, it
+  // ends the stream itself, with the same code, and Shutdown returns sooner.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const absl::Duration grace = absl::Seconds(1);
   const auto start = std::chrono::steady_clock::now();
   server->Shutdown(grace);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  EXPECT_LT(took.count(), absl::ToDoubleSeconds(grace) + 1.0);
+  // Shutdown does not wait for the idle stream beyond the deadline: it returns "shortly
+  // after" it (server.h). How shortly depends on the machine's load; a minute of slack still
+  // tells it from a drain that waits for the client.
+  EXPECT_LT(took.count(), absl::ToDoubleSeconds(grace) + 60.0);
   // The handler was waiting in Read, so gRPC cancelled the call at the deadline, which the
   // client sees as UNAVAILABLE, the same code as a drained busy stream.
   EXPECT_EQ(stream.Finish().error_code(), grpc::StatusCode::UNAVAILABLE);

@@ -215,7 +215,8 @@ Server::Options TestOptions() {
 }
 
 std::unique_ptr<Client> Connect(const Server& server) {
-  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(test_util::AddressOf(server));
+  absl::StatusOr<std::unique_ptr<Client>> c =
+      test_util::ConnectClient(test_util::AddressOf(server));
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? *std::move(c) : nullptr;
 }
@@ -499,10 +500,12 @@ TEST_F(FuseE2eTest, PartsAreCheckedByEveryService) {
 
 class FuseDurableTest : public ::testing::Test {
  protected:
+  // A directory of this process's own: ctest runs other tests of this file in parallel
+  // processes.
   void SetUp() override {
+    static int counter = 0;
     dir_ = (std::filesystem::path(::testing::TempDir()) /
-            absl::StrCat("fuse_e2e_", ::testing::UnitTest::GetInstance()->random_seed(), "_",
-                         reinterpret_cast<uintptr_t>(this)))
+            absl::StrCat("fuse_e2e_", getpid(), "_", counter++))
                .string();
     std::filesystem::remove_all(dir_);
   }
@@ -750,7 +753,8 @@ TEST_F(FuseDurableTest, KillNineMidStreamAndAfterASnapshotRecoversTheCommittedSt
     return std::make_pair(std::move(p), port);
   };
   auto connect = [](int port) {
-    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(absl::StrCat("127.0.0.1:", port));
+    absl::StatusOr<std::unique_ptr<Client>> c =
+        test_util::ConnectClient(absl::StrCat("127.0.0.1:", port));
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *std::move(c) : nullptr;
   };

@@ -1,6 +1,11 @@
 // Test helpers around an in-process Server on 127.0.0.1:0 (tests/server_*_test.cc and
-// tests/client_*_test.cc): a suite fixture sharing one server, channels and deadlines, a
-// lock-step client for the batch streams (SAU.Ingest, LMU.Update), and metric lookups.
+// tests/client_*_test.cc): a suite fixture sharing one server, channels, clients and deadlines,
+// a lock-step client for the batch streams (SAU.Ingest, LMU.Update), metric lookups, and a port
+// nothing listens on.
+//
+// Deadlines here only stop a hung test early: they are generous (kRpcDeadline), because the
+// suite runs on a 2-core machine beside other tests and other load, and a deadline that
+// expires because the machine is slow is a flaky test, not a finding.
 //
 //   class MyTest : public SharedServerSuite<MyTest> {
 //    public:
@@ -11,6 +16,9 @@
 #define STREAMLEARN_TESTS_TEST_SERVER_H_
 
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -21,6 +29,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "client/lib/client.h"
 #include "gtest/gtest.h"
 #include "prometheus/metric_family.h"
 #include "server/server.h"
@@ -45,9 +54,52 @@ inline std::shared_ptr<grpc::Channel> ChannelTo(const server::Server& server) {
   return grpc::CreateChannel(AddressOf(server), grpc::InsecureChannelCredentials());
 }
 
+// The deadline of every RPC (a whole stream, for the batch streams) the helpers make.
+inline constexpr std::chrono::seconds kRpcDeadline{120};
+
 inline void SetDeadline(grpc::ClientContext* ctx) {
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  ctx->set_deadline(std::chrono::system_clock::now() + kRpcDeadline);
 }
+
+// Client::Connect with kRpcDeadline as both the connect timeout and the unary RPC deadline
+// (the library's defaults, 10 s and 30 s, are for people, not for a loaded test machine).
+inline absl::StatusOr<std::unique_ptr<Client>> ConnectClient(const std::string& address) {
+  Client::Options options;
+  options.connect_timeout = kRpcDeadline;
+  options.rpc_timeout = kRpcDeadline;
+  return Client::Connect(address, options);
+}
+
+// A TCP port on 127.0.0.1 that nothing listens on for as long as this object lives: a socket
+// bound to a port of the kernel's choice and never put to listen, so connections to it are
+// refused, and no other process (another test running in parallel) can take the port
+// meanwhile. port() is 0 if no socket could be bound (a test failure).
+class ClosedPort {
+ public:
+  ClosedPort() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port_ = ntohs(addr.sin_port);
+    }
+    EXPECT_NE(port_, 0) << "cannot bind a socket on 127.0.0.1";
+  }
+  ~ClosedPort() {
+    if (fd_ >= 0) close(fd_);
+  }
+  ClosedPort(const ClosedPort&) = delete;
+  ClosedPort& operator=(const ClosedPort&) = delete;
+
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  const int fd_;
+  int port_ = 0;
+};
 
 // A suite whose tests share one server, started before the first test with
 // Suite::SuiteOptions() and stopped after the last.

@@ -411,7 +411,7 @@ TEST(CuckooDelta, ConcurrentReadersAlwaysFindInsertedIds) {
   }
   // (round << 32) | ids of that round inserted so far; ids are Id(3000 + round, i).
   std::atomic<uint64_t> state{0};
-  std::atomic<int> ready{0};
+  std::atomic<int> ready{0}, reading{0};  // threads started; threads that read an inserted id
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> wrong{0}, missed{0}, ghost{0}, reads{0}, retried{0};
   std::vector<std::thread> readers;
@@ -433,7 +433,7 @@ TEST(CuckooDelta, ConcurrentReadersAlwaysFindInsertedIds) {
           } else if (r.payload != PayloadOf(id)) {
             ++wrong;
           }
-          ++local_reads;
+          if (++local_reads == 1) ++reading;
           if (r.retries > 0) ++local_retried;
         }
         if (d.Locate(Id(9999, x >> 20)).found) ++ghost;
@@ -454,6 +454,10 @@ TEST(CuckooDelta, ConcurrentReadersAlwaysFindInsertedIds) {
         break;
       }
       state.store((round << 32) | (i + 1), std::memory_order_release);
+      // Both readers look at inserted ids at least once, however the threads are scheduled.
+      if (round == 0 && i == 0) {
+        while (reading.load() < 2) std::this_thread::yield();
+      }
       // Give the readers time to look at this state.
       const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(1);
       while (std::chrono::steady_clock::now() < until) {
