@@ -1,4 +1,5 @@
-// Tests of the server's logic that needs no channel: spec conversion and the config file.
+// Tests of the server's logic that needs no channel: spec conversion, the config file, the
+// server's options; and the streamlearn-server binary's command line (--help, bad flags).
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -13,12 +14,14 @@
 #include "server/config.h"
 #include "server/server.h"
 #include "server/spec_conversion.h"
+#include "tests/command_runner.h"
 
 namespace streamlearn::server {
 namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(SpecConversionTest, ZeroAndUnspecifiedFieldsKeepTheCoreDefaults) {
   v1::ModelSpec wire;
@@ -265,6 +268,26 @@ TEST(ServerOptionsTest, AddressInUseIsUnavailable) {
   Server second(options);
   EXPECT_EQ(second.Start().status().code(), absl::StatusCode::kUnavailable);
   first.Shutdown(absl::Seconds(1));
+}
+
+// The streamlearn-server binary, run as a child process.
+const std::string kServer = STREAMLEARN_BINARY_DIR "/server/streamlearn-server";
+
+TEST(ServerBinaryTest, HelpListsTheFlagsWithTheirDefaultsAndExitsZero) {
+  for (const char* flag : {"--help", "-h", "--helpshort"}) {
+    SCOPED_TRACE(flag);
+    const test_util::CommandResult r = test_util::RunCommand(kServer + " " + flag);
+    EXPECT_EQ(r.exit_code, 0) << test_util::Describe(r);
+    EXPECT_THAT(r.out, Not(HasSubstr("No flags matched")));
+    for (const char* needle :
+         {"usage: streamlearn-server", "--listen  (default: 0.0.0.0:50051)",
+          "gRPC listen address, host:port", "--metrics  (default: 0.0.0.0:9464)",
+          "--snapshot_interval  (default: 5m)", "--keep_snapshots  (default: 2)",
+          "--audit_checkpoint_every  (default: 1024)", "--config  (default: \"\")",
+          "--durability", "--lmu_secret_file", "exit codes"}) {
+      EXPECT_THAT(r.out, HasSubstr(needle));
+    }
+  }
 }
 
 }  // namespace
