@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "admin.pb.h"
+#include "core/common/strict_json.h"
 #include "core/sau/sau_spec.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
@@ -110,12 +111,11 @@ absl::Status ReadModels(const Json& root, std::vector<ModelSpec>* out) {
 }  // namespace
 
 absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view json_text) {
-  Json root;
-  try {
-    root = Json::parse(json_text);
-  } catch (const Json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", e.what()));
+  absl::StatusOr<Json> parsed = ParseStrictJson(json_text);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", parsed.status().message()));
   }
+  const Json root = *std::move(parsed);
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the top level must be a JSON object, got ", root.type_name()));

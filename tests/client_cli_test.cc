@@ -119,9 +119,21 @@ TEST_F(ClientCliTest, CreateErrorsAreClear) {
   };
   const std::string malformed = TempPath("bad.json");
   std::ofstream(malformed) << "{\"name\": \"x\",\n \"sau\": {d: 3}}";
+  const std::string huge = TempPath("huge.json");
+  std::ofstream(huge) << "{\"name\": \"x\",\n"
+                      << R"( "sau": {"d": 4, "d_v": 2, "r": 64, "gamma": 1e400}})";
+  const std::string twice = TempPath("twice.json");
+  std::ofstream(twice) << R"({"name": "x", "name": "y", "sau": {"d": 4, "d_v": 2, "r": 64}})";
   const Case cases[] = {
       {"create --spec-json " + malformed, 2,
-       "error: INVALID_ARGUMENT: " + malformed + ": malformed JSON: parse error at line 2"},
+       "error: INVALID_ARGUMENT: " + malformed +
+           ": malformed JSON: line 2, column 10: syntax error while parsing object key"},
+      {"create --spec-json " + huge, 2,
+       "error: INVALID_ARGUMENT: " + huge +
+           ": malformed JSON: line 2, column 50: number 1e400 is out of the range of a double"},
+      {"create --spec-json " + twice, 2,
+       "error: INVALID_ARGUMENT: " + twice +
+           ": malformed JSON: line 1, column 15: duplicate key \"name\""},
       {"create --name cli_bad --d 0 --dv 2 --r 64", 1, "error: INVALID_ARGUMENT: sau.d"},
       {"create --d 4", 2, "needs a name"},
       {"create --name x --d four", 2, "--d: expected an unsigned integer"},
@@ -234,6 +246,30 @@ TEST_F(ClientCliTest, IngestBadCsvFieldNamesTheColumn) {
   EXPECT_EQ(r.exit_code, 2) << Describe(r);
   EXPECT_TRUE(Contains(r.err, csv + ":3:5: column 'k2': expected a finite number, got 'x3'"))
       << Describe(r);
+}
+
+TEST_F(ClientCliTest, IngestRefusesANumberBeyondADoubleAndADuplicateKeyNamingTheLine) {
+  CreateModel("cli_strict");
+  struct Case {
+    std::string scenario;
+    std::string second_line;
+    std::string needle;  // after "path:"
+  };
+  const Case cases[] = {
+      {"number beyond a double", R"({"k": [1, 2, 3, 1e400], "v": [1, 2]})",
+       "2:21: invalid JSON: number 1e400 is out of the range of a double"},
+      {"duplicate key", R"({"t": 5, "k": [1, 2, 3, 4], "v": [1, 2], "t": 6})",
+       "2:42: invalid JSON: duplicate key \"t\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    const std::string jsonl = TempPath("strict.jsonl");
+    std::ofstream(jsonl) << R"({"k": [1, 2, 3, 4], "v": [1, 2]})" << "\n" << c.second_line << "\n";
+    CommandResult r = Cli("ingest cli_strict " + jsonl);
+    EXPECT_EQ(r.exit_code, 2) << Describe(r);
+    EXPECT_TRUE(Contains(r.err, "error: INVALID_ARGUMENT: " + jsonl + ":" + c.needle))
+        << Describe(r);
+  }
 }
 
 TEST_F(ClientCliTest, BatchesRejectedByTheServerAreListedAndFailTheRun) {

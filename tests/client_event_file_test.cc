@@ -137,6 +137,13 @@ TEST(ClientJsonlEventParserTest, ErrorsNameFieldAndColumn) {
       {R"({"t": -3, "k": [1, 2], "v": [1]})", 2, "field \"t\": expected an unsigned integer"},
       {R"({"k": [1, 2], "v": [1], "keys": "a"})", 25, "unknown field \"keys\""},
       {R"([1, 2])", 1, "expected a JSON object"},
+      {R"({"k": [1, 1e400], "v": [1]})", 15,
+       "invalid JSON: number 1e400 is out of the range of a double"},
+      {R"({"k": [1, 2], "v": [-2e999]})", 26, "number -2e999 is out of the range of a double"},
+      {R"({"t": 1, "t": 2, "k": [1, 2], "v": [1]})", 10, "invalid JSON: duplicate key \"t\""},
+      {R"({"k": [1, 2], "v": [1], "k": [3, 4]})", 25, "duplicate key \"k\""},
+      {"{\"k\": [1, 2], \"v\": [1], \"key\": \"a\xff\"}", 34,
+       "invalid JSON: syntax error while parsing value - invalid string: ill-formed UTF-8 byte"},
   };
   JsonlEventParser p(2, 1);
   for (const Case& c : cases) {
@@ -184,6 +191,33 @@ TEST(ClientEventFileReaderTest, ErrorsCarryFileLineAndColumn) {
   EXPECT_EQ(more.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(more.status().message().find(path + ":2:18: invalid JSON"), std::string_view::npos)
       << more.status();
+}
+
+TEST(ClientEventFileReaderTest, NumberBeyondADoubleAndDuplicateKeyNameFileLineAndColumn) {
+  struct Case {
+    std::string scenario;
+    std::string second_line;
+    std::string needle;  // after "path:"
+  };
+  const Case cases[] = {
+      {"number beyond a double", R"({"k": [1e400], "v": [2]})",
+       "2:12: invalid JSON: number 1e400 is out of the range of a double"},
+      {"duplicate key", R"({"k": [1], "v": [2], "v": [3]})", "2:22: invalid JSON: duplicate key"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    const std::string path =
+        WriteTemp("strict.jsonl", "{\"k\": [1], \"v\": [2]}\n" + c.second_line + "\n");
+    auto reader = EventFileReader::Open(path, EventFormat::kJsonl, 1, 1);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    EventRecord e;
+    ASSERT_TRUE(*(*reader)->Next(&e));
+    auto more = (*reader)->Next(&e);
+    ASSERT_FALSE(more.ok());
+    EXPECT_EQ(more.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(more.status().message().find(path + ":" + c.needle), std::string_view::npos)
+        << more.status();
+  }
 }
 
 TEST(ClientEventFileReaderTest, MissingFileAndUnknownExtension) {

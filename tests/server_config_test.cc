@@ -186,6 +186,16 @@ TEST(ServerConfigTest, BadConfigIsAnInvalidArgumentNamingThePlaceAndProblem) {
        R"({"models": [{"name": "a", "sau": {"d": 4, "d_v": 4, "r": 8}},
                       {"name": "a", "sau": {"d": 4, "d_v": 4, "r": 8}}]})",
        {"models[1] (\"a\")", "duplicate", "models[0]"}},
+      {"number beyond a double", "{\"data_dir\": \"d\",\n \"max_batch\": 1e400}",
+       {"malformed JSON", "line 2, column 19", "number 1e400 is out of the range of a double"}},
+      {"number beyond a double in a model",
+       R"({"models": [{"name": "a", "sau": {"d": 4, "d_v": 4, "r": 8, "gamma": -1e999}}]})",
+       {"line 1, column 75", "out of the range of a double"}},
+      {"duplicate key", R"({"max_batch": 8, "max_batch": 9})",
+       {"malformed JSON", "line 1, column 18", "duplicate key \"max_batch\""}},
+      {"duplicate key in a model",
+       R"({"models": [{"name": "a", "sau": {"d": 4, "d_v": 4, "r": 8}, "name": "b"}]})",
+       {"line 1, column 62", "duplicate key \"name\""}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.scenario);
@@ -214,6 +224,13 @@ TEST(ServerConfigTest, LoadErrorsNameTheFile) {
   config = LoadServerConfig(bad);
   EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(config.status().message(), AllOf(HasSubstr(bad), HasSubstr("max_batch")));
+
+  const std::string huge = WriteTempFile("huge-config.json", "{\n  \"max_batch\": 1e400\n}\n");
+  config = LoadServerConfig(huge);
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.status().message(),
+              AllOf(HasSubstr("config file '" + huge + "'"), HasSubstr("line 2, column 20"),
+                    HasSubstr("out of the range of a double")));
 }
 
 TEST(ServerConfigTest, ServerCreatesTheModelsOfItsConfigFileAtStart) {
@@ -287,6 +304,40 @@ TEST(ServerBinaryTest, HelpListsTheFlagsWithTheirDefaultsAndExitsZero) {
           "--durability", "--lmu_secret_file", "exit codes"}) {
       EXPECT_THAT(r.out, HasSubstr(needle));
     }
+  }
+}
+
+// Each bad flag or config file must stop the server at once with exit code 2. It runs under
+// `timeout` so that a server which starts anyway (the bugs these cases pin down) fails the
+// test instead of hanging it. The data directory is empty (memory only) and the ports are the
+// kernel's choice, so nothing is written and nothing collides.
+test_util::CommandResult RunServer(const std::string& args) {
+  return test_util::RunCommand("timeout 20 " + kServer +
+                               " --data_dir= --listen=127.0.0.1:0 --metrics= " + args);
+}
+
+TEST(ServerBinaryTest, BadConfigFileExitsTwoNamingTheFileLineAndColumn) {
+  struct Case {
+    std::string scenario;
+    std::string json;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"number beyond a double", "{\n  \"max_batch\": 1e400\n}\n",
+       "malformed JSON: line 2, column 20: number 1e400 is out of the range of a double"},
+      {"duplicate key", "{\"models\": [\n  {\"name\": \"a\", \"name\": \"b\"}]}\n",
+       "malformed JSON: line 2, column 17: duplicate key \"name\""},
+      // Checked though RunServer's --listen would win over it.
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    const std::string path = WriteTempFile(absl::StrCat("binary-config-", n++, ".json"), c.json);
+    const test_util::CommandResult r = RunServer("--config=" + path);
+    EXPECT_EQ(r.exit_code, 2) << test_util::Describe(r);
+    EXPECT_THAT(r.out + r.err, AllOf(HasSubstr("config file '" + path + "'"),
+                                     HasSubstr(c.needle)))
+        << test_util::Describe(r);
   }
 }
 
