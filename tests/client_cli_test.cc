@@ -272,6 +272,22 @@ TEST_F(ClientCliTest, IngestRefusesANumberBeyondADoubleAndADuplicateKeyNamingThe
   }
 }
 
+TEST_F(ClientCliTest, FilesWithAUtf8ByteOrderMarkAreRead) {
+  CreateModel("cli_bom");
+  const std::string csv = TempPath("bom.csv");
+  std::ofstream(csv) << "\xEF\xBB\xBFt,k0,k1,k2,k3,v0,v1\n1,1,0,0,0,1,1\n2,0,1,0,0,1,1\n";
+  CommandResult r = Cli("ingest cli_bom " + csv);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "2 events read, 2 applied")) << r.out;
+
+  const std::string spec = TempPath("bom.json");
+  std::ofstream(spec) << "\xEF\xBB\xBF"
+                      << R"({"name": "cli_bom_spec", "sau": {"d": 4, "d_v": 2, "r": 64}})";
+  r = Cli("create --spec-json " + spec);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "created model cli_bom_spec")) << r.out;
+}
+
 TEST_F(ClientCliTest, BatchesRejectedByTheServerAreListedAndFailTheRun) {
   CreateModel("cli_reject");
   const std::string csv = TempPath("big.csv");

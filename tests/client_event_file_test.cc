@@ -1,4 +1,5 @@
-// The client's event-file parsing (CSV, JSONL) and number parsing: no server needed.
+// The client's event-file parsing (CSV, JSONL), sample files' first line and number parsing:
+// no server needed.
 
 #include <cstdio>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include "client/lib/event_file.h"
 #include "client/lib/jsonl_events.h"
 #include "client/lib/number_parse.h"
+#include "client/lib/sample_file.h"
 #include "gtest/gtest.h"
 
 namespace streamlearn {
@@ -218,6 +220,74 @@ TEST(ClientEventFileReaderTest, NumberBeyondADoubleAndDuplicateKeyNameFileLineAn
     EXPECT_NE(more.status().message().find(path + ":" + c.needle), std::string_view::npos)
         << more.status();
   }
+}
+
+// Read every event of `path`; the t's, or the first error.
+absl::StatusOr<std::vector<uint64_t>> ReadTs(const std::string& path, EventFormat format) {
+  auto reader = EventFileReader::Open(path, format, 1, 1);
+  if (!reader.ok()) return reader.status();
+  std::vector<uint64_t> ts;
+  EventRecord e;
+  while (true) {
+    absl::StatusOr<bool> more = (*reader)->Next(&e);
+    if (!more.ok()) return more.status();
+    if (!*more) return ts;
+    ts.push_back(e.t);
+  }
+}
+
+TEST(ClientEventFileReaderTest, ALeadingUtf8BomIsSkipped) {
+  const std::string kBom = "\xEF\xBB\xBF";
+  struct Case {
+    std::string scenario;
+    std::string name;
+    EventFormat format;
+    std::string text;
+    std::vector<uint64_t> ts;
+  };
+  const Case cases[] = {
+      {"CSV header", "bom.csv", EventFormat::kCsv, kBom + "k0,v0\n1,2\n3,4\n", {2, 3}},
+      {"CSV header with t first", "bom_t.csv", EventFormat::kCsv, kBom + "t,k0,v0\n7,1,2\n",
+       {7}},
+      {"CSV with CRLF", "bom_crlf.csv", EventFormat::kCsv, kBom + "k0,v0\r\n1,2\r\n", {2}},
+      {"JSONL first line", "bom.jsonl", EventFormat::kJsonl,
+       kBom + "{\"k\": [1], \"v\": [2]}\n{\"t\": 9, \"k\": [1], \"v\": [2]}\n", {1, 9}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    absl::StatusOr<std::vector<uint64_t>> ts = ReadTs(WriteTemp(c.name, c.text), c.format);
+    ASSERT_TRUE(ts.ok()) << ts.status();
+    EXPECT_EQ(*ts, c.ts);
+  }
+
+  // Columns count from after the BOM; a BOM anywhere but at the start is content.
+  const std::string header = WriteTemp("bom_bad.csv", kBom + "k0,w0\n");
+  absl::StatusOr<std::vector<uint64_t>> bad = ReadTs(header, EventFormat::kCsv);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(header + ":1:4: unexpected column 'w0'"),
+            std::string_view::npos)
+      << bad.status();
+  const std::string second = WriteTemp("bom_second.csv", "k0,v0\n" + kBom + "1,2\n");
+  bad = ReadTs(second, EventFormat::kCsv);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(second + ":2:1: column 'k0'"), std::string_view::npos)
+      << bad.status();
+}
+
+TEST(ClientSampleFileReaderTest, ALeadingUtf8BomIsSkipped) {
+  const std::string path = WriteTemp("bom.svm", "\xEF\xBB\xBF" "1.5 3:1 17:0.25\n-1 4:2\n");
+  auto reader = SampleFileReader::Open(path, SampleFormat::kLibsvm, 1, false);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  SampleRecord s;
+  absl::StatusOr<bool> more = (*reader)->Next(&s);
+  ASSERT_TRUE(more.ok()) << more.status();
+  ASSERT_TRUE(*more);
+  EXPECT_EQ(s.t, 1u);
+  EXPECT_EQ(s.y, (std::vector<double>{1.5}));
+  EXPECT_EQ(s.ids, (std::vector<uint64_t>{3, 17}));
+  more = (*reader)->Next(&s);
+  ASSERT_TRUE(more.ok() && *more) << more.status();
+  EXPECT_EQ(s.t, 2u);
 }
 
 TEST(ClientEventFileReaderTest, MissingFileAndUnknownExtension) {

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <iterator>
 #include <sstream>
+#include <string_view>
 
 #include "client/lib/grpc_status.h"
 #include "core/common/strict_json.h"
@@ -71,9 +72,14 @@ absl::Status JsonToProto(const std::string& json, const std::string& source,
     return absl::InvalidArgumentError(source + ": malformed JSON: " +
                                       std::string(syntax.status().message()));
   }
+  // ParseStrictJson skips a leading UTF-8 byte order mark; protobuf's parser does not.
+  constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+  std::string_view text = json;
+  if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
-  const auto status = google::protobuf::util::JsonStringToMessage(json, message, options);
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(text.data(), text.size()), message, options);
   if (!status.ok()) {
     return absl::InvalidArgumentError(source + ": invalid " + message->GetTypeName() +
                                       " JSON: " + std::string(status.message()));
