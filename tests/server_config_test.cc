@@ -2,6 +2,7 @@
 // server's options; and the streamlearn-server binary's command line (--help, bad flags).
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "server/config.h"
+#include "server/host_port.h"
 #include "server/server.h"
 #include "server/spec_conversion.h"
 #include "tests/command_runner.h"
@@ -158,6 +160,14 @@ TEST(ServerConfigTest, EmptyObjectLeavesEverySettingUnset) {
   EXPECT_TRUE(config->models.empty());
 }
 
+TEST(ServerConfigTest, AddressesThatAreHostPortAreAcceptedAndAnEmptyMetricsDisablesIt) {
+  absl::StatusOr<ServerConfig> config =
+      ParseServerConfig(R"({"listen": "[::1]:0", "metrics": ""})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(*config->listen, "[::1]:0");
+  EXPECT_EQ(*config->metrics, "");
+}
+
 TEST(ServerConfigTest, BadConfigIsAnInvalidArgumentNamingThePlaceAndProblem) {
   struct Case {
     std::string scenario;
@@ -196,6 +206,12 @@ TEST(ServerConfigTest, BadConfigIsAnInvalidArgumentNamingThePlaceAndProblem) {
       {"duplicate key in a model",
        R"({"models": [{"name": "a", "sau": {"d": 4, "d_v": 4, "r": 8}, "name": "b"}]})",
        {"line 1, column 62", "duplicate key \"name\""}},
+      {"listen port above 65535", R"({"listen": "127.0.0.1:99999"})",
+       {"\"listen\"", "port in 0..65535", "127.0.0.1:99999"}},
+      {"listen without a port", R"({"listen": "localhost"})", {"\"listen\"", "host:port"}},
+      {"listen empty", R"({"listen": ""})", {"\"listen\"", "host:port"}},
+      {"metrics port with junk", R"({"metrics": "0.0.0.0:9464x"})",
+       {"\"metrics\"", "decimal digits"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.scenario);
@@ -231,6 +247,45 @@ TEST(ServerConfigTest, LoadErrorsNameTheFile) {
   EXPECT_THAT(config.status().message(),
               AllOf(HasSubstr("config file '" + huge + "'"), HasSubstr("line 2, column 20"),
                     HasSubstr("out of the range of a double")));
+}
+
+TEST(HostPortTest, OnlyHostColonPortWithAPortIn0To65535) {
+  struct Case {
+    std::string address;
+    std::string problem;  // empty: accepted
+  };
+  const Case cases[] = {
+      {"0.0.0.0:50051", ""},
+      {"127.0.0.1:0", ""},
+      {"localhost:65535", ""},
+      {"[::]:9464", ""},
+      {"[::1]:0", ""},
+      {"127.0.0.1:99999", "above 65535"},
+      {"127.0.0.1:65536", "above 65535"},
+      {"127.0.0.1:123456", "1 to 5 digits"},
+      {"127.0.0.1:", "1 to 5 digits"},
+      {"127.0.0.1", "no port"},
+      {"", "no port"},
+      {":50051", "no host"},
+      {"127.0.0.1:+80", "decimal digits"},
+      {"127.0.0.1:-1", "decimal digits"},
+      {"127.0.0.1:80 ", "decimal digits"},
+      {"127.0.0.1:0x50", "decimal digits"},
+      {"::1:50051", "in brackets"},
+      {"[::1:50051", "bracket"},
+      {"[]:50051", "bracket"},
+      {"local host:80", "blank"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.address);
+    const absl::Status s = CheckHostPort(c.address);
+    if (c.problem.empty()) {
+      EXPECT_TRUE(s.ok()) << s;
+    } else {
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(s.message(), AllOf(HasSubstr(c.problem), HasSubstr("'" + c.address + "'")));
+    }
+  }
 }
 
 TEST(ServerConfigTest, ServerCreatesTheModelsOfItsConfigFileAtStart) {
@@ -275,6 +330,35 @@ TEST(ServerOptionsTest, InvalidOptionsAreRejectedByStart) {
   EXPECT_EQ(Server(options).Start().status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ServerOptionsTest, BadAddressesAndANegativeSnapshotIntervalAreRejectedByStart) {
+  struct Case {
+    std::string scenario;
+    std::function<void(Server::Options*)> change;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"listen port above 65535", [](Server::Options* o) { o->listen = "127.0.0.1:99999"; },
+       "listen: expected host:port"},
+      {"listen port with junk", [](Server::Options* o) { o->listen = "127.0.0.1:80abc"; },
+       "listen: expected host:port"},
+      {"metrics port above 65535", [](Server::Options* o) { o->metrics = "127.0.0.1:70000"; },
+       "metrics: expected host:port"},
+      {"negative snapshot interval",
+       [](Server::Options* o) { o->snapshot_interval = absl::Seconds(-5); },
+       "snapshot_interval must be >= 0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    Server::Options options;
+    options.listen = "127.0.0.1:0";
+    options.metrics = "";
+    c.change(&options);
+    absl::StatusOr<int> port = Server(options).Start();
+    EXPECT_EQ(port.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(port.status().message(), HasSubstr(c.needle));
+  }
+}
+
 TEST(ServerOptionsTest, AddressInUseIsUnavailable) {
   Server::Options options;
   options.listen = "127.0.0.1:0";
@@ -316,6 +400,38 @@ test_util::CommandResult RunServer(const std::string& args) {
                                " --data_dir= --listen=127.0.0.1:0 --metrics= " + args);
 }
 
+TEST(ServerBinaryTest, BadFlagsExitTwoNamingTheFlagAndWhatItAllows) {
+  struct Case {
+    std::string flags;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"--listen=127.0.0.1:99999",
+       "--listen: expected host:port with a port in 0..65535, got '127.0.0.1:99999'"},
+      {"--listen=127.0.0.1:50x51", "--listen: expected host:port"},
+      {"--listen=localhost", "--listen: expected host:port"},
+      {"--metrics=127.0.0.1:99999", "--metrics: expected host:port with a port in 0..65535"},
+      {"--snapshot_interval=-5s", "--snapshot_interval: must be >= 0 (0 = off), got -5s"},
+      {"--snapshot_interval=soon", "--snapshot_interval: expected a duration"},
+      {"--keep_snapshots=0", "--keep_snapshots: must be >= 1, got 0"},
+      {"--keep_snapshots=-1", "--keep_snapshots: expected an unsigned integer, got '-1'"},
+      {"--keep_snapshots -1", "--keep_snapshots: expected an unsigned integer, got '-1'"},
+      {"--audit_checkpoint_every=0", "--audit_checkpoint_every: must be >= 2, got 0"},
+      {"--audit_checkpoint_every=1", "--audit_checkpoint_every: must be >= 2, got 1"},
+      {"--max_batch=0", "--max_batch: must be in 1..2147483647, got 0"},
+      {"--max_message_bytes=4294967296", "--max_message_bytes: must be in 1..2147483647"},
+      {"--durability=sometimes", "--durability"},
+      {"--no_such_flag=1", "unknown flag --no_such_flag"},
+      {"--keep_snapshots", "--keep_snapshots needs a value"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.flags);
+    const test_util::CommandResult r = RunServer(c.flags);
+    EXPECT_EQ(r.exit_code, 2) << test_util::Describe(r);
+    EXPECT_THAT(r.out + r.err, HasSubstr(c.needle)) << test_util::Describe(r);
+  }
+}
+
 TEST(ServerBinaryTest, BadConfigFileExitsTwoNamingTheFileLineAndColumn) {
   struct Case {
     std::string scenario;
@@ -328,6 +444,8 @@ TEST(ServerBinaryTest, BadConfigFileExitsTwoNamingTheFileLineAndColumn) {
       {"duplicate key", "{\"models\": [\n  {\"name\": \"a\", \"name\": \"b\"}]}\n",
        "malformed JSON: line 2, column 17: duplicate key \"name\""},
       // Checked though RunServer's --listen would win over it.
+      {"listen port above 65535", R"({"listen": "127.0.0.1:99999"})",
+       "\"listen\": expected host:port"},
   };
   int n = 0;
   for (const Case& c : cases) {
