@@ -110,6 +110,31 @@ TEST(ClientCsvEventParserTest, BadRowsNameTheColumn) {
   }
 }
 
+TEST(ClientCsvEventParserTest, AKeyThatIsNotUtf8NamesTheColumn) {
+  struct Case {
+    std::string row;
+    size_t column;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"user-\xff,1,2", 1, "column 'key' is not valid UTF-8 (byte 6 is 0xff)"},
+      {"  \xC0\xAF ,1,2", 1, "column 'key' is not valid UTF-8 (byte 1 is 0xc0)"},
+      {"a\xED\xA0\x80,1,2", 1, "column 'key' is not valid UTF-8 (byte 2 is 0xed)"},
+  };
+  CsvEventParser p(1, 1);
+  LineError err;
+  ASSERT_TRUE(p.ParseHeader("key,k0,v0", &err));
+  EventRecord e;
+  ASSERT_TRUE(p.ParseRow("caf\xC3\xA9,1,2", &e, &err)) << err.message;
+  EXPECT_EQ(e.key, "caf\xC3\xA9");
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.row);
+    EXPECT_FALSE(p.ParseRow(c.row, &e, &err));
+    EXPECT_EQ(err.column, c.column);
+    EXPECT_NE(err.message.find(c.needle), std::string::npos) << err.message;
+  }
+}
+
 TEST(ClientJsonlEventParserTest, ParsesOptionalFields) {
   JsonlEventParser p(2, 1);
   EventRecord e;

@@ -56,9 +56,10 @@ int RunQuery(const GlobalOptions& options, std::span<const std::string> args) {
   parser.AddString("--path", &path_name,
                    "stabilized (default; whitened, ridge and floor) or correctness (eq. 19)");
   parser.AddBool("--low-rank", &low_rank, "low-rank value readout (model needs r_v > 0)");
-  parser.AddString("--routing-key", &routing_key, "selects the shard (default \"default\")");
+  parser.AddUtf8String("--routing-key", &routing_key, "selects the shard (default \"default\")");
   parser.AddUint("--min-version", &min_version, "fail unless the shard reached this version");
   parser.AddBool("--json", &json, "print the QueryResponse proto as JSON");
+  parser.RequireUtf8Positional(0, "model name");
   if (absl::Status s = parser.Parse(args); !s.ok()) return ReportError(s, kExitUsage);
   if (parser.help_requested()) {
     std::cout << parser.Usage();
