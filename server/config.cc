@@ -11,9 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "admin.pb.h"
+#include "core/common/strict_json.h"
 #include "core/sau/sau_spec.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "server/host_port.h"
 #include "server/spec_conversion.h"
 
 namespace streamlearn::server {
@@ -44,6 +46,16 @@ absl::Status ReadString(const Json& root, const char* key, std::optional<std::st
         absl::StrCat("\"", key, "\" must be a string, got ", it->type_name()));
   }
   *out = it->get<std::string>();
+  return absl::OkStatus();
+}
+
+// A "listen" or "metrics" address, when given: host:port ("" disables the metrics exposer).
+absl::Status CheckAddress(const char* key, const std::optional<std::string>& address,
+                          bool may_be_empty) {
+  if (!address.has_value() || (may_be_empty && address->empty())) return absl::OkStatus();
+  if (absl::Status s = CheckHostPort(*address); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", key, "\": ", s.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -110,12 +122,11 @@ absl::Status ReadModels(const Json& root, std::vector<ModelSpec>* out) {
 }  // namespace
 
 absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view json_text) {
-  Json root;
-  try {
-    root = Json::parse(json_text);
-  } catch (const Json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", e.what()));
+  absl::StatusOr<Json> parsed = ParseStrictJson(json_text);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", parsed.status().message()));
   }
+  const Json root = *std::move(parsed);
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the top level must be a JSON object, got ", root.type_name()));
@@ -125,6 +136,12 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view json_text) {
   if (absl::Status s = CheckKeys(root); !s.ok()) return s;
   if (absl::Status s = ReadString(root, "listen", &config.listen); !s.ok()) return s;
   if (absl::Status s = ReadString(root, "metrics", &config.metrics); !s.ok()) return s;
+  if (absl::Status s = CheckAddress("listen", config.listen, /*may_be_empty=*/false); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckAddress("metrics", config.metrics, /*may_be_empty=*/true); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = ReadString(root, "data_dir", &config.data_dir); !s.ok()) return s;
   if (absl::Status s = ReadString(root, "lmu_secret_file", &config.lmu_secret_file); !s.ok()) {
     return s;

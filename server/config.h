@@ -15,8 +15,12 @@
 // Each model is an admin.proto ModelSpec in the protobuf JSON mapping (proto field names or
 // their lowerCamel forms; enums by name), parsed with google::protobuf::util::
 // JsonStringToMessage, so the schema is exactly the proto's and zeros mean "default" just as in
-// Admin.CreateModel. Unknown keys, wrong types and invalid models are errors; every error names
-// the file, the place (e.g. `models[1] ("demo")`) and the problem.
+// Admin.CreateModel. Unknown keys, wrong types and invalid models are errors; so are a key
+// given twice in one object and a number beyond the range of a double (the file is read with
+// ParseStrictJson, core/common/strict_json.h), and a "listen" or "metrics" address that is not
+// host:port with a port in 0..65535 (server/host_port.h). Every error names the file, the
+// place (e.g. `models[1] ("demo")`, or `line 3, column 14` for JSON that does not parse) and
+// the problem.
 //
 //   absl::StatusOr<ServerConfig> config = LoadServerConfig("/etc/streamlearn.json");
 //

@@ -1,25 +1,36 @@
 // streamlearn-server: serves the Admin, SAU and LMU services (docs/SERVER.md).
 //
-// Exit codes: 0 after a graceful shutdown (SIGTERM / SIGINT), 2 for a bad flag or config
-// file, 1 when the server cannot start (address in use, data_dir not writable, ...).
+// Exit codes: 0 after a graceful shutdown (SIGTERM / SIGINT) and after --help, 2 for a bad
+// flag or config file, 1 when the server cannot start (address in use, data_dir not
+// writable, ...).
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
+#include <limits>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "server/config.h"
+#include "server/host_port.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 
@@ -35,45 +46,177 @@ ABSL_FLAG(std::string, durability, "process",
 ABSL_FLAG(std::string, audit_key_file, "",
           "Ed25519 private key (PEM) signing audit checkpoints, created (0600) if missing; "
           "default <data_dir>/audit.key");
-ABSL_FLAG(uint64_t, audit_checkpoint_every, 1024, "audit records between signed checkpoints");
+ABSL_FLAG(uint64_t, audit_checkpoint_every, 1024,
+          "audit records between signed checkpoints (>= 2)");
 ABSL_FLAG(uint64_t, fuse_digest_every, 100000,
           "fused samples between full state digests in a shard's audit chain (0 = only at "
           "snapshots)");
 ABSL_FLAG(uint64_t, snapshot_every_steps, 100000,
           "snapshot a shard part after this many events/samples (0 = off)");
 ABSL_FLAG(absl::Duration, snapshot_interval, absl::Minutes(5),
-          "snapshot a shard part that changed at least this often (0 = off)");
+          "snapshot a shard part that changed at least this often (>= 0; 0 = off)");
 ABSL_FLAG(uint64_t, keep_snapshots, 2, "snapshots kept per shard part (>= 1)");
 ABSL_FLAG(std::string, backup_dir, "", "where Admin.Backup writes; default <data_dir>/backups");
 ABSL_FLAG(std::string, config, "",
           "JSON config file (docs/SERVER.md); flags given on the command line override it");
-ABSL_FLAG(uint64_t, max_batch, 4096, "maximum events per IngestRequest");
+ABSL_FLAG(uint64_t, max_batch, 4096, "maximum events per IngestRequest (1..2147483647)");
 ABSL_FLAG(uint64_t, max_message_bytes, 16 << 20,
-          "maximum request size in bytes; larger requests get RESOURCE_EXHAUSTED");
+          "maximum request size in bytes (1..2147483647); larger requests get "
+          "RESOURCE_EXHAUSTED");
 ABSL_FLAG(std::string, lmu_secret_file, "",
           "32-byte secret of the LMU keyed hashes, created (mode 0600) if missing; "
           "default <data_dir>/lmu.secret");
 
 namespace {
 
+using streamlearn::server::CheckHostPort;
 using streamlearn::server::Server;
 using streamlearn::server::ServerConfig;
 
 constexpr absl::Duration kDrainDeadline = absl::Seconds(10);
+constexpr int kExitOk = 0;
 constexpr int kExitUsage = 2;
 constexpr int kExitStartFailed = 1;
+constexpr uint64_t kMaxInt = std::numeric_limits<int>::max();
+
+constexpr char kUsage[] =
+    "streamlearn-server: serves the Admin, SAU, LMU, Fuse and Auditor services "
+    "(docs/SERVER.md)\n"
+    "usage: streamlearn-server [--flag=value ...]";
+
+// --help. absl's own --help lists the flags of a file named after the program
+// (streamlearn-server.cc), so here it found none ("No flags matched.") and exited 1.
+bool HelpRequested(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--help" || arg == "-help" || arg == "--helpshort" || arg == "-helpshort" ||
+        arg == "-h") {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The usage line and every flag defined in this file (the file that defines --listen), with
+// its default and help, sorted by name.
+void PrintUsage(std::ostream& out) {
+  const std::string here = absl::FindCommandLineFlag("listen")->Filename();
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (flag->Filename() == here) flags.push_back(flag);
+  }
+  std::sort(flags.begin(), flags.end(),
+            [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
+  out << kUsage << "\n\nflags (one given on the command line overrides the --config file):\n";
+  for (const absl::CommandLineFlag* flag : flags) {
+    const std::string default_value = flag->DefaultValue();
+    out << "  --" << flag->Name() << "  (default: "
+        << (default_value.empty() ? "\"\"" : default_value) << ")\n"
+        << "      " << flag->Help() << "\n";
+  }
+  out << "\nexit codes: 0 after a graceful shutdown (SIGTERM, SIGINT), 2 for a bad flag or "
+         "config file, 1 when the server cannot start\n";
+}
+
+// The flag values absl parsed but the server cannot use. Errors: INVALID_ARGUMENT naming the
+// flag and what it allows. (A value the config file gives instead is checked by
+// LoadServerConfig, and Server::Start checks what reaches it once more.)
+absl::Status CheckFlags() {
+  auto bad = [](absl::string_view flag, absl::string_view allowed, absl::string_view got) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": must be ", allowed, ", got ", got));
+  };
+  auto check_address = [](absl::string_view flag, const std::string& address) {
+    absl::Status s = CheckHostPort(address);
+    return s.ok() ? s : absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", s.message()));
+  };
+  if (absl::Status s = check_address("listen", absl::GetFlag(FLAGS_listen)); !s.ok()) return s;
+  if (const std::string metrics = absl::GetFlag(FLAGS_metrics); !metrics.empty()) {
+    if (absl::Status s = check_address("metrics", metrics); !s.ok()) return s;
+  }
+  if (const absl::Duration d = absl::GetFlag(FLAGS_snapshot_interval); d < absl::ZeroDuration()) {
+    return bad("snapshot_interval", ">= 0 (0 = off)", absl::FormatDuration(d));
+  }
+  if (const uint64_t n = absl::GetFlag(FLAGS_keep_snapshots); n < 1) {
+    return bad("keep_snapshots", ">= 1", absl::StrCat(n));
+  }
+  if (const uint64_t n = absl::GetFlag(FLAGS_audit_checkpoint_every); n < 2) {
+    return bad("audit_checkpoint_every", ">= 2", absl::StrCat(n));
+  }
+  if (const uint64_t n = absl::GetFlag(FLAGS_max_batch); n < 1 || n > kMaxInt) {
+    return bad("max_batch", absl::StrCat("in 1..", kMaxInt), absl::StrCat(n));
+  }
+  if (const uint64_t n = absl::GetFlag(FLAGS_max_message_bytes); n < 1 || n > kMaxInt) {
+    return bad("max_message_bytes", absl::StrCat("in 1..", kMaxInt), absl::StrCat(n));
+  }
+  return absl::OkStatus();
+}
+
+// absl's own flags (--helpfull, --version, --flagfile, ...): absl::ParseCommandLine handles
+// them.
+bool IsAbslOwnFlag(absl::string_view name) {
+  for (absl::string_view own : {"help", "helpfull", "helpshort", "helppackage", "helpon",
+                                "helpmatch", "version", "only_check_args", "flagfile",
+                                "fromenv", "tryfromenv", "undefok"}) {
+    if (name == own) return true;
+  }
+  return false;
+}
+
+std::string Expected(const absl::CommandLineFlag& flag) {
+  if (flag.IsOfType<uint64_t>()) return "an unsigned integer";
+  if (flag.IsOfType<absl::Duration>()) return "a duration such as 0, 90s, 5m or 1h30m";
+  if (flag.IsOfType<bool>()) return "true or false";
+  return "a valid value";
+}
 
 // The flags named on the command line (before a "--"), so that those override the config
-// file. This abseil release keeps CommandLineFlag::IsSpecifiedOnCommandLine() private.
-absl::flat_hash_set<std::string> FlagsOnCommandLine(int argc, char** argv) {
+// file; this abseil release keeps CommandLineFlag::IsSpecifiedOnCommandLine() private. Each
+// is checked here the way absl::ParseCommandLine is about to parse it: absl reports an
+// unknown flag or a value that does not parse and exits 1, where a bad flag is exit 2.
+// Errors: INVALID_ARGUMENT naming the flag.
+absl::StatusOr<absl::flat_hash_set<std::string>> FlagsOnCommandLine(int argc, char** argv) {
   absl::flat_hash_set<std::string> given;
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
-    if (!absl::ConsumePrefix(&arg, "--")) {
-      if (!absl::ConsumePrefix(&arg, "-")) continue;  // a value or a positional argument
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
+      continue;  // a positional argument
     }
-    given.insert(std::string(arg.substr(0, arg.find('='))));
+    const size_t eq = arg.find('=');
+    const std::string name(arg.substr(0, eq));
+    std::optional<std::string> value;
+    if (eq != absl::string_view::npos) value = std::string(arg.substr(eq + 1));
+    if (name.empty() || IsAbslOwnFlag(name)) continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no") && !value.has_value()) {
+      // --noname sets a boolean flag to false.
+      if (absl::CommandLineFlag* b = absl::FindCommandLineFlag(name.substr(2));
+          b != nullptr && b->IsOfType<bool>()) {
+        given.insert(name.substr(2));
+        continue;
+      }
+    }
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name, " (--help lists the flags)"));
+    }
+    if (!value.has_value()) {
+      if (flag->IsOfType<bool>()) {
+        value = "true";
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      }
+    }
+    // Sets the value absl::ParseCommandLine sets again; its error repeats the value only.
+    if (std::string error; !flag->ParseFrom(*value, &error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": expected ", Expected(*flag), ", got '", *value, "'"));
+    }
+    given.insert(name);
   }
   return given;
 }
@@ -113,9 +256,21 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("streamlearn gRPC server: Admin, SAU and LMU services");
-  const absl::flat_hash_set<std::string> given = FlagsOnCommandLine(argc, argv);
+  absl::SetProgramUsageMessage(kUsage);
+  if (HelpRequested(argc, argv)) {
+    PrintUsage(std::cout);
+    return kExitOk;
+  }
+  absl::StatusOr<absl::flat_hash_set<std::string>> given = FlagsOnCommandLine(argc, argv);
+  if (!given.ok()) {
+    spdlog::error("{}", std::string(given.status().message()));
+    return kExitUsage;
+  }
   absl::ParseCommandLine(argc, argv);
+  if (absl::Status s = CheckFlags(); !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
+    return kExitUsage;
+  }
 
   // SIGTERM and SIGINT are blocked here, before any thread exists, so every thread inherits
   // the mask and no handler ever runs; the main thread takes them synchronously with
@@ -136,7 +291,7 @@ int main(int argc, char** argv) {
     }
     config = *std::move(loaded);
   }
-  Server::Options options = MergeOptions(config, config_path, given);
+  Server::Options options = MergeOptions(config, config_path, *given);
   absl::StatusOr<streamlearn::server::Durability> durability =
       streamlearn::server::ParseDurability(absl::GetFlag(FLAGS_durability));
   if (!durability.ok()) {
@@ -170,5 +325,5 @@ int main(int argc, char** argv) {
   }
   server.Shutdown(kDrainDeadline);
   spdlog::info("drained, stopped");
-  return 0;
+  return kExitOk;
 }

@@ -13,12 +13,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "server/admin_service.h"
 #include "server/auditor_service.h"
 #include "server/config.h"
 #include "server/data_dir.h"
 #include "server/fuse_request_handler.h"
 #include "server/fuse_service.h"
+#include "server/host_port.h"
 #include "server/lmu_request_handler.h"
 #include "server/lmu_secret.h"
 #include "server/lmu_service.h"
@@ -34,6 +36,19 @@ namespace {
 
 absl::Status CheckOptions(const Server::Options& o) {
   if (o.listen.empty()) return absl::InvalidArgumentError("listen: address is empty");
+  if (absl::Status s = CheckHostPort(o.listen); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("listen: ", s.message()));
+  }
+  if (!o.metrics.empty()) {
+    if (absl::Status s = CheckHostPort(o.metrics); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("metrics: ", s.message()));
+    }
+  }
+  if (o.snapshot_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("snapshot_interval must be >= 0 (0 = off), got ",
+                     absl::FormatDuration(o.snapshot_interval)));
+  }
   if (o.max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
   if (o.max_message_bytes < 1 ||
       o.max_message_bytes > static_cast<size_t>(std::numeric_limits<int>::max())) {

@@ -100,9 +100,23 @@ TEST_F(ClientCliTest, CreateErrorsAreClear) {
   };
   const std::string malformed = TempPath("bad.json");
   std::ofstream(malformed) << "{\"name\": \"x\",\n \"sau\": {d: 3}}";
+  const std::string huge = TempPath("huge.json");
+  std::ofstream(huge) << "{\"name\": \"x\",\n"
+                      << R"( "sau": {"d": 4, "d_v": 2, "r": 64, "gamma": 1e400}})";
+  const std::string twice = TempPath("twice.json");
+  std::ofstream(twice) << R"({"name": "x", "name": "y", "sau": {"d": 4, "d_v": 2, "r": 64}})";
   const Case cases[] = {
       {"create --spec-json " + malformed, 2,
-       "error: INVALID_ARGUMENT: " + malformed + ": malformed JSON: parse error at line 2"},
+       "error: INVALID_ARGUMENT: " + malformed +
+           ": malformed JSON: line 2, column 10: syntax error while parsing object key"},
+      {"create --spec-json " + huge, 2,
+       "error: INVALID_ARGUMENT: " + huge +
+           ": malformed JSON: line 2, column 50: number 1e400 is out of the range of a double"},
+      {"create --spec-json " + twice, 2,
+       "error: INVALID_ARGUMENT: " + twice +
+           ": malformed JSON: line 1, column 15: duplicate key \"name\""},
+      {"create --name \"$(printf 'cli\\377')\" --d 4 --dv 2 --r 64", 2,
+       "error: INVALID_ARGUMENT: --name is not valid UTF-8 (byte 4 is 0xff)"},
       {"create --name cli_bad --d 0 --dv 2 --r 64", 1, "error: INVALID_ARGUMENT: sau.d"},
       {"create --d 4", 2, "needs a name"},
       {"create --name x --d four", 2, "--d: expected an unsigned integer"},
@@ -215,6 +229,96 @@ TEST_F(ClientCliTest, IngestBadCsvFieldNamesTheColumn) {
   EXPECT_EQ(r.exit_code, 2) << Describe(r);
   EXPECT_TRUE(Contains(r.err, csv + ":3:5: column 'k2': expected a finite number, got 'x3'"))
       << Describe(r);
+}
+
+TEST_F(ClientCliTest, IngestRefusesANumberBeyondADoubleAndADuplicateKeyNamingTheLine) {
+  CreateModel("cli_strict");
+  struct Case {
+    std::string scenario;
+    std::string second_line;
+    std::string needle;  // after "path:"
+  };
+  const Case cases[] = {
+      {"number beyond a double", R"({"k": [1, 2, 3, 1e400], "v": [1, 2]})",
+       "2:21: invalid JSON: number 1e400 is out of the range of a double"},
+      {"duplicate key", R"({"t": 5, "k": [1, 2, 3, 4], "v": [1, 2], "t": 6})",
+       "2:42: invalid JSON: duplicate key \"t\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    const std::string jsonl = TempPath("strict.jsonl");
+    std::ofstream(jsonl) << R"({"k": [1, 2, 3, 4], "v": [1, 2]})" << "\n" << c.second_line << "\n";
+    CommandResult r = Cli("ingest cli_strict " + jsonl);
+    EXPECT_EQ(r.exit_code, 2) << Describe(r);
+    EXPECT_TRUE(Contains(r.err, "error: INVALID_ARGUMENT: " + jsonl + ":" + c.needle))
+        << Describe(r);
+  }
+}
+
+TEST_F(ClientCliTest, FilesWithAUtf8ByteOrderMarkAreRead) {
+  CreateModel("cli_bom");
+  const std::string csv = TempPath("bom.csv");
+  std::ofstream(csv) << "\xEF\xBB\xBFt,k0,k1,k2,k3,v0,v1\n1,1,0,0,0,1,1\n2,0,1,0,0,1,1\n";
+  CommandResult r = Cli("ingest cli_bom " + csv);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "2 events read, 2 applied")) << r.out;
+
+  const std::string spec = TempPath("bom.json");
+  std::ofstream(spec) << "\xEF\xBB\xBF"
+                      << R"({"name": "cli_bom_spec", "sau": {"d": 4, "d_v": 2, "r": 64}})";
+  r = Cli("create --spec-json " + spec);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "created model cli_bom_spec")) << r.out;
+}
+
+TEST_F(ClientCliTest, NamesAndRoutingKeysThatAreNotUtf8AreRefusedBeforeReachingTheServer) {
+  CreateModel("cli_utf8");
+  const std::string csv = TempPath("events.csv");
+  std::ofstream(csv) << "k0,k1,k2,k3,v0,v1\n1,0,0,0,1,1\n";
+  const std::string bad_key_csv = TempPath("bad_key.csv");
+  std::ofstream(bad_key_csv) << "k0,k1,k2,k3,v0,v1,key\n1,0,0,0,1,1,good\n1,0,0,0,1,1,b\xff"
+                             << "d\n";
+  const std::string svm = TempPath("samples.svm");
+  std::ofstream(svm) << "1 3:1\n";
+  // sh's printf writes the bytes: \377 = 0xff, \300\257 = an overlong '/'.
+  const std::string bad_name = "\"$(printf 'cli\\377')\"";
+  const std::string bad_key = "\"$(printf 'user\\300\\257')\"";
+  const std::string name_error =
+      "error: INVALID_ARGUMENT: model name is not valid UTF-8 (byte 4 is 0xff)";
+  const std::string key_error =
+      "error: INVALID_ARGUMENT: --routing-key is not valid UTF-8 (byte 5 is 0xc0)";
+  struct Case {
+    std::string args;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"describe " + bad_name, name_error},
+      {"query " + bad_name + " --q 1,2,3,4", name_error},
+      {"query cli_utf8 --q 1,2,3,4 --routing-key " + bad_key, key_error},
+      {"ingest " + bad_name + " " + csv, name_error},
+      {"ingest cli_utf8 " + csv + " --routing-key " + bad_key, key_error},
+      {"ingest cli_utf8 " + bad_key_csv,
+       bad_key_csv + ":3:13: column 'key' is not valid UTF-8 (byte 2 is 0xff)"},
+      {"train " + bad_name + " " + svm, name_error},
+      {"train cli_utf8 " + svm + " --routing-key " + bad_key, key_error},
+      {"predict " + bad_name + " --x 1:1", name_error},
+      {"predict cli_utf8 --x 1:1 --routing-key " + bad_key, key_error},
+      {"fuse-predict cli_utf8 --x 1:1 --q 1,2,3,4 --routing-key " + bad_key, key_error},
+      {"snapshot " + bad_name, name_error},
+      {"audit head " + bad_name, name_error},
+      {"audit export " + bad_name, name_error},
+      {"audit verify " + bad_name, name_error},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    CommandResult r = Cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << Describe(r);
+    EXPECT_TRUE(Contains(r.err, c.needle)) << Describe(r);
+  }
+  // The good line before the bad key was sent; nothing else reached the model.
+  CommandResult d = Cli("describe cli_utf8 --json");
+  ASSERT_EQ(d.exit_code, 0) << Describe(d);
+  EXPECT_EQ(nlohmann::json::parse(d.out)["shards"][0]["events"], "1") << d.out;
 }
 
 TEST_F(ClientCliTest, BatchesRejectedByTheServerAreListedAndFailTheRun) {

@@ -1,4 +1,5 @@
-// The client's event-file parsing (CSV, JSONL) and number parsing: no server needed.
+// The client's event-file parsing (CSV, JSONL), sample files' first line and number parsing:
+// no server needed.
 
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include "client/lib/event_file.h"
 #include "client/lib/jsonl_events.h"
 #include "client/lib/number_parse.h"
+#include "client/lib/sample_file.h"
 #include "gtest/gtest.h"
 
 namespace streamlearn {
@@ -110,6 +112,31 @@ TEST(ClientCsvEventParserTest, BadRowsNameTheColumn) {
   }
 }
 
+TEST(ClientCsvEventParserTest, AKeyThatIsNotUtf8NamesTheColumn) {
+  struct Case {
+    std::string row;
+    size_t column;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"user-\xff,1,2", 1, "column 'key' is not valid UTF-8 (byte 6 is 0xff)"},
+      {"  \xC0\xAF ,1,2", 1, "column 'key' is not valid UTF-8 (byte 1 is 0xc0)"},
+      {"a\xED\xA0\x80,1,2", 1, "column 'key' is not valid UTF-8 (byte 2 is 0xed)"},
+  };
+  CsvEventParser p(1, 1);
+  LineError err;
+  ASSERT_TRUE(p.ParseHeader("key,k0,v0", &err));
+  EventRecord e;
+  ASSERT_TRUE(p.ParseRow("caf\xC3\xA9,1,2", &e, &err)) << err.message;
+  EXPECT_EQ(e.key, "caf\xC3\xA9");
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.row);
+    EXPECT_FALSE(p.ParseRow(c.row, &e, &err));
+    EXPECT_EQ(err.column, c.column);
+    EXPECT_NE(err.message.find(c.needle), std::string::npos) << err.message;
+  }
+}
+
 TEST(ClientJsonlEventParserTest, ParsesOptionalFields) {
   JsonlEventParser p(2, 1);
   EventRecord e;
@@ -139,6 +166,13 @@ TEST(ClientJsonlEventParserTest, ErrorsNameFieldAndColumn) {
       {R"({"t": -3, "k": [1, 2], "v": [1]})", 2, "field \"t\": expected an unsigned integer"},
       {R"({"k": [1, 2], "v": [1], "keys": "a"})", 25, "unknown field \"keys\""},
       {R"([1, 2])", 1, "expected a JSON object"},
+      {R"({"k": [1, 1e400], "v": [1]})", 15,
+       "invalid JSON: number 1e400 is out of the range of a double"},
+      {R"({"k": [1, 2], "v": [-2e999]})", 26, "number -2e999 is out of the range of a double"},
+      {R"({"t": 1, "t": 2, "k": [1, 2], "v": [1]})", 10, "invalid JSON: duplicate key \"t\""},
+      {R"({"k": [1, 2], "v": [1], "k": [3, 4]})", 25, "duplicate key \"k\""},
+      {"{\"k\": [1, 2], \"v\": [1], \"key\": \"a\xff\"}", 34,
+       "invalid JSON: syntax error while parsing value - invalid string: ill-formed UTF-8 byte"},
   };
   JsonlEventParser p(2, 1);
   for (const Case& c : cases) {
@@ -189,6 +223,101 @@ TEST(ClientEventFileReaderTest, ErrorsCarryFileLineAndColumn) {
   EXPECT_EQ(more.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(more.status().message().find(path + ":2:18: invalid JSON"), std::string_view::npos)
       << more.status();
+}
+
+TEST(ClientEventFileReaderTest, NumberBeyondADoubleAndDuplicateKeyNameFileLineAndColumn) {
+  struct Case {
+    std::string scenario;
+    std::string second_line;
+    std::string needle;  // after "path:"
+  };
+  const Case cases[] = {
+      {"number beyond a double", R"({"k": [1e400], "v": [2]})",
+       "2:12: invalid JSON: number 1e400 is out of the range of a double"},
+      {"duplicate key", R"({"k": [1], "v": [2], "v": [3]})", "2:22: invalid JSON: duplicate key"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    const std::string path =
+        WriteTemp("strict.jsonl", "{\"k\": [1], \"v\": [2]}\n" + c.second_line + "\n");
+    auto reader = EventFileReader::Open(path, EventFormat::kJsonl, 1, 1);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    EventRecord e;
+    ASSERT_TRUE(*(*reader)->Next(&e));
+    auto more = (*reader)->Next(&e);
+    ASSERT_FALSE(more.ok());
+    EXPECT_EQ(more.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(more.status().message().find(path + ":" + c.needle), std::string_view::npos)
+        << more.status();
+  }
+}
+
+// Read every event of `path`; the t's, or the first error.
+absl::StatusOr<std::vector<uint64_t>> ReadTs(const std::string& path, EventFormat format) {
+  auto reader = EventFileReader::Open(path, format, 1, 1);
+  if (!reader.ok()) return reader.status();
+  std::vector<uint64_t> ts;
+  EventRecord e;
+  while (true) {
+    absl::StatusOr<bool> more = (*reader)->Next(&e);
+    if (!more.ok()) return more.status();
+    if (!*more) return ts;
+    ts.push_back(e.t);
+  }
+}
+
+TEST(ClientEventFileReaderTest, ALeadingUtf8BomIsSkipped) {
+  const std::string kBom = "\xEF\xBB\xBF";
+  struct Case {
+    std::string scenario;
+    std::string name;
+    EventFormat format;
+    std::string text;
+    std::vector<uint64_t> ts;
+  };
+  const Case cases[] = {
+      {"CSV header", "bom.csv", EventFormat::kCsv, kBom + "k0,v0\n1,2\n3,4\n", {2, 3}},
+      {"CSV header with t first", "bom_t.csv", EventFormat::kCsv, kBom + "t,k0,v0\n7,1,2\n",
+       {7}},
+      {"CSV with CRLF", "bom_crlf.csv", EventFormat::kCsv, kBom + "k0,v0\r\n1,2\r\n", {2}},
+      {"JSONL first line", "bom.jsonl", EventFormat::kJsonl,
+       kBom + "{\"k\": [1], \"v\": [2]}\n{\"t\": 9, \"k\": [1], \"v\": [2]}\n", {1, 9}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    absl::StatusOr<std::vector<uint64_t>> ts = ReadTs(WriteTemp(c.name, c.text), c.format);
+    ASSERT_TRUE(ts.ok()) << ts.status();
+    EXPECT_EQ(*ts, c.ts);
+  }
+
+  // Columns count from after the BOM; a BOM anywhere but at the start is content.
+  const std::string header = WriteTemp("bom_bad.csv", kBom + "k0,w0\n");
+  absl::StatusOr<std::vector<uint64_t>> bad = ReadTs(header, EventFormat::kCsv);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(header + ":1:4: unexpected column 'w0'"),
+            std::string_view::npos)
+      << bad.status();
+  const std::string second = WriteTemp("bom_second.csv", "k0,v0\n" + kBom + "1,2\n");
+  bad = ReadTs(second, EventFormat::kCsv);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(second + ":2:1: column 'k0'"), std::string_view::npos)
+      << bad.status();
+}
+
+TEST(ClientSampleFileReaderTest, ALeadingUtf8BomIsSkipped) {
+  const std::string path = WriteTemp("bom.svm", "\xEF\xBB\xBF" "1.5 3:1 17:0.25\n-1 4:2\n");
+  auto reader = SampleFileReader::Open(path, SampleFormat::kLibsvm, 1, false);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  SampleRecord s;
+  absl::StatusOr<bool> more = (*reader)->Next(&s);
+  ASSERT_TRUE(more.ok()) << more.status();
+  ASSERT_TRUE(*more);
+  EXPECT_EQ(s.t, 1u);
+  EXPECT_EQ(s.y, (std::vector<double>{1.5}));
+  EXPECT_EQ(s.ids, (std::vector<uint64_t>{3, 17}));
+  more = (*reader)->Next(&s);
+  ASSERT_TRUE(more.ok() && *more) << more.status();
+  EXPECT_EQ(s.t, 2u);
 }
 
 TEST(ClientEventFileReaderTest, MissingFileAndUnknownExtension) {

@@ -1,8 +1,10 @@
-// Tests of the server's logic that needs no channel: spec conversion and the config file.
+// Tests of the server's logic that needs no channel: spec conversion, the config file, the
+// server's options; and the streamlearn-server binary's command line (--help, bad flags).
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,14 +15,17 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "server/config.h"
+#include "server/host_port.h"
 #include "server/server.h"
 #include "server/spec_conversion.h"
+#include "tests/command_runner.h"
 
 namespace streamlearn::server {
 namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(SpecConversionTest, ZeroAndUnspecifiedFieldsKeepTheCoreDefaults) {
   v1::ModelSpec wire;
@@ -157,6 +162,14 @@ TEST(ServerConfigTest, EmptyObjectLeavesEverySettingUnset) {
   EXPECT_TRUE(config->models.empty());
 }
 
+TEST(ServerConfigTest, AddressesThatAreHostPortAreAcceptedAndAnEmptyMetricsDisablesIt) {
+  absl::StatusOr<ServerConfig> config =
+      ParseServerConfig(R"({"listen": "[::1]:0", "metrics": ""})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(*config->listen, "[::1]:0");
+  EXPECT_EQ(*config->metrics, "");
+}
+
 TEST(ServerConfigTest, BadConfigIsAnInvalidArgumentNamingThePlaceAndProblem) {
   struct Case {
     std::string scenario;
@@ -185,6 +198,22 @@ TEST(ServerConfigTest, BadConfigIsAnInvalidArgumentNamingThePlaceAndProblem) {
        R"({"models": [{"name": "a", "sau": {"d": 4, "d_v": 4, "r": 8}},
                       {"name": "a", "sau": {"d": 4, "d_v": 4, "r": 8}}]})",
        {"models[1] (\"a\")", "duplicate", "models[0]"}},
+      {"number beyond a double", "{\"data_dir\": \"d\",\n \"max_batch\": 1e400}",
+       {"malformed JSON", "line 2, column 19", "number 1e400 is out of the range of a double"}},
+      {"number beyond a double in a model",
+       R"({"models": [{"name": "a", "sau": {"d": 4, "d_v": 4, "r": 8, "gamma": -1e999}}]})",
+       {"line 1, column 75", "out of the range of a double"}},
+      {"duplicate key", R"({"max_batch": 8, "max_batch": 9})",
+       {"malformed JSON", "line 1, column 18", "duplicate key \"max_batch\""}},
+      {"duplicate key in a model",
+       R"({"models": [{"name": "a", "sau": {"d": 4, "d_v": 4, "r": 8}, "name": "b"}]})",
+       {"line 1, column 62", "duplicate key \"name\""}},
+      {"listen port above 65535", R"({"listen": "127.0.0.1:99999"})",
+       {"\"listen\"", "port in 0..65535", "127.0.0.1:99999"}},
+      {"listen without a port", R"({"listen": "localhost"})", {"\"listen\"", "host:port"}},
+      {"listen empty", R"({"listen": ""})", {"\"listen\"", "host:port"}},
+      {"metrics port with junk", R"({"metrics": "0.0.0.0:9464x"})",
+       {"\"metrics\"", "decimal digits"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.scenario);
@@ -219,6 +248,52 @@ TEST(ServerConfigTest, LoadErrorsNameTheFile) {
   config = LoadServerConfig(bad);
   EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(config.status().message(), AllOf(HasSubstr(bad), HasSubstr("max_batch")));
+
+  const std::string huge = WriteTempFile("huge-config.json", "{\n  \"max_batch\": 1e400\n}\n");
+  config = LoadServerConfig(huge);
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.status().message(),
+              AllOf(HasSubstr("config file '" + huge + "'"), HasSubstr("line 2, column 20"),
+                    HasSubstr("out of the range of a double")));
+}
+
+TEST(HostPortTest, OnlyHostColonPortWithAPortIn0To65535) {
+  struct Case {
+    std::string address;
+    std::string problem;  // empty: accepted
+  };
+  const Case cases[] = {
+      {"0.0.0.0:50051", ""},
+      {"127.0.0.1:0", ""},
+      {"localhost:65535", ""},
+      {"[::]:9464", ""},
+      {"[::1]:0", ""},
+      {"127.0.0.1:99999", "above 65535"},
+      {"127.0.0.1:65536", "above 65535"},
+      {"127.0.0.1:123456", "1 to 5 digits"},
+      {"127.0.0.1:", "1 to 5 digits"},
+      {"127.0.0.1", "no port"},
+      {"", "no port"},
+      {":50051", "no host"},
+      {"127.0.0.1:+80", "decimal digits"},
+      {"127.0.0.1:-1", "decimal digits"},
+      {"127.0.0.1:80 ", "decimal digits"},
+      {"127.0.0.1:0x50", "decimal digits"},
+      {"::1:50051", "in brackets"},
+      {"[::1:50051", "bracket"},
+      {"[]:50051", "bracket"},
+      {"local host:80", "blank"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.address);
+    const absl::Status s = CheckHostPort(c.address);
+    if (c.problem.empty()) {
+      EXPECT_TRUE(s.ok()) << s;
+    } else {
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(s.message(), AllOf(HasSubstr(c.problem), HasSubstr("'" + c.address + "'")));
+    }
+  }
 }
 
 TEST(ServerConfigTest, ServerCreatesTheModelsOfItsConfigFileAtStart) {
@@ -263,6 +338,35 @@ TEST(ServerOptionsTest, InvalidOptionsAreRejectedByStart) {
   EXPECT_EQ(Server(options).Start().status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ServerOptionsTest, BadAddressesAndANegativeSnapshotIntervalAreRejectedByStart) {
+  struct Case {
+    std::string scenario;
+    std::function<void(Server::Options*)> change;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"listen port above 65535", [](Server::Options* o) { o->listen = "127.0.0.1:99999"; },
+       "listen: expected host:port"},
+      {"listen port with junk", [](Server::Options* o) { o->listen = "127.0.0.1:80abc"; },
+       "listen: expected host:port"},
+      {"metrics port above 65535", [](Server::Options* o) { o->metrics = "127.0.0.1:70000"; },
+       "metrics: expected host:port"},
+      {"negative snapshot interval",
+       [](Server::Options* o) { o->snapshot_interval = absl::Seconds(-5); },
+       "snapshot_interval must be >= 0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    Server::Options options;
+    options.listen = "127.0.0.1:0";
+    options.metrics = "";
+    c.change(&options);
+    absl::StatusOr<int> port = Server(options).Start();
+    EXPECT_EQ(port.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(port.status().message(), HasSubstr(c.needle));
+  }
+}
+
 TEST(ServerOptionsTest, AddressInUseIsUnavailable) {
   Server::Options options;
   options.listen = "127.0.0.1:0";
@@ -273,6 +377,94 @@ TEST(ServerOptionsTest, AddressInUseIsUnavailable) {
   Server second(options);
   EXPECT_EQ(second.Start().status().code(), absl::StatusCode::kUnavailable);
   first.Shutdown(absl::Seconds(1));
+}
+
+// The streamlearn-server binary, run as a child process.
+const std::string kServer = STREAMLEARN_BINARY_DIR "/server/streamlearn-server";
+
+TEST(ServerBinaryTest, HelpListsTheFlagsWithTheirDefaultsAndExitsZero) {
+  for (const char* flag : {"--help", "-h", "--helpshort"}) {
+    SCOPED_TRACE(flag);
+    const test_util::CommandResult r = test_util::RunCommand(kServer + " " + flag);
+    EXPECT_EQ(r.exit_code, 0) << test_util::Describe(r);
+    EXPECT_THAT(r.out, Not(HasSubstr("No flags matched")));
+    for (const char* needle :
+         {"usage: streamlearn-server", "--listen  (default: 0.0.0.0:50051)",
+          "gRPC listen address, host:port", "--metrics  (default: 0.0.0.0:9464)",
+          "--snapshot_interval  (default: 5m)", "--keep_snapshots  (default: 2)",
+          "--audit_checkpoint_every  (default: 1024)", "--config  (default: \"\")",
+          "--durability", "--lmu_secret_file", "exit codes"}) {
+      EXPECT_THAT(r.out, HasSubstr(needle));
+    }
+  }
+}
+
+// Each bad flag or config file must stop the server at once with exit code 2. It runs under
+// `timeout` so that a server which starts anyway (the bugs these cases pin down) fails the
+// test instead of hanging it. The data directory is empty (memory only) and the ports are the
+// kernel's choice, so nothing is written and nothing collides.
+test_util::CommandResult RunServer(const std::string& args) {
+  return test_util::RunCommand("timeout 20 " + kServer +
+                               " --data_dir= --listen=127.0.0.1:0 --metrics= " + args);
+}
+
+TEST(ServerBinaryTest, BadFlagsExitTwoNamingTheFlagAndWhatItAllows) {
+  struct Case {
+    std::string flags;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"--listen=127.0.0.1:99999",
+       "--listen: expected host:port with a port in 0..65535, got '127.0.0.1:99999'"},
+      {"--listen=127.0.0.1:50x51", "--listen: expected host:port"},
+      {"--listen=localhost", "--listen: expected host:port"},
+      {"--metrics=127.0.0.1:99999", "--metrics: expected host:port with a port in 0..65535"},
+      {"--snapshot_interval=-5s", "--snapshot_interval: must be >= 0 (0 = off), got -5s"},
+      {"--snapshot_interval=soon", "--snapshot_interval: expected a duration"},
+      {"--keep_snapshots=0", "--keep_snapshots: must be >= 1, got 0"},
+      {"--keep_snapshots=-1", "--keep_snapshots: expected an unsigned integer, got '-1'"},
+      {"--keep_snapshots -1", "--keep_snapshots: expected an unsigned integer, got '-1'"},
+      {"--audit_checkpoint_every=0", "--audit_checkpoint_every: must be >= 2, got 0"},
+      {"--audit_checkpoint_every=1", "--audit_checkpoint_every: must be >= 2, got 1"},
+      {"--max_batch=0", "--max_batch: must be in 1..2147483647, got 0"},
+      {"--max_message_bytes=4294967296", "--max_message_bytes: must be in 1..2147483647"},
+      {"--durability=sometimes", "--durability"},
+      {"--no_such_flag=1", "unknown flag --no_such_flag"},
+      {"--keep_snapshots", "--keep_snapshots needs a value"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.flags);
+    const test_util::CommandResult r = RunServer(c.flags);
+    EXPECT_EQ(r.exit_code, 2) << test_util::Describe(r);
+    EXPECT_THAT(r.out + r.err, HasSubstr(c.needle)) << test_util::Describe(r);
+  }
+}
+
+TEST(ServerBinaryTest, BadConfigFileExitsTwoNamingTheFileLineAndColumn) {
+  struct Case {
+    std::string scenario;
+    std::string json;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"number beyond a double", "{\n  \"max_batch\": 1e400\n}\n",
+       "malformed JSON: line 2, column 20: number 1e400 is out of the range of a double"},
+      {"duplicate key", "{\"models\": [\n  {\"name\": \"a\", \"name\": \"b\"}]}\n",
+       "malformed JSON: line 2, column 17: duplicate key \"name\""},
+      // Checked though RunServer's --listen would win over it.
+      {"listen port above 65535", R"({"listen": "127.0.0.1:99999"})",
+       "\"listen\": expected host:port"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    const std::string path = WriteTempFile(absl::StrCat("binary-config-", n++, ".json"), c.json);
+    const test_util::CommandResult r = RunServer("--config=" + path);
+    EXPECT_EQ(r.exit_code, 2) << test_util::Describe(r);
+    EXPECT_THAT(r.out + r.err, AllOf(HasSubstr("config file '" + path + "'"),
+                                     HasSubstr(c.needle)))
+        << test_util::Describe(r);
+  }
 }
 
 }  // namespace

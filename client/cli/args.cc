@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "client/lib/number_parse.h"
+#include "core/common/utf8.h"
 
 namespace streamlearn::cli {
 
@@ -11,6 +12,19 @@ void ArgParser::AddString(std::string name, std::optional<std::string>* out, std
                       *out = std::string(v);
                       return absl::OkStatus();
                     }});
+}
+
+void ArgParser::AddUtf8String(std::string name, std::optional<std::string>* out,
+                              std::string help) {
+  flags_.push_back({name, std::move(help), false, [out, name](std::string_view v) {
+                      if (absl::Status s = CheckUtf8(name, v); !s.ok()) return s;
+                      *out = std::string(v);
+                      return absl::OkStatus();
+                    }});
+}
+
+void ArgParser::RequireUtf8Positional(size_t index, std::string what) {
+  utf8_positionals_.emplace_back(index, std::move(what));
 }
 
 void ArgParser::AddDouble(std::string name, std::optional<double>* out, std::string help) {
@@ -97,6 +111,11 @@ absl::Status ArgParser::Parse(std::span<const std::string> args) {
       return absl::InvalidArgumentError(name + " needs a value");
     }
     if (absl::Status s = flag->set(value); !s.ok()) return s;
+  }
+  if (help_) return absl::OkStatus();  // the usage is printed whatever else was given
+  for (const auto& [index, what] : utf8_positionals_) {
+    if (index >= positional_.size()) continue;
+    if (absl::Status s = CheckUtf8(what, positional_[index]); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

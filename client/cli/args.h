@@ -24,6 +24,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -35,12 +36,20 @@ class ArgParser {
   explicit ArgParser(std::string usage) : usage_(std::move(usage)) {}
 
   void AddString(std::string name, std::optional<std::string>* out, std::string help);
+  // A string that goes into a proto `string` (a model name, a routing key): Parse refuses a
+  // value that is not valid UTF-8, naming the flag, instead of letting the server refuse it.
+  void AddUtf8String(std::string name, std::optional<std::string>* out, std::string help);
   void AddDouble(std::string name, std::optional<double>* out, std::string help);
   void AddUint(std::string name, std::optional<uint64_t>* out, std::string help,
                uint64_t max = std::numeric_limits<uint64_t>::max());
   void AddBool(std::string name, bool* out, std::string help);
 
-  // Errors: INVALID_ARGUMENT naming the flag (unknown, missing value, bad number).
+  // Positional argument `index`, when given, must be valid UTF-8 (see AddUtf8String); `what`
+  // names it in the error ("model name").
+  void RequireUtf8Positional(size_t index, std::string what);
+
+  // Errors: INVALID_ARGUMENT naming the flag (unknown, missing value, bad number, not UTF-8)
+  // or the positional argument (not UTF-8).
   absl::Status Parse(std::span<const std::string> args);
 
   const std::vector<std::string>& positional() const { return positional_; }
@@ -59,6 +68,7 @@ class ArgParser {
 
   std::string usage_;
   std::vector<Flag> flags_;
+  std::vector<std::pair<size_t, std::string>> utf8_positionals_;  // index, what
   std::vector<std::string> positional_;
   bool help_ = false;
 };

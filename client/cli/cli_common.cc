@@ -5,8 +5,10 @@
 #include <iostream>
 #include <iterator>
 #include <sstream>
+#include <string_view>
 
 #include "client/lib/grpc_status.h"
+#include "core/common/strict_json.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 
@@ -64,20 +66,20 @@ std::string ProtoToJson(const google::protobuf::Message& message) {
 
 absl::Status JsonToProto(const std::string& json, const std::string& source,
                          google::protobuf::Message* message) {
-  // Syntax first, with nlohmann's line/column position (protobuf's message has none).
-  try {
-    const nlohmann::json syntax_check = nlohmann::json::parse(json);
-    (void)syntax_check;
-  } catch (const nlohmann::json::parse_error& e) {
-    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line..."
-    if (const size_t bracket = what.find("] "); bracket != std::string::npos) {
-      what = what.substr(bracket + 2);
-    }
-    return absl::InvalidArgumentError(source + ": malformed JSON: " + what);
+  // Syntax first, with a line/column position (protobuf's message has none); a key given
+  // twice or a number beyond a double is refused here too.
+  if (absl::StatusOr<nlohmann::json> syntax = ParseStrictJson(json); !syntax.ok()) {
+    return absl::InvalidArgumentError(source + ": malformed JSON: " +
+                                      std::string(syntax.status().message()));
   }
+  // ParseStrictJson skips a leading UTF-8 byte order mark; protobuf's parser does not.
+  constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+  std::string_view text = json;
+  if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
-  const auto status = google::protobuf::util::JsonStringToMessage(json, message, options);
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(text.data(), text.size()), message, options);
   if (!status.ok()) {
     return absl::InvalidArgumentError(source + ": invalid " + message->GetTypeName() +
                                       " JSON: " + std::string(status.message()));

@@ -53,8 +53,10 @@ std::optional<int> ParseCommandLine(ArgParser& parser, std::span<const std::stri
 std::string ProtoToJson(const google::protobuf::Message& message);
 
 // Parses JSON (proto field names or lowerCamelCase) into *message. INVALID_ARGUMENT
-// prefixed by `source` (e.g. the file name): "malformed JSON: ... line L, column C ..." for
-// a syntax error, the proto parser's message for a field or type that does not fit.
+// prefixed by `source` (e.g. the file name): "malformed JSON: line L, column C: ..." for a
+// syntax error, a key given twice or a number beyond a double (core/common/strict_json.h),
+// the proto parser's message for a field or type that does not fit. A leading UTF-8 byte
+// order mark is skipped.
 absl::Status JsonToProto(const std::string& json, const std::string& source,
                          google::protobuf::Message* message);
 

@@ -39,6 +39,7 @@ int RunAuditHead(const GlobalOptions& options, std::span<const std::string> args
   bool json = false;
   parser.AddUint("--shard", &shard, "the shard's chain (default 0)", UINT32_MAX);
   parser.AddBool("--json", &json, "print the HeadResponse proto as JSON (with the public key)");
+  parser.RequireUtf8Positional(0, "model name");
   if (std::optional<int> exit =
           ParseCommandLine(parser, args, 1, "audit head takes one model name")) {
     return *exit;
@@ -74,6 +75,7 @@ int RunAuditExport(const GlobalOptions& options, std::span<const std::string> ar
   parser.AddUint("--shard", &shard, "the shard's chain (default 0)", UINT32_MAX);
   parser.AddUint("--from", &from, "first record index (default 0)");
   parser.AddString("--out", &out_path, "output file (default -, stdout)");
+  parser.RequireUtf8Positional(0, "model name");
   if (std::optional<int> exit =
           ParseCommandLine(parser, args, 1, "audit export takes one model name")) {
     return *exit;
@@ -123,6 +125,7 @@ int RunAuditAppend(const GlobalOptions& options, std::span<const std::string> ar
   parser.AddString("--json", &json,
                    "a JSON object (<= 64 KiB, <= 16 levels); stored as the record's payload");
   parser.AddString("--json-file", &json_file, "read the JSON object from a file (- = stdin)");
+  parser.RequireUtf8Positional(0, "model name");
   if (std::optional<int> exit =
           ParseCommandLine(parser, args, 1, "audit append takes one model name")) {
     return *exit;

@@ -16,7 +16,7 @@ int RunAuditReplay(const GlobalOptions& options, std::span<const std::string> ar
   std::optional<std::string> data_dir, model;
   std::optional<uint64_t> shard;
   parser.AddString("--data-dir", &data_dir, "the server's data directory (holds db/, lmu.secret)");
-  parser.AddString("--model", &model, "the model to replay");
+  parser.AddUtf8String("--model", &model, "the model to replay");
   parser.AddUint("--shard", &shard, "one shard (default: every shard)", UINT32_MAX);
   if (std::optional<int> exit =
           ParseCommandLine(parser, args, 0, "audit replay takes no positional arguments")) {

@@ -190,6 +190,7 @@ int RunAuditVerify(const GlobalOptions& options, std::span<const std::string> ar
                    "key the server reports is used; required with --file");
   parser.AddUint("--checkpoint-every", &checkpoint_every,
                  "the checkpoint cadence M to enforce (default: the server's; 1024 with --file)");
+  parser.RequireUtf8Positional(0, "model name");
   if (absl::Status s = parser.Parse(args); !s.ok()) return ReportError(s, kExitUsage);
   if (parser.help_requested()) {
     std::cout << parser.Usage();

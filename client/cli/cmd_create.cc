@@ -53,7 +53,7 @@ struct CreateFlags {
 
 void Register(ArgParser& p, CreateFlags& f) {
   constexpr uint64_t kU32 = 0xffffffffu;
-  p.AddString("--name", &f.name, "model name, [A-Za-z0-9_.-]{1,64}");
+  p.AddUtf8String("--name", &f.name, "model name, [A-Za-z0-9_.-]{1,64}");
   p.AddString("--spec-json", &f.spec_json,
               "a ModelSpec as JSON (proto field names), from FILE or - for stdin");
   p.AddUint("--shards", &f.shards, "number of shards (default 1)", kU32);

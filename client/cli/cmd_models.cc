@@ -12,6 +12,7 @@ int RunDescribe(const GlobalOptions& options, std::span<const std::string> args)
   ArgParser parser("streamlearn describe MODEL [--json]");
   bool json = false;
   parser.AddBool("--json", &json, "print the ModelInfo proto as JSON");
+  parser.RequireUtf8Positional(0, "model name");
   if (absl::Status s = parser.Parse(args); !s.ok()) return ReportError(s, kExitUsage);
   if (parser.help_requested()) {
     std::cout << parser.Usage();

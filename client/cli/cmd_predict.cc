@@ -68,10 +68,11 @@ int RunPredict(const GlobalOptions& options, std::span<const std::string> args) 
   std::optional<std::string> x_text, routing_key;
   bool hash_strings = false, json = false;
   parser.AddString("--x", &x_text, "sparse input, comma-separated id:value pairs");
-  parser.AddString("--routing-key", &routing_key, "selects the shard (default \"default\")");
+  parser.AddUtf8String("--routing-key", &routing_key, "selects the shard (default \"default\")");
   parser.AddBool("--hash-strings", &hash_strings,
                  "hash every id as a string (as train --hash-strings does for libsvm)");
   parser.AddBool("--json", &json, "print the PredictResponse proto as JSON");
+  parser.RequireUtf8Positional(0, "model name");
   if (absl::Status s = parser.Parse(args); !s.ok()) return ReportError(s, kExitUsage);
   if (parser.help_requested()) {
     std::cout << parser.Usage();
@@ -111,10 +112,11 @@ int RunFusePredict(const GlobalOptions& options, std::span<const std::string> ar
   bool hash_strings = false, json = false;
   parser.AddString("--x", &x_text, "sparse input, comma-separated id:value pairs");
   parser.AddString("--q", &q_text, "query vector, comma-separated numbers (length sau.d)");
-  parser.AddString("--routing-key", &routing_key, "selects the shard (default \"default\")");
+  parser.AddUtf8String("--routing-key", &routing_key, "selects the shard (default \"default\")");
   parser.AddBool("--hash-strings", &hash_strings,
                  "hash every id as a string (as train --hash-strings does for libsvm)");
   parser.AddBool("--json", &json, "print the FusePredictResponse proto as JSON");
+  parser.RequireUtf8Positional(0, "model name");
   if (absl::Status s = parser.Parse(args); !s.ok()) return ReportError(s, kExitUsage);
   if (parser.help_requested()) {
     std::cout << parser.Usage();

@@ -6,6 +6,7 @@
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
 #include "client/lib/number_parse.h"
+#include "core/common/strict_json.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 
@@ -17,10 +18,12 @@ constexpr char kUsage[] =
     "         [--path stabilized|correctness] [--low-rank] [--routing-key K] [--json]";
 
 absl::StatusOr<std::vector<double>> ParseQJson(const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return absl::InvalidArgumentError("--q-json: not valid JSON: " + text);
+  absl::StatusOr<nlohmann::json> parsed = ParseStrictJson(text);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError("--q-json: not valid JSON: " +
+                                      std::string(parsed.status().message()));
   }
+  const nlohmann::json& j = *parsed;
   if (!j.is_array() || j.empty()) {
     return absl::InvalidArgumentError("--q-json: expected a non-empty JSON array of numbers");
   }
@@ -53,9 +56,10 @@ int RunQuery(const GlobalOptions& options, std::span<const std::string> args) {
   parser.AddString("--path", &path_name,
                    "stabilized (default; whitened, ridge and floor) or correctness (eq. 19)");
   parser.AddBool("--low-rank", &low_rank, "low-rank value readout (model needs r_v > 0)");
-  parser.AddString("--routing-key", &routing_key, "selects the shard (default \"default\")");
+  parser.AddUtf8String("--routing-key", &routing_key, "selects the shard (default \"default\")");
   parser.AddUint("--min-version", &min_version, "fail unless the shard reached this version");
   parser.AddBool("--json", &json, "print the QueryResponse proto as JSON");
+  parser.RequireUtf8Positional(0, "model name");
   if (absl::Status s = parser.Parse(args); !s.ok()) return ReportError(s, kExitUsage);
   if (parser.help_requested()) {
     std::cout << parser.Usage();

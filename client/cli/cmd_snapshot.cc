@@ -14,6 +14,7 @@ int RunSnapshot(const GlobalOptions& options, std::span<const std::string> args)
   ArgParser parser("streamlearn snapshot MODEL [--json]");
   bool json = false;
   parser.AddBool("--json", &json, "print the SnapshotResponse proto as JSON");
+  parser.RequireUtf8Positional(0, "model name");
   if (std::optional<int> exit =
           ParseCommandLine(parser, args, 1, "snapshot takes one model name")) {
     return *exit;

@@ -8,7 +8,7 @@ namespace streamlearn::cli {
 
 void AddStreamFlags(ArgParser& parser, const std::string& items, const std::string& routing_help,
                     StreamFlags* flags) {
-  parser.AddString("--routing-key", &flags->routing_key,
+  parser.AddUtf8String("--routing-key", &flags->routing_key,
                    routing_help + " (default \"" + kDefaultRoutingKey + "\")");
   parser.AddUint("--batch", &flags->batch, items + " per batch (default 256)", 1u << 20);
   parser.AddUint("--window", &flags->window, "batches in flight (default 64)", 1u << 16);
@@ -16,6 +16,7 @@ void AddStreamFlags(ArgParser& parser, const std::string& items, const std::stri
 
 std::optional<int> ParseStreamCommand(ArgParser& parser, std::span<const std::string> args,
                                       std::string_view command, const StreamFlags& flags) {
+  parser.RequireUtf8Positional(0, "model name");
   if (absl::Status s = parser.Parse(args); !s.ok()) return ReportError(s, kExitUsage);
   if (parser.help_requested()) {
     std::cout << parser.Usage();

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "client/lib/number_parse.h"
+#include "core/common/utf8.h"
 
 namespace streamlearn {
 namespace {
@@ -117,6 +118,11 @@ bool CsvEventParser::ParseRow(std::string_view line, EventRecord* event,
         }
         break;
       case Role::kKey:
+        // The routing key goes into a proto string: refused here rather than by the server.
+        if (absl::Status s = CheckUtf8("column 'key'", f.text); !s.ok()) {
+          *error = {f.column, std::string(s.message())};
+          return false;
+        }
         event->key = std::string(f.text);
         break;
       case Role::kK:

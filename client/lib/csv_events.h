@@ -3,7 +3,7 @@
 // The first line is a header naming every column: k0..k{d-1} and v0..v{d_v-1} are required,
 // `t` (sequence number) and `key` (routing key) are optional, in any order. Fields are
 // separated by commas; blanks around a field are ignored; quoting is not supported (the
-// fields are numbers and plain keys).
+// fields are numbers and plain keys). A key must be valid UTF-8.
 //
 //   CsvEventParser parser(/*d=*/2, /*d_v=*/1);
 //   LineError err;

@@ -3,7 +3,9 @@
 #include <cassert>
 #include <cmath>
 #include <string>
+#include <utility>
 
+#include "core/common/strict_json.h"
 #include "nlohmann/json.hpp"
 
 namespace streamlearn {
@@ -18,15 +20,6 @@ size_t FieldColumn(std::string_view line, std::string_view name) {
   quoted.append(1, '"').append(name).append(1, '"');
   const size_t pos = line.find(quoted);
   return pos == std::string_view::npos ? 1 : pos + 1;
-}
-
-// nlohmann's parse_error::what() is "[json.exception.parse_error.101] parse error at line 1,
-// column 5: syntax error ..."; keep the part after the position, we print our own.
-std::string ParseErrorText(const json::parse_error& e) {
-  const std::string what = e.what();
-  const size_t column = what.find("column ");
-  const size_t colon = column == std::string::npos ? column : what.find(": ", column);
-  return colon == std::string::npos ? what : "invalid JSON: " + what.substr(colon + 2);
 }
 
 bool ReadVector(const json& object, std::string_view line, const char* name, int size,
@@ -65,13 +58,13 @@ JsonlEventParser::JsonlEventParser(int d, int d_v) : d_(d), d_v_(d_v) {
 
 bool JsonlEventParser::ParseLine(std::string_view line, EventRecord* event,
                                  LineError* error) const {
-  json object;
-  try {
-    object = json::parse(line.begin(), line.end());
-  } catch (const json::parse_error& e) {
-    *error = {e.byte == 0 ? 1 : e.byte, ParseErrorText(e)};
+  JsonTextError json_error;
+  absl::StatusOr<json> parsed = ParseStrictJson(line, &json_error);
+  if (!parsed.ok()) {
+    *error = {json_error.column, "invalid JSON: " + json_error.problem};
     return false;
   }
+  const json object = *std::move(parsed);
   if (!object.is_object()) {
     *error = {1, std::string("expected a JSON object, got ") + object.type_name()};
     return false;

@@ -2,7 +2,9 @@
 //
 // Each non-blank line is one object: {"t": 17, "k": [..d numbers..], "v": [..d_v numbers..],
 // "key": "user-42"}. "t" (an unsigned integer) and "key" (the routing key) are optional;
-// other fields are rejected so that a misspelt field does not go unnoticed.
+// other fields are rejected so that a misspelt field does not go unnoticed, and so is a field
+// given twice ({"t": 1, "t": 2}) or a number beyond the range of a double (the line is read
+// with ParseStrictJson, core/common/strict_json.h). Errors point at a column of the line.
 //
 //   JsonlEventParser parser(/*d=*/2, /*d_v=*/1);
 //   EventRecord e;

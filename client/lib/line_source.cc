@@ -5,6 +5,11 @@
 #include <system_error>
 
 namespace streamlearn {
+namespace {
+
+constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<LineSource>> LineSource::Open(const std::string& path,
                                                              std::string_view kind) {
@@ -33,6 +38,8 @@ bool LineSource::Next() {
   ++line_;
   bytes_read_ += text_.size() + (in_->eof() ? 0 : 1);
   if (!text_.empty() && text_.back() == '\r') text_.pop_back();
+  // A UTF-8 byte order mark, as some editors and spreadsheet exports write, is not content.
+  if (line_ == 1 && text_.starts_with(kUtf8Bom)) text_.erase(0, kUtf8Bom.size());
   return true;
 }
 

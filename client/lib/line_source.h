@@ -6,6 +6,7 @@
 //   if (!source.ok()) return source.status();
 //   while ((*source)->Next()) {
 //     std::string_view text = (*source)->text();    // without the line end (\n or \r\n)
+//                                                   // and, on line 1, a UTF-8 BOM
 //     ... return (*source)->ErrorAt(7, "expected id:value");   // "data.svm:12:7: ..."
 //   }
 //   if ((*source)->bad()) ...                         // a read error, not the end
@@ -34,7 +35,9 @@ class LineSource {
   static absl::StatusOr<std::unique_ptr<LineSource>> Open(const std::string& path,
                                                           std::string_view kind);
 
-  // Reads the next line; false at the end of the input or on a read error (see bad()).
+  // Reads the next line; false at the end of the input or on a read error (see bad()). A
+  // UTF-8 byte order mark (EF BB BF) at the start of the first line is dropped, so columns
+  // count from the first byte after it.
   bool Next();
   std::string_view text() const { return text_; }
   bool bad() const { return in_->bad(); }
