@@ -105,6 +105,9 @@ absl::Status AdminService::DoCreateModel(const v1::CreateModelRequest& request,
       RegisterModel(*std::move(spec), registry_, "Admin.CreateModel",
                     [this](const std::shared_ptr<Model>& m) { return persistence_->OnCreate(m); });
   if (!model.ok()) return model.status();
+  // Outside the registry's lock (the commit above runs under it): the marker's floor now
+  // names the model. A failure is logged; the model is committed either way.
+  (void)persistence_->RecordFloor();
   *response = MakeModelInfo(**model);
   return absl::OkStatus();
 }

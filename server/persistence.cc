@@ -473,11 +473,8 @@ absl::Status Persistence::OnCreate(const std::shared_ptr<Model>& model) {
   for (uint32_t i = 0; i < model->num_shards(); ++i) {
     logs->shard(i).journal().ResumeAt(heads[i], /*since_checkpoint=*/1);
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    logs_[spec.name] = std::move(logs);
-  }
-  (void)RecordFloor();  // logged on failure; the model is committed either way
+  std::lock_guard<std::mutex> lock(mu_);
+  logs_[spec.name] = std::move(logs);
   return absl::OkStatus();
 }
 
@@ -496,18 +493,22 @@ absl::Status Persistence::Recover(ModelRegistry* registry) {
 
 absl::Status Persistence::RecordFloor() {
   if (store_ == nullptr) return absl::OkStatus();
-  StoreFloor floor;
+  // The logs are copied out first: a snapshot holds a shard's snapshot_mu_ and then takes mu_
+  // (Find), so mu_ is never held while a snapshot_mu_ is taken.
+  std::map<std::string, std::shared_ptr<ModelLog>, std::less<>> models;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [name, logs] : logs_) {
-      for (uint32_t i = 0; i < logs->num_shards(); ++i) {
-        ShardLog& log = logs->shard(i);
-        floor.chains[{name, i}] = log.journal().head().next_index;
-        std::lock_guard<std::mutex> snapshot_lock(log.snapshot_mu_);
-        for (StorePart part : kParts) {
-          const std::vector<ManifestEntry>& m = log.part(part).manifest;
-          if (!m.empty()) floor.snapshots[{name, i, part}] = m.front().log_seq;
-        }
+    models = logs_;
+  }
+  StoreFloor floor;
+  for (const auto& [name, logs] : models) {
+    for (uint32_t i = 0; i < logs->num_shards(); ++i) {
+      ShardLog& log = logs->shard(i);
+      floor.chains[{name, i}] = log.journal().head().next_index;
+      std::lock_guard<std::mutex> snapshot_lock(log.snapshot_mu_);
+      for (StorePart part : kParts) {
+        const std::vector<ManifestEntry>& m = log.part(part).manifest;
+        if (!m.empty()) floor.snapshots[{name, i, part}] = m.front().log_seq;
       }
     }
   }

@@ -171,8 +171,9 @@ class Persistence {
 
   // Records in the data directory's marker how far the store has certainly come (audit chain
   // lengths, newest snapshots: data_dir.h, StoreFloor): syncs the WAL, then writes the marker.
-  // Called after recovery, model creation, snapshots and at Stop(); a failure is logged and
-  // returned, and changes nothing else. No-op without a store.
+  // Called after recovery, model creation (by the caller, outside the registry's lock),
+  // snapshots and at Stop(); a failure is logged and returned, and changes nothing else. No-op
+  // without a store. Thread-safe; it takes each shard's snapshot lock in turn, never with mu_.
   absl::Status RecordFloor();
 
   // Takes snapshots when due, in a background thread, until Stop().

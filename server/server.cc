@@ -193,7 +193,7 @@ absl::Status Server::CreateConfiguredModels() {
                                                               "\": ", model.status().message()));
     }
   }
-  return absl::OkStatus();
+  return persistence_->RecordFloor();
 }
 
 absl::StatusOr<lmu::HashSecret> Server::LmuSecret() const {
