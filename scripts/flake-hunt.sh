@@ -33,7 +33,7 @@ for i in $(seq 1 "$runs"); do
   t0=$SECONDS
   rc=0
   ctest --test-dir "$build" -j "$jobs" --output-junit "$report" > "$logs/run-$i.log" 2>&1 || rc=$?
-  line=$(/usr/bin/python3 scripts/ctest_summary.py "run $i" "$report")
+  line=$(/usr/bin/python3 scripts/ctest_summary.py "run $i" "$report") || rc=1
   echo "$line  ($((SECONDS - t0)) s)"
   if [ "$rc" -ne 0 ]; then
     bad_runs=$((bad_runs + 1))

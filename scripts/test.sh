@@ -26,7 +26,9 @@ run_ctest() {
   local rc=0
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" --output-junit "$(realpath "$dir")/ctest-report.xml" || rc=$?
   if [ -f "$report" ]; then
-    summary+=("$(/usr/bin/python3 scripts/ctest_summary.py "$name" "$report")")
+    local line
+    line=$(/usr/bin/python3 scripts/ctest_summary.py "$name" "$report") || rc=1
+    summary+=("$line")
     /usr/bin/python3 scripts/ctest_summary.py --failures "$report"
   else
     summary+=("$name: ctest wrote no report (exit $rc)")

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -34,10 +35,18 @@ inline std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// A fresh path under the test's temporary directory, unique in the process.
+// A fresh path under the test's temporary directory: unique in the process (a counter) and
+// across processes (the pid and a random tag drawn once per process, because pids are reused
+// and a path left by an earlier test process with the same pid must not be found again).
 inline std::string TempPath(const std::string& name) {
   static std::atomic<int> counter{0};
-  return ::testing::TempDir() + "/cli_" + std::to_string(getpid()) + "_" +
+  static const std::string tag = [] {
+    std::random_device rd;
+    char buf[17];
+    std::snprintf(buf, sizeof(buf), "%08x%08x", rd(), rd());
+    return std::string(buf);
+  }();
+  return ::testing::TempDir() + "/cli_" + std::to_string(getpid()) + "_" + tag + "_" +
          std::to_string(counter++) + "_" + name;
 }
 
