@@ -48,21 +48,7 @@ constexpr int kM = 2;
 constexpr uint32_t kShards = 2;
 inline constexpr char kModel[] = "durable";
 
-// Deterministic inputs: splitmix64 mapped to [-1, 1).
-class Inputs {
- public:
-  explicit Inputs(uint64_t seed) : state_(seed) {}
-  double Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0;
-  }
-
- private:
-  uint64_t state_;
-};
+using test_util::Inputs;
 
 // The lines the default logger writes while it lives (recovery reports its fallbacks there).
 class LogCapture {

@@ -39,26 +39,7 @@ constexpr int kD = 16;
 constexpr int kDv = 8;
 constexpr size_t kMaxBatch = 256;  // the shared server's limit, small to test it cheaply
 
-// Deterministic inputs: splitmix64 mapped to [-1, 1).
-class Inputs {
- public:
-  explicit Inputs(uint64_t seed) : state_(seed) {}
-  double Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0;
-  }
-  std::vector<double> Vector(int n) {
-    std::vector<double> x(n);
-    for (double& xi : x) xi = Next();
-    return x;
-  }
-
- private:
-  uint64_t state_;
-};
+using test_util::Inputs;
 
 v1::ModelSpec SmallSpec(const std::string& name) {
   v1::ModelSpec spec;
