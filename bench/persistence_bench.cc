@@ -4,7 +4,7 @@
 // Per 10^6 logged events (model d = 16, d_v = 8, r = 64, one shard, batches of 256):
 //   BM_BareIngest1M          SauShard::Ingest of 10^6 events, no hook: the baseline.
 //   BM_LoggedIngest1M        the same through the commit hook the server uses
-//                            (ShardLog::CommitSau: log entry + one audit record per event, one
+//                            (ShardWriter::CommitSau: log entry + one audit record per event, one
 //                            RocksDB write per batch, durability process), snapshots off, into a
 //                            fresh data_dir.
 //   BM_Recover1M             Persistence::Open + Recover of that data_dir: no snapshot, so the
@@ -44,7 +44,7 @@
 #include "core/sau/sau_estimator.h"
 #include "core/shard/model_registry.h"
 #include "core/shard/sau_shard.h"
-#include "server/persistence.h"
+#include "server/storage/persistence.h"
 
 namespace streamlearn::bench {
 namespace {
@@ -98,16 +98,16 @@ std::string Root() {
 
 // A store with persistence and one model in it, as the server holds them.
 struct Durable {
-  std::unique_ptr<server::Persistence> persistence;
+  std::unique_ptr<storage::Persistence> persistence;
   std::unique_ptr<ModelRegistry> registry;
   std::shared_ptr<Model> model;
-  std::shared_ptr<server::ModelLog> logs;
+  std::shared_ptr<storage::ModelWriters> logs;
 };
 
-server::PersistenceOptions Options(const std::string& dir) {
-  server::PersistenceOptions o;
+storage::PersistenceOptions Options(const std::string& dir) {
+  storage::PersistenceOptions o;
   o.data_dir = dir;
-  o.durability = server::Durability::kProcess;
+  o.durability = storage::Durability::kProcess;
   o.snapshot_every_steps = 0;
   o.snapshot_interval = absl::ZeroDuration();
   return o;
@@ -117,8 +117,8 @@ server::PersistenceOptions Options(const std::string& dir) {
 Durable OpenDurable(const std::string& dir, const ModelShape& shape, bool create) {
   Durable d;
   fs::create_directories(dir);  // as Server::Start does
-  absl::StatusOr<std::unique_ptr<server::Persistence>> p =
-      server::Persistence::Open(Options(dir), nullptr);
+  absl::StatusOr<std::unique_ptr<storage::Persistence>> p =
+      storage::Persistence::Open(Options(dir), nullptr);
   if (!p.ok()) Die("Persistence::Open: " + p.status().ToString());
   d.persistence = *std::move(p);
   d.registry = std::make_unique<ModelRegistry>(lmu::HashSecret{});
@@ -136,12 +136,12 @@ Durable OpenDurable(const std::string& dir, const ModelShape& shape, bool create
 
 // Ingests `n` events from `pool` (t from *t + 1) in batches of kBatch, through the commit hook
 // when `logs` is given.
-void IngestEvents(SauShard& shard, server::ModelLog* logs,
+void IngestEvents(SauShard& shard, storage::ModelWriters* logs,
                   const std::vector<sau::DgpEvent>& pool, size_t n, uint64_t* t) {
-  server::Receipt receipt;
+  storage::Receipt receipt;
   SauCommitHook hook;
   if (logs != nullptr) {
-    server::ShardLog* log = &logs->shard(0);
+    storage::ShardWriter* log = &logs->shard(0);
     hook = [log, &receipt](const SauCommit& c) { return log->CommitSau(c, &receipt); };
   }
   std::vector<EventView> views;
@@ -179,10 +179,10 @@ void WriteLoggedMillion(const std::string& dir, double* seconds, double* cpu) {
   uint64_t t = 0;
   const auto start = Clock::now();
   const double cpu0 = ProcessCpuSeconds();
-  IngestEvents(d.model->shard(0), d.logs.get(), LogPool(), kEvents, &t);
+  IngestEvents(d.model->sau(0), d.logs.get(), LogPool(), kEvents, &t);
   if (seconds != nullptr) *seconds = Since(start);
   if (cpu != nullptr) *cpu = ProcessCpuSeconds() - cpu0;
-  g_log_digest = ToHex(d.model->shard(0).Stats().digest);
+  g_log_digest = ToHex(d.model->sau(0).Stats().digest);
   d.persistence->Stop();
 }
 
@@ -233,8 +233,8 @@ void BM_Recover1M(benchmark::State& state) {
     Durable d = OpenDurable(dir, kLogModel, /*create=*/false);
     state.SetIterationTime(Since(start));
     state.counters["cpu_s"] = ProcessCpuSeconds() - cpu0;
-    if (d.model->shard(0).Stats().events != kEvents ||
-        ToHex(d.model->shard(0).Stats().digest) != g_log_digest) {
+    if (d.model->sau(0).Stats().events != kEvents ||
+        ToHex(d.model->sau(0).Stats().digest) != g_log_digest) {
       Die("the recovered state differs from the logged one");
     }
     d.persistence->Stop();
@@ -251,10 +251,10 @@ void BM_Snapshot(benchmark::State& state) {
     fs::remove_all(dir);
     Durable d = OpenDurable(dir, kLogModel, /*create=*/true);
     uint64_t t = 0;
-    IngestEvents(d.model->shard(0), d.logs.get(), LogPool(), kPool, &t);
+    IngestEvents(d.model->sau(0), d.logs.get(), LogPool(), kPool, &t);
     state.ResumeTiming();
     const auto start = Clock::now();
-    absl::StatusOr<std::vector<server::SnapshotInfo>> info =
+    absl::StatusOr<std::vector<storage::SnapshotInfo>> info =
         d.persistence->SnapshotModel(*d.model);
     state.SetIterationTime(Since(start));
     if (!info.ok() || info->empty() || !info->front().taken) Die("snapshot not taken");
@@ -270,7 +270,7 @@ void BM_RecoverFromSnapshot(benchmark::State& state) {
     fs::remove_all(dir);
     Durable d = OpenDurable(dir, kLogModel, /*create=*/true);
     uint64_t t = 0;
-    IngestEvents(d.model->shard(0), d.logs.get(), LogPool(), kPool, &t);
+    IngestEvents(d.model->sau(0), d.logs.get(), LogPool(), kPool, &t);
     if (!d.persistence->SnapshotModel(*d.model).ok()) Die("snapshot failed");
     d.persistence->Stop();
   }
@@ -308,7 +308,7 @@ LargeFixture& Large() {
     fs::remove_all(dir);
     f->d = OpenDurable(dir, kLargeModel, /*create=*/true);
     f->pool = Pool(kLargeModel);
-    IngestEvents(f->d.model->shard(0), f->d.logs.get(), f->pool, 2048, &f->t);
+    IngestEvents(f->d.model->sau(0), f->d.logs.get(), f->pool, 2048, &f->t);
     sau::Dgp dgp(sau::Dgp::Options{.kind = sau::Dgp::Kind::kA, .d = kLargeModel.d,
                                    .d_v = kLargeModel.d_v},
                  9);
@@ -321,7 +321,7 @@ LargeFixture& Large() {
 void BM_QueryLatency(benchmark::State& state) {
   LargeFixture& f = Large();
   const int background = static_cast<int>(state.range(0));  // 0 none, 1 snapshots, 2 hashing
-  SauShard& shard = f.d.model->shard(0);
+  SauShard& shard = f.d.model->sau(0);
   auto query = [&](int i) {
     absl::StatusOr<QueryOutcome> out =
         shard.Query(f.queries[static_cast<size_t>(i) % f.queries.size()],

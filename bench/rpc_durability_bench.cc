@@ -36,7 +36,7 @@
 #include "core/sau/dgp.h"
 #include "sau.grpc.pb.h"
 #include "server/server.h"
-#include "server/store.h"
+#include "server/storage/store.h"
 
 namespace streamlearn::bench {
 namespace {
@@ -109,7 +109,7 @@ Fixture& GetFixture() {
     if (mode != kMemory) {
       options.data_dir = f->root + "/" + kModeNames[mode];
       options.durability =
-          mode == kMachine ? server::Durability::kMachine : server::Durability::kProcess;
+          mode == kMachine ? storage::Durability::kMachine : storage::Durability::kProcess;
     }
     ServerUnderTest& t = f->targets[mode];
     t.server = std::make_unique<server::Server>(options);

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/model_info.h"
 #include "server/model_registration.h"
-#include "server/spec_conversion.h"
+#include "server/storage/spec_conversion.h"
 #include "server/status_conversion.h"
 
 namespace streamlearn::server {
@@ -56,12 +56,12 @@ absl::Status AdminService::DoSnapshot(const v1::SnapshotRequest& request,
                                       v1::SnapshotResponse* response) {
   absl::StatusOr<std::shared_ptr<Model>> model = registry_->Find(request.name());
   if (!model.ok()) return model.status();
-  absl::StatusOr<std::vector<SnapshotInfo>> infos = persistence_->SnapshotModel(**model);
+  absl::StatusOr<std::vector<storage::SnapshotInfo>> infos = persistence_->SnapshotModel(**model);
   if (!infos.ok()) return infos.status();
-  for (const SnapshotInfo& i : *infos) {
+  for (const storage::SnapshotInfo& i : *infos) {
     v1::ShardSnapshot* out = response->add_shards();
     out->set_shard(i.shard);
-    out->set_part(std::string(StorePartName(i.part)));
+    out->set_part(std::string(PartName(i.part)));
     out->set_taken(i.taken);
     out->set_snapshot_seq(i.snapshot_seq);
     out->set_log_seq(i.log_seq);
@@ -99,7 +99,7 @@ absl::Status AdminService::DoBackup(const v1::BackupRequest& request,
 
 absl::Status AdminService::DoCreateModel(const v1::CreateModelRequest& request,
                                          v1::ModelInfo* response) {
-  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(request.spec());
+  absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(request.spec());
   if (!spec.ok()) return spec.status();
   absl::StatusOr<std::shared_ptr<Model>> model =
       RegisterModel(*std::move(spec), registry_, "Admin.CreateModel",

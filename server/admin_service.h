@@ -18,14 +18,14 @@
 #include "admin.grpc.pb.h"
 #include "core/shard/model_registry.h"
 #include "server/metrics.h"
-#include "server/persistence.h"
+#include "server/storage/persistence.h"
 
 namespace streamlearn::server {
 
 class AdminService final : public v1::Admin::Service {
  public:
   // `backup_root` is where Backup writes (empty: Backup is refused).
-  AdminService(ModelRegistry* registry, Metrics* metrics, Persistence* persistence,
+  AdminService(ModelRegistry* registry, Metrics* metrics, storage::Persistence* persistence,
                std::string backup_root)
       : registry_(registry),
         metrics_(metrics),
@@ -51,7 +51,7 @@ class AdminService final : public v1::Admin::Service {
 
   ModelRegistry* const registry_;
   Metrics* const metrics_;
-  Persistence* const persistence_;
+  storage::Persistence* const persistence_;
   const std::string backup_root_;
 };
 

@@ -17,8 +17,8 @@ constexpr size_t kReadChunkBytes = 1 << 20;
 
 }  // namespace
 
-absl::StatusOr<ShardLog*> AuditorService::FindShard(const std::string& model, uint32_t shard,
-                                                    std::shared_ptr<ModelLog>* keep) const {
+absl::StatusOr<storage::ShardWriter*> AuditorService::FindShard(const std::string& model, uint32_t shard,
+                                                    std::shared_ptr<storage::ModelWriters>* keep) const {
   absl::StatusOr<std::shared_ptr<Model>> m = registry_->Find(model);
   if (!m.ok()) return m.status();
   if (shard >= (*m)->num_shards()) {
@@ -61,9 +61,9 @@ absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,
     return absl::InvalidArgumentError(absl::StrFormat(
         "json has %d bytes; the limit is %d", request.json().size(), kAuditAppendMaxBytes));
   }
-  std::shared_ptr<ModelLog> keep;
-  absl::StatusOr<ShardLog*> log = FindShard(request.model(), request.shard(), &keep);
-  if (!log.ok()) return log.status();
+  std::shared_ptr<storage::ModelWriters> keep;
+  absl::StatusOr<storage::ShardWriter*> shard = FindShard(request.model(), request.shard(), &keep);
+  if (!shard.ok()) return shard.status();
   absl::StatusOr<AuditRecord> payload = ParseAuditJson(
       request.json(), {.max_bytes = kAuditAppendMaxBytes, .max_depth = kAuditAppendMaxDepth});
   if (!payload.ok()) {
@@ -80,11 +80,11 @@ absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,
   }
   AuditRecord body;
   body.Set("kind", "append").Set("payload", *std::move(payload));
-  Bodies bodies;
+  storage::Bodies bodies;
   if (absl::Status s = AppendCanonical(body, bodies.Add()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("json: ", s.message()));
   }
-  absl::StatusOr<Receipt> r = (*log)->journal().Commit(bodies, nullptr);
+  absl::StatusOr<storage::Receipt> r = (*shard)->chain().Commit(bodies, nullptr);
   if (!r.ok()) return r.status();
   response->set_index(r->first_index);
   response->set_merkle_curr(ToHex(r->first_curr));
@@ -96,10 +96,10 @@ absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,
 
 absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::ReadRequest& request,
                                     grpc::ServerWriter<v1::ReadResponse>* writer) {
-  std::shared_ptr<ModelLog> keep;
-  absl::StatusOr<ShardLog*> log = FindShard(request.model(), request.shard(), &keep);
-  if (!log.ok()) return log.status();
-  Store* store = (*log)->journal().store();
+  std::shared_ptr<storage::ModelWriters> keep;
+  absl::StatusOr<storage::ShardWriter*> shard = FindShard(request.model(), request.shard(), &keep);
+  if (!shard.ok()) return shard.status();
+  const storage::ShardStore* store = (*shard)->store();
   if (store == nullptr) {
     return absl::FailedPreconditionError(
         "this server has no data_dir: audit records are not kept (use Head, or start the "
@@ -108,7 +108,7 @@ absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::Read
   // Read up to the head as of now; records appended meanwhile belong to a later Read. Every
   // chunk names that head, so a client can tell how far this read goes and check the last
   // record against it, whatever was appended since it asked Head.
-  const ChainHead head = (*log)->journal().head();
+  const storage::ChainHead head = (*shard)->chain().head();
   const uint64_t end = head.next_index;
   const std::string head_hex = ToHex(head.head);
   const uint64_t limit = request.limit() == 0 ? UINT64_MAX : request.limit();
@@ -124,8 +124,7 @@ absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::Read
   uint64_t sent = 0;
   absl::Status failure;
   absl::Status scan = store->ScanAudit(
-      request.model(), request.shard(), request.from_index(),
-      [&](uint64_t index, std::string_view line) {
+      request.from_index(), [&](uint64_t index, std::string_view line) {
         if (index >= end || sent >= limit) return false;
         if (context->IsCancelled()) {
           failure = absl::CancelledError("the client cancelled the read");
@@ -156,10 +155,10 @@ absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::Read
 }
 
 absl::Status AuditorService::DoHead(const v1::HeadRequest& request, v1::HeadResponse* response) {
-  std::shared_ptr<ModelLog> keep;
-  absl::StatusOr<ShardLog*> log = FindShard(request.model(), request.shard(), &keep);
-  if (!log.ok()) return log.status();
-  const ChainHead h = (*log)->journal().head();
+  std::shared_ptr<storage::ModelWriters> keep;
+  absl::StatusOr<storage::ShardWriter*> shard = FindShard(request.model(), request.shard(), &keep);
+  if (!shard.ok()) return shard.status();
+  const storage::ChainHead h = (*shard)->chain().head();
   response->set_next_index(h.next_index);
   response->set_merkle_curr(ToHex(h.head));
   absl::StatusOr<std::string> pem = persistence_->public_key().ToPem();

@@ -21,7 +21,7 @@
 #include "audit.grpc.pb.h"
 #include "core/shard/model_registry.h"
 #include "server/metrics.h"
-#include "server/persistence.h"
+#include "server/storage/persistence.h"
 
 namespace streamlearn::server {
 
@@ -30,7 +30,7 @@ inline constexpr int kAuditAppendMaxDepth = 16;
 
 class AuditorService final : public v1::Auditor::Service {
  public:
-  AuditorService(ModelRegistry* registry, Persistence* persistence, Metrics* metrics,
+  AuditorService(ModelRegistry* registry, storage::Persistence* persistence, Metrics* metrics,
                  const std::atomic<bool>* draining)
       : registry_(registry), persistence_(persistence), metrics_(metrics), draining_(draining) {}
 
@@ -42,15 +42,15 @@ class AuditorService final : public v1::Auditor::Service {
                     v1::HeadResponse* response) override;
 
  private:
-  absl::StatusOr<ShardLog*> FindShard(const std::string& model, uint32_t shard,
-                                      std::shared_ptr<ModelLog>* keep) const;
+  absl::StatusOr<storage::ShardWriter*> FindShard(const std::string& model, uint32_t shard,
+                                      std::shared_ptr<storage::ModelWriters>* keep) const;
   absl::Status DoAppend(const v1::AppendRequest& request, v1::AppendResponse* response);
   absl::Status DoRead(grpc::ServerContext* context, const v1::ReadRequest& request,
                       grpc::ServerWriter<v1::ReadResponse>* writer);
   absl::Status DoHead(const v1::HeadRequest& request, v1::HeadResponse* response);
 
   ModelRegistry* const registry_;
-  Persistence* const persistence_;
+  storage::Persistence* const persistence_;
   Metrics* const metrics_;
   const std::atomic<bool>* const draining_;
 };

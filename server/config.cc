@@ -16,7 +16,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "server/host_port.h"
-#include "server/spec_conversion.h"
+#include "server/storage/spec_conversion.h"
 
 namespace streamlearn::server {
 namespace {
@@ -83,7 +83,7 @@ absl::StatusOr<ModelSpec> ParseModel(const Json& entry) {
     return absl::InvalidArgumentError(absl::StrCat(
         "not a valid ModelSpec: ", std::string(parsed.message().data(), parsed.message().size())));
   }
-  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
+  absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(wire);
   if (!spec.ok()) return spec.status();
   if (absl::Status s = ValidateModelSpec(*spec); !s.ok()) return s;
   if (spec->has_sau) {

@@ -71,7 +71,7 @@ void HealthToProto(const FuseLearnOutcome& o, v1::FuseHealth* out) {
 }  // namespace
 
 FuseRequestHandler::FuseRequestHandler(ModelRegistry* registry, Metrics* metrics,
-                                       size_t max_batch, Persistence* persistence)
+                                       size_t max_batch, storage::Persistence* persistence)
     : registry_(registry), metrics_(metrics), max_batch_(max_batch), persistence_(persistence) {
   assert(max_batch_ >= 1);
 }
@@ -129,27 +129,27 @@ absl::Status FuseRequestHandler::LearnBatch(const v1::LearnRequest& request,
     });
   }
 
-  FuseShard& fuse_shard = model.fuse_shard(shard);
+  FuseShard& fuse_shard = model.fuse(shard);
   if (persistence_ != nullptr && fuse_shard.fenced()) {
     // A failed write left the shard fenced; it resumes from the store's committed state.
-    if (absl::Status s = persistence_->ReinstateFenced(model, shard, StorePart::kFuse,
+    if (absl::Status s = persistence_->ReinstateFenced(model, shard, PartKind::kFuse,
                                                        registry_->secret());
         !s.ok()) {
       return s;
     }
   }
   // Committed with its audit records and log entry before this ack (server/persistence.h).
-  Receipt receipt;
+  storage::Receipt receipt;
   FuseCommitHook hook;
   if (session->logs != nullptr) {
-    ShardLog* log = &session->logs->shard(shard);
+    storage::ShardWriter* log = &session->logs->shard(shard);
     hook = [log, &receipt](const FuseCommit& c) { return log->CommitFuse(c, &receipt); };
   }
   absl::StatusOr<FuseLearnOutcome> outcome =
       fuse_shard.Learn(views, max_batch_, hook ? &hook : nullptr);
   if (!outcome.ok()) return outcome.status();
   if (session->logs != nullptr) {
-    SetAckAuditHead(session->logs->shard(shard).journal(),
+    storage::SetAckAuditHead(session->logs->shard(shard).chain(),
                     outcome->applied > 0 ? &receipt : nullptr, ack);
   }
 
@@ -193,7 +193,7 @@ absl::Status FuseRequestHandler::Predict(const v1::FusePredictRequest& request,
   AppendFeatures(request.ids(), request.vals(), &x);
 
   const uint32_t shard = (*model)->ShardOf(request.routing_key());
-  absl::StatusOr<fuse::FusePrediction> p = (*model)->fuse_shard(shard).Predict(x, Span(request.q()));
+  absl::StatusOr<fuse::FusePrediction> p = (*model)->fuse(shard).Predict(x, Span(request.q()));
   if (!p.ok()) return p.status();
   response->mutable_y_hat()->Add(p->y_hat.begin(), p->y_hat.end());
   response->mutable_y_hat_sau()->Add(p->y_hat_sau.begin(), p->y_hat_sau.end());

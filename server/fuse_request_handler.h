@@ -36,7 +36,7 @@
 #include "core/shard/model_registry.h"
 #include "fuse.pb.h"
 #include "server/metrics.h"
-#include "server/persistence.h"
+#include "server/storage/persistence.h"
 
 namespace streamlearn::server {
 
@@ -45,14 +45,14 @@ class FuseRequestHandler {
   // Per-stream scratch, reused from batch to batch.
   struct LearnSession {
     std::shared_ptr<Model> model;
-    std::shared_ptr<ModelLog> logs;  // the model's audit chains and store hooks
+    std::shared_ptr<storage::ModelWriters> logs;  // the model's audit chains and store hooks
     std::vector<lmu::Feature> features;
     std::vector<FuseSampleView> views;
   };
 
   // REQUIRES: max_batch >= 1.
   FuseRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch,
-                     Persistence* persistence = nullptr);
+                     storage::Persistence* persistence = nullptr);
 
   FuseRequestHandler(const FuseRequestHandler&) = delete;
   FuseRequestHandler& operator=(const FuseRequestHandler&) = delete;
@@ -75,7 +75,7 @@ class FuseRequestHandler {
   ModelRegistry* const registry_;
   Metrics* const metrics_;
   const size_t max_batch_;
-  Persistence* const persistence_;
+  storage::Persistence* const persistence_;
 };
 
 }  // namespace streamlearn::server

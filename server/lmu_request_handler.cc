@@ -30,7 +30,7 @@ void AppendFeatures(const google::protobuf::RepeatedField<uint64_t>& ids,
 }  // namespace
 
 LmuRequestHandler::LmuRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch,
-                                     Persistence* persistence)
+                                     storage::Persistence* persistence)
     : registry_(registry), metrics_(metrics), max_batch_(max_batch), persistence_(persistence) {
   assert(max_batch_ >= 1);
 }
@@ -89,27 +89,27 @@ absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
     });
   }
 
-  LmuShard& lmu_shard = model.lmu_shard(shard);
+  LmuShard& lmu_shard = model.lmu(shard);
   if (persistence_ != nullptr && lmu_shard.fenced()) {
     // A failed write left the shard fenced; it resumes from the store's committed state.
-    if (absl::Status s = persistence_->ReinstateFenced(model, shard, StorePart::kLmu,
+    if (absl::Status s = persistence_->ReinstateFenced(model, shard, PartKind::kLmu,
                                                        registry_->secret());
         !s.ok()) {
       return s;
     }
   }
   // Committed with its audit record and log entry before this ack (server/persistence.h).
-  Receipt receipt;
+  storage::Receipt receipt;
   LmuCommitHook hook;
   if (session->logs != nullptr) {
-    ShardLog* log = &session->logs->shard(shard);
+    storage::ShardWriter* log = &session->logs->shard(shard);
     hook = [log, &receipt](const LmuCommit& c) { return log->CommitLmu(c, &receipt); };
   }
   absl::StatusOr<UpdateOutcome> outcome =
       lmu_shard.Update(views, max_batch_, hook ? &hook : nullptr);
   if (!outcome.ok()) return outcome.status();
   if (session->logs != nullptr) {
-    SetAckAuditHead(session->logs->shard(shard).journal(),
+    storage::SetAckAuditHead(session->logs->shard(shard).chain(),
                     outcome->applied > 0 ? &receipt : nullptr, ack);
   }
 
@@ -141,7 +141,7 @@ absl::Status LmuRequestHandler::Predict(const v1::PredictRequest& request,
   AppendFeatures(request.ids(), request.vals(), &x);
 
   const uint32_t shard = (*model)->ShardOf(request.routing_key());
-  absl::StatusOr<PredictOutcome> outcome = (*model)->lmu_shard(shard).Predict(x);
+  absl::StatusOr<PredictOutcome> outcome = (*model)->lmu(shard).Predict(x);
   if (!outcome.ok()) return outcome.status();
   response->mutable_y_hat()->Add(outcome->y_hat.begin(), outcome->y_hat.end());
   response->set_ver_base(outcome->ver_base);

@@ -30,7 +30,7 @@
 #include "core/shard/model_registry.h"
 #include "lmu.pb.h"
 #include "server/metrics.h"
-#include "server/persistence.h"
+#include "server/storage/persistence.h"
 
 namespace streamlearn::server {
 
@@ -40,7 +40,7 @@ class LmuRequestHandler {
   // are never removed, so it stays valid), the features of the batch and its sample views.
   struct UpdateSession {
     std::shared_ptr<Model> model;
-    std::shared_ptr<ModelLog> logs;  // the model's audit chains and store hooks
+    std::shared_ptr<storage::ModelWriters> logs;  // the model's audit chains and store hooks
     std::vector<lmu::Feature> features;
     std::vector<SampleView> views;
   };
@@ -48,7 +48,7 @@ class LmuRequestHandler {
   // REQUIRES: max_batch >= 1.
   // `persistence` (may be null: no audit, no store) must outlive the handler.
   LmuRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch,
-                    Persistence* persistence = nullptr);
+                    storage::Persistence* persistence = nullptr);
 
   LmuRequestHandler(const LmuRequestHandler&) = delete;
   LmuRequestHandler& operator=(const LmuRequestHandler&) = delete;
@@ -75,7 +75,7 @@ class LmuRequestHandler {
   ModelRegistry* const registry_;
   Metrics* const metrics_;
   const size_t max_batch_;
-  Persistence* const persistence_;
+  storage::Persistence* const persistence_;
 };
 
 }  // namespace streamlearn::server

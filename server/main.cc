@@ -292,8 +292,8 @@ int main(int argc, char** argv) {
     config = *std::move(loaded);
   }
   Server::Options options = MergeOptions(config, config_path, *given);
-  absl::StatusOr<streamlearn::server::Durability> durability =
-      streamlearn::server::ParseDurability(absl::GetFlag(FLAGS_durability));
+  absl::StatusOr<streamlearn::storage::Durability> durability =
+      streamlearn::storage::ParseDurability(absl::GetFlag(FLAGS_durability));
   if (!durability.ok()) {
     spdlog::error("--durability: {}", std::string(durability.status().message()));
     return kExitUsage;

@@ -67,6 +67,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/storage/storage_observer.h"
 
 namespace prometheus {
 class Exposer;
@@ -90,7 +91,7 @@ struct FuseHealth {
   uint64_t actions = 0;    // control actions the shard has taken so far (a running total)
 };
 
-class Metrics {
+class Metrics final : public storage::StorageObserver {
  public:
   Metrics();
   ~Metrics();
@@ -122,23 +123,24 @@ class Metrics {
   // After `n` audit records were appended to the shard's chain; `next_index` is the index the
   // next record will get (the chain's length). head_hex is not exported.
   void RecordAuditRecords(const std::string& model, uint32_t shard, uint64_t n,
-                          const std::string& head_hex, uint64_t next_index);
+                          const std::string& head_hex, uint64_t next_index) override;
 
   // After a snapshot of the shard was written: `seconds` from start to durable, `bytes`
   // written. Sets the last-snapshot timestamp to now (Unix time).
-  void RecordSnapshot(const std::string& model, uint32_t shard, double seconds, uint64_t bytes);
-  void RecordSnapshotFailure(const std::string& model, uint32_t shard);
+  void RecordSnapshot(const std::string& model, uint32_t shard, double seconds,
+                      uint64_t bytes) override;
+  void RecordSnapshotFailure(const std::string& model, uint32_t shard) override;
 
   // One write to the store (a snapshot or an event-log append), any model.
-  void RecordStoreWrite(double seconds, uint64_t bytes);
+  void RecordStoreWrite(double seconds, uint64_t bytes) override;
 
   // After the shard was recovered: `replayed_batches` log batches replayed on top of its
   // snapshot in `seconds` (load plus replay).
   void RecordRecovery(const std::string& model, uint32_t shard, uint64_t replayed_batches,
-                      double seconds);
+                      double seconds) override;
 
   // Batches in the shard's event log since its last snapshot (what a recovery would replay).
-  void SetLogBacklog(const std::string& model, uint32_t shard, uint64_t batches);
+  void SetLogBacklog(const std::string& model, uint32_t shard, uint64_t batches) override;
 
   // After a Fuse step: sets the gate gauges, advances the control-action counter to
   // h.actions, and sets the shard's SAU health gauges (margin, RJ, beta_floor, lambda_*, den)

@@ -1,7 +1,7 @@
 #include "server/model_info.h"
 
 #include "core/common/digest.h"
-#include "server/spec_conversion.h"
+#include "server/storage/spec_conversion.h"
 
 namespace streamlearn::server {
 namespace {
@@ -53,12 +53,12 @@ void FuseShardInfoToProto(uint32_t shard, const FuseShardStats& stats, const Mod
 
 v1::ModelInfo MakeModelInfo(const Model& model) {
   v1::ModelInfo info;
-  *info.mutable_spec() = ModelSpecToProto(model.spec());
+  *info.mutable_spec() = storage::ModelSpecToProto(model.spec());
   if (model.spec().has_sau) {
     info.set_w_digest(ToHex(model.w_digest()));
     info.set_state_bytes(model.state_bytes());
     for (uint32_t i = 0; i < model.num_shards(); ++i) {
-      const ShardStats stats = model.shard(i).Stats();
+      const ShardStats stats = model.sau(i).Stats();
       v1::ShardInfo* shard = info.add_shards();
       shard->set_shard(i);
       shard->set_ver_sau(stats.version);
@@ -69,14 +69,14 @@ v1::ModelInfo MakeModelInfo(const Model& model) {
   }
   if (model.spec().has_lmu) {
     for (uint32_t i = 0; i < model.num_shards(); ++i) {
-      LmuShardInfoToProto(i, model.lmu_shard(i).Stats(), info.add_lmu_shards());
+      LmuShardInfoToProto(i, model.lmu(i).Stats(), info.add_lmu_shards());
     }
   }
   if (model.spec().has_fuse) {
     info.set_w_digest(ToHex(model.w_digest()));
     info.set_state_bytes(model.state_bytes());
     for (uint32_t i = 0; i < model.num_shards(); ++i) {
-      FuseShardInfoToProto(i, model.fuse_shard(i).Stats(), model.spec(), info.add_fuse_shards());
+      FuseShardInfoToProto(i, model.fuse(i).Stats(), model.spec(), info.add_fuse_shards());
     }
   }
   return info;

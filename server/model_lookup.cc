@@ -31,9 +31,9 @@ absl::StatusOr<std::shared_ptr<Model>> FindModelWithPart(const ModelRegistry& re
   return model;
 }
 
-absl::Status BindStreamModel(const ModelRegistry& registry, const Persistence* persistence,
+absl::Status BindStreamModel(const ModelRegistry& registry, const storage::Persistence* persistence,
                              const std::string& name, ModelPart part,
-                             std::shared_ptr<Model>* model, std::shared_ptr<ModelLog>* logs) {
+                             std::shared_ptr<Model>* model, std::shared_ptr<storage::ModelWriters>* logs) {
   if (*model != nullptr && (*model)->spec().name == name) return absl::OkStatus();
   absl::StatusOr<std::shared_ptr<Model>> found = FindModelWithPart(registry, name, part);
   if (!found.ok()) return found.status();

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/shard/model_registry.h"
-#include "server/persistence.h"
+#include "server/storage/persistence.h"
 
 namespace streamlearn::server {
 
@@ -33,9 +33,9 @@ absl::StatusOr<std::shared_ptr<Model>> FindModelWithPart(const ModelRegistry& re
 // A data stream's model, looked up once and kept while its batches name the same model, with
 // the model's logs (null without persistence). Errors as FindModelWithPart; on an error the
 // session keeps what it had.
-absl::Status BindStreamModel(const ModelRegistry& registry, const Persistence* persistence,
+absl::Status BindStreamModel(const ModelRegistry& registry, const storage::Persistence* persistence,
                              const std::string& name, ModelPart part,
-                             std::shared_ptr<Model>* model, std::shared_ptr<ModelLog>* logs);
+                             std::shared_ptr<Model>* model, std::shared_ptr<storage::ModelWriters>* logs);
 
 }  // namespace streamlearn::server
 

@@ -55,7 +55,7 @@ std::span<const double> Span(const google::protobuf::RepeatedField<double>& xs) 
 }  // namespace
 
 SauRequestHandler::SauRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch,
-                                     Persistence* persistence)
+                                     storage::Persistence* persistence)
     : registry_(registry), metrics_(metrics), max_batch_(max_batch), persistence_(persistence) {
   assert(max_batch_ >= 1);
 }
@@ -96,17 +96,17 @@ absl::Status SauRequestHandler::IngestBatch(const v1::IngestRequest& request,
 
   // The batch, its audit records and its log entry are committed together before the shard
   // publishes it and before this ack is sent (server/persistence.h).
-  Receipt receipt;
+  storage::Receipt receipt;
   SauCommitHook hook;
   if (session->logs != nullptr) {
-    ShardLog* log = &session->logs->shard(shard);
+    storage::ShardWriter* log = &session->logs->shard(shard);
     hook = [log, &receipt](const SauCommit& c) { return log->CommitSau(c, &receipt); };
   }
   absl::StatusOr<IngestOutcome> outcome =
-      model.shard(shard).Ingest(views, max_batch_, hook ? &hook : nullptr);
+      model.sau(shard).Ingest(views, max_batch_, hook ? &hook : nullptr);
   if (!outcome.ok()) return outcome.status();
   if (session->logs != nullptr) {
-    SetAckAuditHead(session->logs->shard(shard).journal(),
+    storage::SetAckAuditHead(session->logs->shard(shard).chain(),
                     outcome->applied > 0 ? &receipt : nullptr, ack);
   }
 
@@ -127,7 +127,7 @@ absl::Status SauRequestHandler::Query(const v1::QueryRequest& request,
   if (!path.ok()) return path.status();
 
   const uint32_t shard = (*model)->ShardOf(request.routing_key());
-  absl::StatusOr<QueryOutcome> outcome = (*model)->shard(shard).Query(
+  absl::StatusOr<QueryOutcome> outcome = (*model)->sau(shard).Query(
       Span(request.q()), *path, request.low_rank(), request.min_version());
   if (!outcome.ok()) return outcome.status();
 

@@ -26,7 +26,7 @@
 #include "core/shard/sau_shard.h"
 #include "sau.pb.h"
 #include "server/metrics.h"
-#include "server/persistence.h"
+#include "server/storage/persistence.h"
 
 namespace streamlearn::server {
 
@@ -36,14 +36,14 @@ class SauRequestHandler {
   // stays valid) and the EventView buffer, reused from batch to batch.
   struct IngestSession {
     std::shared_ptr<Model> model;
-    std::shared_ptr<ModelLog> logs;  // the model's audit chains and store hooks
+    std::shared_ptr<storage::ModelWriters> logs;  // the model's audit chains and store hooks
     std::vector<EventView> views;
   };
 
   // REQUIRES: max_batch >= 1. `persistence` (may be null: no audit, no store) must outlive
   // the handler.
   SauRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch,
-                    Persistence* persistence = nullptr);
+                    storage::Persistence* persistence = nullptr);
 
   SauRequestHandler(const SauRequestHandler&) = delete;
   SauRequestHandler& operator=(const SauRequestHandler&) = delete;
@@ -67,7 +67,7 @@ class SauRequestHandler {
   ModelRegistry* const registry_;
   Metrics* const metrics_;
   const size_t max_batch_;
-  Persistence* const persistence_;
+  storage::Persistence* const persistence_;
 };
 
 }  // namespace streamlearn::server

@@ -17,18 +17,18 @@
 #include "server/admin_service.h"
 #include "server/auditor_service.h"
 #include "server/config.h"
-#include "server/data_dir.h"
+#include "server/storage/data_dir.h"
 #include "server/fuse_request_handler.h"
 #include "server/fuse_service.h"
 #include "server/host_port.h"
 #include "server/lmu_request_handler.h"
-#include "server/lmu_secret.h"
+#include "server/storage/lmu_secret.h"
 #include "server/lmu_service.h"
 #include "server/model_registration.h"
-#include "server/persistence.h"
+#include "server/storage/persistence.h"
 #include "server/sau_request_handler.h"
 #include "server/sau_service.h"
-#include "server/spec_conversion.h"
+#include "server/storage/spec_conversion.h"
 #include "spdlog/spdlog.h"
 
 namespace streamlearn::server {
@@ -81,7 +81,7 @@ absl::StatusOr<int> Server::Start() {
     if (absl::Status s = CreateDataDir(options_.data_dir); !s.ok()) return s;
     // Before any key is created: a directory that held state must still have all of it.
     const std::filesystem::path dir(options_.data_dir);
-    DataDirFiles files{.dir = options_.data_dir,
+    storage::DataDirFiles files{.dir = options_.data_dir,
                        .audit_key = options_.audit_key_file.empty()
                                         ? (dir / "audit.key").string()
                                         : options_.audit_key_file,
@@ -90,14 +90,14 @@ absl::StatusOr<int> Server::Start() {
       files.lmu_secret = options_.lmu_secret_file.empty() ? (dir / "lmu.secret").string()
                                                           : options_.lmu_secret_file;
     }
-    if (absl::Status s = CheckDataDir(files); !s.ok()) return s;
+    if (absl::Status s = storage::CheckDataDir(files); !s.ok()) return s;
   }
   absl::StatusOr<lmu::HashSecret> secret = LmuSecret();
   if (!secret.ok()) return secret.status();
   registry_ = std::make_unique<ModelRegistry>(*secret);
   OPENSSL_cleanse(secret->data(), secret->size());
-  absl::StatusOr<std::unique_ptr<Persistence>> persistence = Persistence::Open(
-      PersistenceOptions{.data_dir = options_.data_dir,
+  absl::StatusOr<std::unique_ptr<storage::Persistence>> persistence = storage::Persistence::Open(
+      storage::PersistenceOptions{.data_dir = options_.data_dir,
                          .durability = options_.durability,
                          .audit_key_file = options_.audit_key_file,
                          .checkpoint_every = options_.audit_checkpoint_every,
@@ -177,8 +177,8 @@ absl::Status Server::CreateConfiguredModels() {
         return absl::Status(fresh.status().code(), absl::StrCat(origin, ": model \"", name,
                                                                 "\": ", fresh.status().message()));
       }
-      if (ModelSpecToProto((*fresh)->spec()).SerializeAsString() !=
-          ModelSpecToProto((*have)->spec()).SerializeAsString()) {
+      if (storage::ModelSpecToProto((*fresh)->spec()).SerializeAsString() !=
+          storage::ModelSpecToProto((*have)->spec()).SerializeAsString()) {
         return absl::FailedPreconditionError(absl::StrCat(
             origin, ": model \"", name, "\" differs from the stored model of that name in '",
             options_.data_dir, "'; a stored model keeps its spec (use another name)"));
@@ -205,9 +205,9 @@ absl::StatusOr<lmu::HashSecret> Server::LmuSecret() const {
   if (path.empty()) {
     spdlog::warn("no data_dir and no lmu secret file: the LMU hash secret lives only as long "
                  "as this process");
-    return RandomLmuSecret();
+    return storage::RandomLmuSecret();
   }
-  return LoadOrCreateLmuSecret(path);
+  return storage::LoadOrCreateLmuSecret(path);
 }
 
 void Server::Shutdown(absl::Duration grace) {

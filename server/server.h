@@ -39,7 +39,8 @@
 #include "core/lmu/keyed_hash.h"
 #include "core/shard/model_registry.h"
 #include "server/metrics.h"
-#include "server/store.h"
+#include "server/storage/persistence.h"
+#include "server/storage/store.h"
 
 namespace grpc {
 class Server;
@@ -51,7 +52,7 @@ class AdminService;
 class AuditorService;
 class FuseRequestHandler;
 class FuseService;
-class Persistence;
+class storage::Persistence;
 class LmuRequestHandler;
 class LmuService;
 class SauRequestHandler;
@@ -69,7 +70,7 @@ class Server {
     std::string lmu_secret_file;           // empty = <data_dir>/lmu.secret
     std::optional<lmu::HashSecret> lmu_secret;  // wins over the file; for in-process tests
     // Persistence (server/persistence.h; used only with a data_dir unless noted).
-    Durability durability = Durability::kProcess;
+    storage::Durability durability = storage::Durability::kProcess;
     std::string audit_key_file;            // empty = <data_dir>/audit.key (or a process key)
     uint64_t audit_checkpoint_every = 1024;  // also without a data_dir
     uint64_t fuse_digest_every = 100000;   // fused samples between state digests in the chain
@@ -103,7 +104,7 @@ class Server {
   ModelRegistry& registry() { return *registry_; }
   Metrics& metrics() { return metrics_; }
   // REQUIRES: Start() succeeded.
-  Persistence& persistence() { return *persistence_; }
+  storage::Persistence& persistence() { return *persistence_; }
 
  private:
   absl::Status CreateConfiguredModels();
@@ -112,7 +113,7 @@ class Server {
   const Options options_;
   std::unique_ptr<ModelRegistry> registry_;  // made by Start(), with the LMU secret
   Metrics metrics_;
-  std::unique_ptr<Persistence> persistence_;
+  std::unique_ptr<storage::Persistence> persistence_;
   std::atomic<bool> draining_{false};
   std::unique_ptr<SauRequestHandler> sau_handler_;
   std::unique_ptr<LmuRequestHandler> lmu_handler_;

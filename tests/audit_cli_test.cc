@@ -29,9 +29,9 @@
 #include "gtest/gtest.h"
 #include "lmu.grpc.pb.h"
 #include "sau.grpc.pb.h"
-#include "server/audit_replay.h"
+#include "server/storage/audit_replay.h"
 #include "server/server.h"
-#include "server/store.h"
+#include "server/storage/store.h"
 #include "tests/command_runner.h"
 #include "tests/test_server.h"
 
@@ -715,12 +715,12 @@ TEST_F(AuditCliTest, ReplayPassesOnTheLiveDataDirStartingFromTheOldestSnapshot) 
 
   for (uint32_t s = 0; s < kShards; ++s) {
     SCOPED_TRACE("shard " + std::to_string(s));
-    absl::StatusOr<server::ReplayReport> report = server::ReplayAndCheck(data_dir_, kModel, s);
+    absl::StatusOr<storage::ReplayReport> report = storage::ReplayAndCheck(data_dir_, kModel, s);
     ASSERT_TRUE(report.ok()) << report.status();
-    ASSERT_TRUE(report->ok()) << server::FormatReplayReport(*report);
+    ASSERT_TRUE(report->ok()) << storage::FormatReplayReport(*report);
     ASSERT_EQ(report->parts.size(), 2u);
-    const server::ReplayPartReport& sau = report->parts[0];
-    const server::ReplayPartReport& lmu = report->parts[1];
+    const storage::ReplayPartReport& sau = report->parts[0];
+    const storage::ReplayPartReport& lmu = report->parts[1];
     // The first phase is trimmed away; phases 2 and 3 are replayed.
     const uint64_t phase_batches = kEventsPerPhase / kSauBatch;
     EXPECT_EQ(sau.start_log_seq, phase_batches);
@@ -826,9 +826,9 @@ class AuditStoreTamperTest : public ::testing::Test {
     s->Shutdown(absl::Seconds(5));
     s.reset();  // closes the store
   }
-  std::unique_ptr<server::Store> OpenStore() {
-    absl::StatusOr<std::unique_ptr<server::Store>> store =
-        server::Store::Open({.path = data_dir_ + "/db"});
+  std::unique_ptr<storage::Store> OpenStore() {
+    absl::StatusOr<std::unique_ptr<storage::Store>> store =
+        storage::Store::Open({.path = data_dir_ + "/db"});
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
@@ -858,7 +858,7 @@ TEST_F(AuditStoreTamperTest, AnAlteredStoredRecordIsCaughtThroughARestartedServe
   // store, keeping its envelope hashes.
   uint64_t index = 0;
   {
-    std::unique_ptr<server::Store> store = OpenStore();
+    std::unique_ptr<storage::Store> store = OpenStore();
     ASSERT_NE(store, nullptr);
     std::string line;
     ASSERT_TRUE(store
@@ -890,9 +890,9 @@ TEST_F(AuditStoreTamperTest, AnAlteredLogEntryOrSnapshotIsCaughtByReplay) {
   std::unique_ptr<server::Server> s = Start();
   Populate(*s, kBatches);
   Stop(s);
-  absl::StatusOr<server::ReplayReport> clean = server::ReplayAndCheck(data_dir_, kModel, 0);
+  absl::StatusOr<storage::ReplayReport> clean = storage::ReplayAndCheck(data_dir_, kModel, 0);
   ASSERT_TRUE(clean.ok()) << clean.status();
-  ASSERT_TRUE(clean->ok()) << server::FormatReplayReport(*clean);
+  ASSERT_TRUE(clean->ok()) << storage::FormatReplayReport(*clean);
   // One snapshot per part: the log is not trimmed yet, so replay checks the snapshot and
   // then starts from the empty state.
   EXPECT_EQ(clean->parts[0].checked_snapshot_seq, 1u);
@@ -906,11 +906,11 @@ TEST_F(AuditStoreTamperTest, AnAlteredLogEntryOrSnapshotIsCaughtByReplay) {
   uint64_t record = UINT64_MAX;
   std::string blob;
   {
-    std::unique_ptr<server::Store> store = OpenStore();
+    std::unique_ptr<storage::Store> store = OpenStore();
     ASSERT_NE(store, nullptr);
     std::string entry;
     ASSERT_TRUE(store
-                    ->ScanLog(kModel, 0, server::StorePart::kSau, kSeq,
+                    ->ScanLog(kModel, 0, PartKind::kSau, kSeq,
                               [&](uint64_t seq, std::string_view e) {
                                 EXPECT_EQ(seq, kSeq);
                                 entry = std::string(e);
@@ -919,8 +919,8 @@ TEST_F(AuditStoreTamperTest, AnAlteredLogEntryOrSnapshotIsCaughtByReplay) {
                     .ok());
     ASSERT_FALSE(entry.empty());
     entry.back() ^= 0x01;
-    server::StoreBatch batch;
-    batch.AppendLog(kModel, 0, server::StorePart::kSau, kSeq, entry);
+    storage::StoreBatch batch;
+    batch.AppendLog(kModel, 0, PartKind::kSau, kSeq, entry);
     ASSERT_TRUE(store->Write(batch).ok());
     ASSERT_TRUE(store
                     ->ScanAudit(kModel, 0, 0,
@@ -937,13 +937,13 @@ TEST_F(AuditStoreTamperTest, AnAlteredLogEntryOrSnapshotIsCaughtByReplay) {
                     .ok());
     ASSERT_NE(record, UINT64_MAX);
   }
-  absl::StatusOr<server::ReplayReport> r = server::ReplayAndCheck(data_dir_, kModel, 0);
+  absl::StatusOr<storage::ReplayReport> r = storage::ReplayAndCheck(data_dir_, kModel, 0);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_FALSE(r->ok());
   EXPECT_EQ(r->mismatch->record_index, record);
   EXPECT_EQ(r->mismatch->log_seq, kSeq);
   EXPECT_EQ(r->mismatch->what, "batch_digest");
-  EXPECT_EQ(r->mismatch->part, server::StorePart::kSau);
+  EXPECT_EQ(r->mismatch->part, PartKind::kSau);
 
   const CommandResult cli =
       RunCommand(kCli + " audit replay --data-dir " + data_dir_ + " --model " + kModel);
@@ -954,19 +954,19 @@ TEST_F(AuditStoreTamperTest, AnAlteredLogEntryOrSnapshotIsCaughtByReplay) {
 
   // A snapshot blob altered in place: caught against the manifest before anything replays.
   {
-    std::unique_ptr<server::Store> store = OpenStore();
+    std::unique_ptr<storage::Store> store = OpenStore();
     ASSERT_NE(store, nullptr);
     absl::StatusOr<std::optional<std::string>> b =
-        store->GetSnapshot(kModel, 0, server::StorePart::kLmu, 1);
+        store->GetSnapshot(kModel, 0, PartKind::kLmu, 1);
     ASSERT_TRUE(b.ok() && b->has_value());
     std::string bad = **b;
     bad[bad.size() / 2] ^= 0x01;
-    ASSERT_TRUE(store->RawPutSnapshot(kModel, 0, server::StorePart::kLmu, 1, bad).ok());
+    ASSERT_TRUE(store->RawPutSnapshot(kModel, 0, PartKind::kLmu, 1, bad).ok());
   }
-  r = server::ReplayAndCheck(data_dir_, kModel, 0);
+  r = storage::ReplayAndCheck(data_dir_, kModel, 0);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_FALSE(r->ok());
-  EXPECT_EQ(r->mismatch->part, server::StorePart::kLmu);
+  EXPECT_EQ(r->mismatch->part, PartKind::kLmu);
   EXPECT_EQ(r->mismatch->what, "snapshot 1 blob SHA-256 (manifest)");
 }
 
@@ -1024,11 +1024,11 @@ TEST_F(AuditStoreTamperTest, AFusedModelReplaysFromItsSnapshotAndItsChainVerifie
   SnapshotNow(channel, "fused");  // the manifest is full: the log is trimmed through 5
   learn(5);
 
-  absl::StatusOr<server::ReplayReport> r = server::ReplayAndCheck(data_dir_, "fused", 0);
+  absl::StatusOr<storage::ReplayReport> r = storage::ReplayAndCheck(data_dir_, "fused", 0);
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_TRUE(r->ok()) << server::FormatReplayReport(*r);
+  ASSERT_TRUE(r->ok()) << storage::FormatReplayReport(*r);
   ASSERT_EQ(r->parts.size(), 1u);
-  EXPECT_EQ(r->parts[0].part, server::StorePart::kFuse);
+  EXPECT_EQ(r->parts[0].part, PartKind::kFuse);
   EXPECT_EQ(r->parts[0].start_snapshot_seq, 1u);
   EXPECT_EQ(r->parts[0].start_log_seq, 5u);
   EXPECT_EQ(r->parts[0].batches_replayed, 10u);

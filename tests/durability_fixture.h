@@ -28,9 +28,9 @@
 #include "gtest/gtest.h"
 #include "lmu.grpc.pb.h"
 #include "sau.grpc.pb.h"
-#include "server/persistence.h"
+#include "server/storage/persistence.h"
 #include "server/server.h"
-#include "server/store.h"
+#include "server/storage/store.h"
 #include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"
 #include "tests/test_server.h"
@@ -229,8 +229,8 @@ class DurabilityTest : public ::testing::Test {
   }
 
   // Opens the stopped server's store read-write (the test's own hands on the disk).
-  std::unique_ptr<Store> OpenStore() {
-    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({.path = root_ + "/data/db"});
+  std::unique_ptr<storage::Store> OpenStore() {
+    absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::Store::Open({.path = root_ + "/data/db"});
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
@@ -243,17 +243,17 @@ class DurabilityTest : public ::testing::Test {
   uint64_t lmu_t_ = 0;
 };
 
-inline std::vector<ManifestEntry> Manifest(const Store& store, uint32_t shard, StorePart part) {
+inline std::vector<storage::ManifestEntry> Manifest(const storage::Store& store, uint32_t shard, PartKind part) {
   absl::StatusOr<std::optional<std::string>> bytes = store.GetManifest(kModel, shard, part);
   EXPECT_TRUE(bytes.ok() && bytes->has_value()) << bytes.status();
   if (!bytes.ok() || !bytes->has_value()) return {};
-  absl::StatusOr<std::vector<ManifestEntry>> m = DecodeManifest(**bytes);
+  absl::StatusOr<std::vector<storage::ManifestEntry>> m = storage::DecodeManifest(**bytes);
   EXPECT_TRUE(m.ok()) << m.status();
-  return m.ok() ? *m : std::vector<ManifestEntry>{};
+  return m.ok() ? *m : std::vector<storage::ManifestEntry>{};
 }
 
 // Flips one byte in the middle of a stored snapshot blob.
-inline void CorruptSnapshot(Store& store, uint32_t shard, StorePart part, uint64_t seq) {
+inline void CorruptSnapshot(storage::Store& store, uint32_t shard, PartKind part, uint64_t seq) {
   absl::StatusOr<std::optional<std::string>> blob = store.GetSnapshot(kModel, shard, part, seq);
   ASSERT_TRUE(blob.ok() && blob->has_value()) << blob.status();
   std::string bad = **blob;
@@ -261,13 +261,13 @@ inline void CorruptSnapshot(Store& store, uint32_t shard, StorePart part, uint64
   ASSERT_TRUE(store.RawPutSnapshot(kModel, shard, part, seq, bad).ok());
 }
 
-inline uint64_t LastLogSeq(const Store& store, uint32_t shard, StorePart part) {
+inline uint64_t LastLogSeq(const storage::Store& store, uint32_t shard, PartKind part) {
   absl::StatusOr<std::optional<uint64_t>> last = store.LastLogSeq(kModel, shard, part);
   EXPECT_TRUE(last.ok()) << last.status();
   return last.ok() && last->has_value() ? **last : 0;
 }
 
-inline constexpr StorePart kParts[] = {StorePart::kSau, StorePart::kLmu};
+inline constexpr PartKind kParts[] = {PartKind::kSau, PartKind::kLmu};
 
 }  // namespace streamlearn::server::durability_test
 

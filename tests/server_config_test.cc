@@ -17,7 +17,7 @@
 #include "server/config.h"
 #include "server/host_port.h"
 #include "server/server.h"
-#include "server/spec_conversion.h"
+#include "server/storage/spec_conversion.h"
 #include "tests/command_runner.h"
 
 namespace streamlearn::server {
@@ -33,7 +33,7 @@ TEST(SpecConversionTest, ZeroAndUnspecifiedFieldsKeepTheCoreDefaults) {
   wire.mutable_sau()->set_d(8);
   wire.mutable_sau()->set_d_v(4);
   wire.mutable_sau()->set_r(32);
-  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
+  absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(wire);
   ASSERT_TRUE(spec.ok()) << spec.status();
 
   const sau::SauSpec defaults;
@@ -82,7 +82,7 @@ TEST(SpecConversionTest, GivenFieldsAreCopied) {
   s->set_c_rj(0.7);
   s->set_rj_delta(0.1);
   s->set_beta_floor(1e-9);
-  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
+  absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(wire);
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->shards, 3u);
   EXPECT_EQ(spec->sau.features, sau::FeatureKind::kIid);
@@ -91,8 +91,8 @@ TEST(SpecConversionTest, GivenFieldsAreCopied) {
   EXPECT_EQ(spec->sau.seed, 77u);
   EXPECT_EQ(spec->sau.r_v, 2);
   // Every field given comes back unchanged.
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(ModelSpecToProto(*spec), wire))
-      << ModelSpecToProto(*spec).DebugString();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(storage::ModelSpecToProto(*spec), wire))
+      << storage::ModelSpecToProto(*spec).DebugString();
 }
 
 TEST(SpecConversionTest, ResolvedSpecSurvivesARoundTripUnchanged) {
@@ -103,10 +103,10 @@ TEST(SpecConversionTest, ResolvedSpecSurvivesARoundTripUnchanged) {
   spec.sau.d_v = 8;
   spec.sau.r = 64;
   spec.sau = sau::ResolveDefaults(spec.sau);
-  absl::StatusOr<ModelSpec> back = ModelSpecFromProto(ModelSpecToProto(spec));
+  absl::StatusOr<ModelSpec> back = storage::ModelSpecFromProto(storage::ModelSpecToProto(spec));
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(ModelSpecToProto(*back),
-                                                                 ModelSpecToProto(spec)));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(storage::ModelSpecToProto(*back),
+                                                                 storage::ModelSpecToProto(spec)));
   EXPECT_EQ(back->sau.tau, spec.sau.tau);
   EXPECT_EQ(back->sau.c_lo, spec.sau.c_lo);
   EXPECT_EQ(back->sau.c_hi, spec.sau.c_hi);
@@ -115,13 +115,13 @@ TEST(SpecConversionTest, ResolvedSpecSurvivesARoundTripUnchanged) {
 TEST(SpecConversionTest, UnknownEnumValuesAreInvalidArgumentsNamingTheField) {
   v1::ModelSpec wire;
   wire.mutable_sau()->set_features(static_cast<v1::FeatureKind>(9));
-  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
+  absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(wire);
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(spec.status().message(), HasSubstr("sau.features"));
 
   wire.mutable_sau()->set_features(v1::FEATURE_KIND_IID);
   wire.mutable_sau()->set_input_mode(static_cast<v1::InputMode>(9));
-  spec = ModelSpecFromProto(wire);
+  spec = storage::ModelSpecFromProto(wire);
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(spec.status().message(), HasSubstr("sau.input_mode"));
 }

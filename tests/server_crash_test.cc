@@ -56,10 +56,10 @@
 #include "core/shard/routing.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/lmu_secret.h"
-#include "server/persistence.h"
-#include "server/spec_conversion.h"
-#include "server/store.h"
+#include "server/storage/lmu_secret.h"
+#include "server/storage/persistence.h"
+#include "server/storage/spec_conversion.h"
+#include "server/storage/store.h"
 
 extern char** environ;
 
@@ -304,7 +304,7 @@ Workload MakeWorkload(const WorkloadOptions& o, std::mt19937_64& rng) {
 class CleanReplay {
  public:
   CleanReplay(const v1::ModelSpec& effective, const lmu::HashSecret& secret) {
-    absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(effective);
+    absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(effective);
     EXPECT_TRUE(spec.ok()) << spec.status();
     absl::StatusOr<std::shared_ptr<Model>> model = Model::Create(*spec, secret);
     EXPECT_TRUE(model.ok()) << model.status();
@@ -320,7 +320,7 @@ class CleanReplay {
                          .k = {e.k().data(), static_cast<size_t>(e.k_size())},
                          .v = {e.v().data(), static_cast<size_t>(e.v_size())}});
       }
-      absl::StatusOr<IngestOutcome> out = model_->shard(b.shard).Ingest(views, SIZE_MAX);
+      absl::StatusOr<IngestOutcome> out = model_->sau(b.shard).Ingest(views, SIZE_MAX);
       if (!out.ok()) return out.status();
       if (out->applied != b.n) return absl::InternalError("clean replay: duplicates");
       return absl::OkStatus();
@@ -338,19 +338,19 @@ class CleanReplay {
                        .x = xs[static_cast<size_t>(i)],
                        .y = {s.y().data(), static_cast<size_t>(s.y_size())}});
     }
-    absl::StatusOr<UpdateOutcome> out = model_->lmu_shard(b.shard).Update(views, SIZE_MAX);
+    absl::StatusOr<UpdateOutcome> out = model_->lmu(b.shard).Update(views, SIZE_MAX);
     if (!out.ok()) return out.status();
     if (out->applied != b.n) return absl::InternalError("clean replay: duplicates");
     return absl::OkStatus();
   }
 
   std::string Digest(Part part, uint32_t shard) const {
-    return part == Part::kSau ? ToHex(model_->shard(shard).Stats().digest)
-                              : ToHex(model_->lmu_shard(shard).Stats().digest);
+    return part == Part::kSau ? ToHex(model_->sau(shard).Stats().digest)
+                              : ToHex(model_->lmu(shard).Stats().digest);
   }
   uint64_t Steps(Part part, uint32_t shard) const {
-    return part == Part::kSau ? model_->shard(shard).Stats().events
-                              : model_->lmu_shard(shard).Stats().samples;
+    return part == Part::kSau ? model_->sau(shard).Stats().events
+                              : model_->lmu(shard).Stats().samples;
   }
 
  private:
@@ -612,7 +612,7 @@ lmu::HashSecret WriteSecret(const std::string& path, uint64_t seed) {
   EXPECT_GE(fd, 0);
   EXPECT_EQ(write(fd, bytes.data(), bytes.size()), 32);
   close(fd);
-  absl::StatusOr<lmu::HashSecret> secret = LoadOrCreateLmuSecret(path);
+  absl::StatusOr<lmu::HashSecret> secret = storage::LoadOrCreateLmuSecret(path);
   EXPECT_TRUE(secret.ok()) << secret.status();
   return secret.ok() ? *secret : lmu::HashSecret{};
 }
@@ -703,15 +703,15 @@ uint64_t VerifyAuditChains(int port, uint32_t shards) {
 // part's manifest is full, its newest snapshot covers the part's whole log, and the log was
 // trimmed through the oldest kept snapshot.
 void ExpectSnapshotsAndTrimming(const std::string& data_dir, uint32_t shards) {
-  absl::StatusOr<std::unique_ptr<Store>> store =
-      Store::Open({.path = data_dir + "/db", .read_only = true});
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::Store::Open({.path = data_dir + "/db", .read_only = true});
   ASSERT_TRUE(store.ok()) << store.status();
   for (uint32_t s = 0; s < shards; ++s) {
-    for (StorePart part : {StorePart::kSau, StorePart::kLmu}) {
-      SCOPED_TRACE(absl::StrCat(std::string(StorePartName(part)), " shard ", s));
+    for (PartKind part : {PartKind::kSau, PartKind::kLmu}) {
+      SCOPED_TRACE(absl::StrCat(std::string(PartName(part)), " shard ", s));
       absl::StatusOr<std::optional<std::string>> bytes = (*store)->GetManifest(kModel, s, part);
       ASSERT_TRUE(bytes.ok() && bytes->has_value()) << bytes.status();
-      absl::StatusOr<std::vector<ManifestEntry>> manifest = DecodeManifest(**bytes);
+      absl::StatusOr<std::vector<storage::ManifestEntry>> manifest = storage::DecodeManifest(**bytes);
       ASSERT_TRUE(manifest.ok()) << manifest.status();
       ASSERT_EQ(manifest->size(), 2u) << "--keep_snapshots=2 and two snapshots were taken";
       uint64_t first = 0;
@@ -731,7 +731,7 @@ void ExpectSnapshotsAndTrimming(const std::string& data_dir, uint32_t shards) {
       }
       EXPECT_GT(oldest, 0u);
       std::printf("%s shard %u: snapshots %llu, %llu (log_seq %llu, %llu); log %s\n",
-                  std::string(StorePartName(part)).c_str(), s,
+                  std::string(PartName(part)).c_str(), s,
                   static_cast<unsigned long long>(manifest->front().snapshot_seq),
                   static_cast<unsigned long long>(manifest->back().snapshot_seq),
                   static_cast<unsigned long long>(manifest->front().log_seq),
@@ -964,12 +964,12 @@ TEST(ServerCrashTest, KillNineAtRandomPointsLosesNothingAndAppliesNothingTwice) 
 // The snapshot manifests of every shard part, read from a data directory no server holds.
 std::vector<std::string> ReadManifests(const std::string& data_dir, uint32_t shards) {
   std::vector<std::string> out;
-  absl::StatusOr<std::unique_ptr<Store>> store =
-      Store::Open({.path = data_dir + "/db", .read_only = true});
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::Store::Open({.path = data_dir + "/db", .read_only = true});
   EXPECT_TRUE(store.ok()) << store.status();
   if (!store.ok()) return out;
   for (uint32_t s = 0; s < shards; ++s) {
-    for (StorePart part : {StorePart::kSau, StorePart::kLmu}) {
+    for (PartKind part : {PartKind::kSau, PartKind::kLmu}) {
       absl::StatusOr<std::optional<std::string>> m = (*store)->GetManifest(kModel, s, part);
       EXPECT_TRUE(m.ok()) << m.status();
       out.push_back(m.ok() && m->has_value() ? **m : std::string());

@@ -19,7 +19,7 @@
 #include "core/audit/ed25519_key.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/data_dir.h"
+#include "server/storage/data_dir.h"
 #include "tests/command_runner.h"
 #include "tests/durability_fixture.h"
 
@@ -123,7 +123,7 @@ TEST_F(DataDirTest, TruncatedStoreManifestIsRefusedAndNoTableFileIsDeleted) {
 
 TEST_F(DataDirTest, MissingStoreBesideItsMarkerIsRefusedNotStartedEmpty) {
   MakeStateOnDisk();
-  ASSERT_TRUE(fs::exists(root_ + "/data/" + kDataDirMarker));
+  ASSERT_TRUE(fs::exists(root_ + "/data/" + storage::kDataDirMarker));
   fs::remove_all(Db());
   const absl::Status st = TryStart(Options());
   ASSERT_FALSE(st.ok()) << "started empty without its store";
@@ -135,7 +135,7 @@ TEST_F(DataDirTest, MissingStoreBesideItsMarkerIsRefusedNotStartedEmpty) {
 
 TEST_F(DataDirTest, StoreFilesWithoutCurrentAreRefusedEvenWithoutTheMarker) {
   MakeStateOnDisk();
-  fs::remove(root_ + "/data/" + kDataDirMarker);
+  fs::remove(root_ + "/data/" + storage::kDataDirMarker);
   fs::remove(Db() + "/CURRENT");
   const absl::Status st = TryStart(Options());
   ASSERT_FALSE(st.ok());
@@ -148,7 +148,7 @@ TEST_F(DataDirTest, NewDataDirWithKeysFromAnInterruptedFirstStartStarts) {
   Start();
   Stop();
   fs::remove_all(Db());
-  fs::remove(root_ + "/data/" + kDataDirMarker);
+  fs::remove(root_ + "/data/" + storage::kDataDirMarker);
   EXPECT_TRUE(TryStart(Options()).ok());
 }
 
@@ -197,7 +197,7 @@ TEST_F(DataDirTest, AuditTableWithAChecksumErrorIsRefusedAtStartNamingTheFile) {
   MakeStateOnDisk();
   std::vector<std::string> audit_files;
   {
-    std::unique_ptr<Store> store = OpenStore();
+    std::unique_ptr<storage::Store> store = OpenStore();
     ASSERT_NE(store, nullptr);
     absl::StatusOr<std::vector<std::pair<std::string, std::string>>> files = store->TableFiles();
     ASSERT_TRUE(files.ok()) << files.status();

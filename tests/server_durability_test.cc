@@ -32,9 +32,9 @@
 #include "gtest/gtest.h"
 #include "lmu.grpc.pb.h"
 #include "sau.grpc.pb.h"
-#include "server/persistence.h"
+#include "server/storage/persistence.h"
 #include "server/server.h"
-#include "server/store.h"
+#include "server/storage/store.h"
 #include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"
 #include "tests/durability_fixture.h"
@@ -60,11 +60,11 @@ TEST_F(DurabilityTest, CorruptNewestSnapshotFallsBackToTheOlderOneAndTheLogLosin
 
   uint64_t expect_replayed[kShards] = {};
   {
-    std::unique_ptr<Store> store = OpenStore();
+    std::unique_ptr<storage::Store> store = OpenStore();
     ASSERT_NE(store, nullptr);
     for (uint32_t s = 0; s < kShards; ++s) {
-      for (StorePart part : kParts) {
-        const std::vector<ManifestEntry> m = Manifest(*store, s, part);
+      for (PartKind part : kParts) {
+        const std::vector<storage::ManifestEntry> m = Manifest(*store, s, part);
         ASSERT_EQ(m.size(), 2u);
         CorruptSnapshot(*store, s, part, m[0].snapshot_seq);
         // Recovery starts from the older snapshot and replays the log after it.
@@ -106,19 +106,19 @@ TEST_F(DurabilityTest, BothSnapshotsCorruptAfterTrimmingFailsStartWithDataLossNa
   Feed(1, 16);
   Stop();
   {
-    std::unique_ptr<Store> store = OpenStore();
+    std::unique_ptr<storage::Store> store = OpenStore();
     ASSERT_NE(store, nullptr);
     uint64_t first = 0;
     ASSERT_TRUE(store
-                    ->ScanLog(kModel, 0, StorePart::kSau, 0,
+                    ->ScanLog(kModel, 0, PartKind::kSau, 0,
                               [&](uint64_t seq, std::string_view) {
                                 first = seq;
                                 return false;
                               })
                     .ok());
     ASSERT_GT(first, 1u) << "the log was not trimmed";
-    for (const ManifestEntry& e : Manifest(*store, 0, StorePart::kSau)) {
-      CorruptSnapshot(*store, 0, StorePart::kSau, e.snapshot_seq);
+    for (const storage::ManifestEntry& e : Manifest(*store, 0, PartKind::kSau)) {
+      CorruptSnapshot(*store, 0, PartKind::kSau, e.snapshot_seq);
     }
   }
   Server server(Options());
@@ -145,12 +145,12 @@ TEST_F(DurabilityTest, CorruptOnlySnapshotWithEmptyLogFailsStartWithDataLoss) {
   Snapshot();  // trims the whole log: nothing came after it
   Stop();
   {
-    std::unique_ptr<Store> store = OpenStore();
+    std::unique_ptr<storage::Store> store = OpenStore();
     ASSERT_NE(store, nullptr);
-    ASSERT_EQ(LastLogSeq(*store, 0, StorePart::kSau), 0u) << "the log still has entries";
-    const std::vector<ManifestEntry> m = Manifest(*store, 0, StorePart::kSau);
+    ASSERT_EQ(LastLogSeq(*store, 0, PartKind::kSau), 0u) << "the log still has entries";
+    const std::vector<storage::ManifestEntry> m = Manifest(*store, 0, PartKind::kSau);
     ASSERT_EQ(m.size(), 1u);
-    CorruptSnapshot(*store, 0, StorePart::kSau, m[0].snapshot_seq);
+    CorruptSnapshot(*store, 0, PartKind::kSau, m[0].snapshot_seq);
   }
   Server server(options);
   const absl::StatusOr<int> port = server.Start();
@@ -171,11 +171,11 @@ TEST_F(DurabilityTest, UnreadableManifestWithTrimmedLogFailsStartWithDataLoss) {
   Snapshot();
   Stop();
   {
-    std::unique_ptr<Store> store = OpenStore();
+    std::unique_ptr<storage::Store> store = OpenStore();
     ASSERT_NE(store, nullptr);
-    ASSERT_EQ(LastLogSeq(*store, 0, StorePart::kSau), 0u) << "the log still has entries";
-    StoreBatch batch;
-    batch.PutManifest(kModel, 0, StorePart::kSau, "not a manifest");
+    ASSERT_EQ(LastLogSeq(*store, 0, PartKind::kSau), 0u) << "the log still has entries";
+    storage::StoreBatch batch;
+    batch.PutManifest(kModel, 0, PartKind::kSau, "not a manifest");
     ASSERT_TRUE(store->Write(batch).ok());
   }
   Server server(options);
@@ -196,11 +196,11 @@ TEST_F(DurabilityTest, TrimmedUnderASmallerKeepStillFailsStartWithDataLoss) {
   Snapshot();
   Stop();
   {
-    std::unique_ptr<Store> store = OpenStore();
+    std::unique_ptr<storage::Store> store = OpenStore();
     ASSERT_NE(store, nullptr);
-    const std::vector<ManifestEntry> m = Manifest(*store, 0, StorePart::kSau);
+    const std::vector<storage::ManifestEntry> m = Manifest(*store, 0, PartKind::kSau);
     ASSERT_EQ(m.size(), 1u);
-    CorruptSnapshot(*store, 0, StorePart::kSau, m[0].snapshot_seq);
+    CorruptSnapshot(*store, 0, PartKind::kSau, m[0].snapshot_seq);
   }
   options.keep_snapshots = 2;
   Server server(options);

@@ -26,7 +26,7 @@
 #include "prometheus/metric_family.h"
 #include "sau.grpc.pb.h"
 #include "server/server.h"
-#include "server/spec_conversion.h"
+#include "server/storage/spec_conversion.h"
 #include "tests/test_server.h"
 
 namespace streamlearn::server {
@@ -146,7 +146,7 @@ TEST_F(ServerE2eTest, CreateModelThenGetAndListReturnItWithDefaultsFilledIn) {
   expected.sau.r = 64;
   expected.sau = sau::ResolveDefaults(expected.sau);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(created.spec(),
-                                                                 ModelSpecToProto(expected)))
+                                                                 storage::ModelSpecToProto(expected)))
       << created.spec().DebugString();
   const v1::SauSpec& sau = created.spec().sau();
   EXPECT_EQ(sau.tau(), 4.0);  // sqrt(d)
@@ -240,7 +240,7 @@ TEST_F(ServerE2eTest, StreamedEventsGiveQueriesBitIdenticalToAnInProcessEstimato
   ASSERT_TRUE(CreateModel(SmallSpec(model), &info).ok());
   const uint32_t shard = ShardFor(key, 2);
 
-  absl::StatusOr<ModelSpec> resolved = ModelSpecFromProto(info.spec());
+  absl::StatusOr<ModelSpec> resolved = storage::ModelSpecFromProto(info.spec());
   ASSERT_TRUE(resolved.ok()) << resolved.status();
   absl::StatusOr<sau::SauEstimator> reference = sau::SauEstimator::Create(resolved->sau);
   ASSERT_TRUE(reference.ok()) << reference.status();
@@ -636,12 +636,12 @@ TEST(ServerLimitsTest, OversizeMessageIsRejectedWithResourceExhaustedAndServerKe
 ShardStats StatsOf(Server& server, const std::string& model, const std::string& key) {
   absl::StatusOr<std::shared_ptr<Model>> m = server.registry().Find(model);
   EXPECT_TRUE(m.ok());
-  return (*m)->shard((*m)->ShardOf(key)).Stats();
+  return (*m)->sau((*m)->ShardOf(key)).Stats();
 }
 
 std::unique_ptr<Server> StartServerWithModel(const std::string& model) {
   std::unique_ptr<Server> server = StartServer(Server::Options());
-  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(SmallSpec(model));
+  absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(SmallSpec(model));
   EXPECT_TRUE(spec.ok());
   EXPECT_TRUE(server->registry().Create(*spec).ok());
   return server;

@@ -49,7 +49,7 @@
 #include "lmu.grpc.pb.h"
 #include "sau.grpc.pb.h"
 #include "server/server.h"
-#include "server/spec_conversion.h"
+#include "server/storage/spec_conversion.h"
 #include "tests/test_server.h"
 
 extern char** environ;
@@ -102,7 +102,7 @@ v1::ModelSpec FusedSpec(const std::string& name, v1::FusePattern pattern, uint32
 
 // The reference: a FuseUnit of the model's effective spec and the server's secret.
 std::unique_ptr<fuse::FuseUnit> ReferenceUnit(const v1::ModelInfo& info) {
-  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(info.spec());
+  absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(info.spec());
   EXPECT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(spec->has_fuse);
   absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> unit =

@@ -24,7 +24,7 @@
 #include "lmu.grpc.pb.h"
 #include "sau.grpc.pb.h"
 #include "server/server.h"
-#include "server/spec_conversion.h"
+#include "server/storage/spec_conversion.h"
 #include "tests/test_server.h"
 
 namespace streamlearn::server {
@@ -219,7 +219,7 @@ void ServerLmuE2eTest::TrainAndCompareWithReference(const std::string& model, in
   constexpr int kBatch = 100;
   const std::string key = "user-7";
   const v1::ModelInfo created = GetModel(model);
-  absl::StatusOr<ModelSpec> effective = ModelSpecFromProto(created.spec());
+  absl::StatusOr<ModelSpec> effective = storage::ModelSpecFromProto(created.spec());
   ASSERT_TRUE(effective.ok()) << effective.status();
   lmu::LmuLearner reference(effective->lmu, TestSecret());
 
@@ -560,7 +560,7 @@ TEST(ServerLmuShutdownTest, DrainEndsABusyUpdateStreamWithUnavailableAndKeepsAck
   std::unique_ptr<Server> started = test_util::StartLoopbackServer(TestOptions());
   Server& server = *started;
   ASSERT_NE(server.port(), 0);
-  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(LmuModelSpec("drain", true));
+  absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(LmuModelSpec("drain", true));
   ASSERT_TRUE(spec.ok()) << spec.status();
   ASSERT_TRUE(server.registry().Create(*spec).ok());
   auto stub = v1::LMU::NewStub(ChannelTo(server));
@@ -588,7 +588,7 @@ TEST(ServerLmuShutdownTest, DrainEndsABusyUpdateStreamWithUnavailableAndKeepsAck
   EXPECT_THAT(status.error_message(), HasSubstr("shutting down"));
   absl::StatusOr<std::shared_ptr<Model>> m = server.registry().Find("drain");
   ASSERT_TRUE(m.ok());
-  const LmuShardStats stats = (*m)->lmu_shard((*m)->ShardOf("k")).Stats();
+  const LmuShardStats stats = (*m)->lmu((*m)->ShardOf("k")).Stats();
   EXPECT_EQ(stats.samples, acked);
   EXPECT_EQ(stats.last_t, last_acked_t);
 }

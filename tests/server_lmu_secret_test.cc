@@ -10,7 +10,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/lmu_secret.h"
+#include "server/storage/lmu_secret.h"
 #include "server/server.h"
 
 namespace streamlearn::server {
@@ -34,7 +34,7 @@ void WriteBytes(const std::string& path, size_t n) {
 
 TEST(LmuSecretTest, MissingFileIsCreatedWith32BytesMode0600AndReadBackUnchanged) {
   const std::string path = TempDir("create") + "/lmu.secret";
-  absl::StatusOr<lmu::HashSecret> made = LoadOrCreateLmuSecret(path);
+  absl::StatusOr<lmu::HashSecret> made = storage::LoadOrCreateLmuSecret(path);
   ASSERT_TRUE(made.ok()) << made.status();
   struct stat st {};
   ASSERT_EQ(stat(path.c_str(), &st), 0);
@@ -42,7 +42,7 @@ TEST(LmuSecretTest, MissingFileIsCreatedWith32BytesMode0600AndReadBackUnchanged)
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_NE(*made, lmu::HashSecret{});  // 32 zero bytes from RAND_bytes: never in practice
 
-  absl::StatusOr<lmu::HashSecret> again = LoadOrCreateLmuSecret(path);
+  absl::StatusOr<lmu::HashSecret> again = storage::LoadOrCreateLmuSecret(path);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(*again, *made);
 }
@@ -53,7 +53,7 @@ TEST(LmuSecretTest, FileOfTheWrongSizeIsAnErrorNamingTheFile) {
     SCOPED_TRACE(n);
     const std::string path = dir + "/s" + std::to_string(n);
     WriteBytes(path, n);
-    absl::StatusOr<lmu::HashSecret> secret = LoadOrCreateLmuSecret(path);
+    absl::StatusOr<lmu::HashSecret> secret = storage::LoadOrCreateLmuSecret(path);
     EXPECT_EQ(secret.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(secret.status().message(), HasSubstr(path));
     EXPECT_THAT(secret.status().message(), HasSubstr("exactly 32 bytes"));
@@ -62,7 +62,7 @@ TEST(LmuSecretTest, FileOfTheWrongSizeIsAnErrorNamingTheFile) {
 
 TEST(LmuSecretTest, MissingDirectoryIsAnErrorNamingTheFile) {
   const std::string path = TempDir("nodir") + "/no/such/dir/lmu.secret";
-  absl::StatusOr<lmu::HashSecret> secret = LoadOrCreateLmuSecret(path);
+  absl::StatusOr<lmu::HashSecret> secret = storage::LoadOrCreateLmuSecret(path);
   EXPECT_EQ(secret.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(secret.status().message(), HasSubstr(path));
 }

@@ -7,7 +7,7 @@
 
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
-#include "server/audit_replay.h"
+#include "server/storage/audit_replay.h"
 
 namespace streamlearn::cli {
 
@@ -28,21 +28,21 @@ int RunAuditReplay(const GlobalOptions& options, std::span<const std::string> ar
                                    parser.Usage()),
         kExitUsage);
   }
-  std::vector<server::ReplayReport> reports;
+  std::vector<storage::ReplayReport> reports;
   if (shard.has_value()) {
-    absl::StatusOr<server::ReplayReport> r =
-        server::ReplayAndCheck(*data_dir, *model, static_cast<uint32_t>(*shard));
+    absl::StatusOr<storage::ReplayReport> r =
+        storage::ReplayAndCheck(*data_dir, *model, static_cast<uint32_t>(*shard));
     if (!r.ok()) return ReportError(r.status());
     reports.push_back(*std::move(r));
   } else {
-    absl::StatusOr<std::vector<server::ReplayReport>> r =
-        server::ReplayAndCheckAllShards(*data_dir, *model);
+    absl::StatusOr<std::vector<storage::ReplayReport>> r =
+        storage::ReplayAndCheckAllShards(*data_dir, *model);
     if (!r.ok()) return ReportError(r.status());
     reports = *std::move(r);
   }
   bool ok = true;
-  for (const server::ReplayReport& r : reports) {
-    std::cout << server::FormatReplayReport(r);
+  for (const storage::ReplayReport& r : reports) {
+    std::cout << storage::FormatReplayReport(r);
     ok = ok && r.ok();
   }
   return ok ? kExitOk : kExitFailure;

@@ -1,5 +1,7 @@
 #include "core/shard/fuse_shard.h"
 
+#include "core/shard/batch_gate.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cassert>
@@ -152,32 +154,34 @@ uint64_t FuseShard::log_seq() const {
   return log_seq_;
 }
 
+absl::StatusOr<PartSnapshot> FuseShard::TakeSnapshot() const {
+  absl::StatusOr<FuseShardSnapshot> s = Snapshot();
+  if (!s.ok()) return s.status();
+  return PartSnapshot{.log_seq = s->log_seq,
+                      .steps = s->steps,
+                      .state_digest = s->state_digest,
+                      .blob = std::move(s->blob)};
+}
+
+Digest FuseShard::StateDigest() const { return Stats().digest; }
+
 absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView> batch,
                                                   size_t max_batch, const FuseCommitHook* hook) {
-  if (batch.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("batch is empty; send 1..%d samples per request", max_batch));
-  }
-  if (batch.size() > max_batch) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "batch has %d samples; the limit is %d per request", batch.size(), max_batch));
-  }
+  if (absl::Status s = CheckBatchSize(batch.size(), max_batch, "samples"); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(write_mu_);
   if (!fenced_.ok()) return FencedError("stopped learning");
   // Only this writer changes the unit, so reading it here needs no unit_mu_.
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (absl::Status st = CheckSample(*unit_, batch[i]); !st.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("sample %d (t=%d): %s", i, batch[i].t, st.message()));
-    }
+  if (absl::Status st = CheckBatchItems(
+          batch, "sample", [&](const FuseSampleView& s) { return CheckSample(*unit_, s); });
+      !st.ok()) {
+    return st;
   }
 
   FuseLearnOutcome out;
-  bool seen = unit_->has_last_t();
-  uint64_t last_t = unit_->last_t();
+  TOrder order(unit_->has_last_t(), unit_->last_t());
   for (size_t i = 0; i < batch.size(); ++i) {
     const FuseSampleView& s = batch[i];
-    if (seen && s.t <= last_t) {
+    if (!order.Accept(s.t)) {
       out.duplicates.push_back(s.t);
       continue;
     }
@@ -199,8 +203,6 @@ absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView
         applied.next_actions = unit_->control().pending();
       }
     }
-    seen = true;
-    last_t = s.t;
     ++out.applied;
     actions_total_ += applied.step.actions.size();
     out.c_lookup_p100 = std::max(out.c_lookup_p100,

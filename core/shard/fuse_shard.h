@@ -52,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "core/audit/audit_record.h"
 #include "core/common/digest.h"
+#include "core/shard/shard_part.h"
 #include "core/control/control_plane.h"
 #include "core/fuse/fuse_spec.h"
 #include "core/fuse/fuse_unit.h"
@@ -149,8 +150,9 @@ class WriterFirstRwLock {
   pthread_rwlock_t lock_;
 };
 
-class FuseShard {
+class FuseShard final : public ShardPart {
  public:
+  static constexpr PartKind kKind = PartKind::kFuse;
   explicit FuseShard(std::unique_ptr<fuse::FuseUnit> unit);
 
   // Errors as fuse::RestoreFuse, DATA_LOSS for a bad shard header.
@@ -177,11 +179,16 @@ class FuseShard {
   // Takes the writer lock while it serializes (predictions go on; learning waits).
   // UNAVAILABLE once fenced.
   absl::StatusOr<FuseShardSnapshot> Snapshot() const;
-  uint64_t log_seq() const;
+  uint64_t log_seq() const override;
+
+  // ShardPart (shard_part.h).
+  PartKind kind() const override { return kKind; }
+  absl::StatusOr<PartSnapshot> TakeSnapshot() const override;
+  Digest StateDigest() const override;
   const fuse::FuseSpec& spec() const { return spec_; }
 
   // Whether a failed write fenced the shard.
-  bool fenced() const;
+  bool fenced() const override;
   // Replaces the state of a fenced shard with `recovered` (the store's last committed state,
   // rebuilt by the owner) and lifts the fence; predictions wait for the swap as for a step.
   // FAILED_PRECONDITION if the shard is not fenced, or `recovered` is, or it does not end at

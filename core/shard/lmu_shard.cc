@@ -1,5 +1,7 @@
 #include "core/shard/lmu_shard.h"
 
+#include "core/shard/batch_gate.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -82,6 +84,17 @@ uint64_t LmuShard::log_seq() const {
   return log_seq_;
 }
 
+absl::StatusOr<PartSnapshot> LmuShard::TakeSnapshot() const {
+  absl::StatusOr<LmuShardSnapshot> s = Snapshot();
+  if (!s.ok()) return s.status();
+  return PartSnapshot{.log_seq = s->log_seq,
+                      .steps = s->samples,
+                      .state_digest = s->state_digest,
+                      .blob = std::move(s->blob)};
+}
+
+Digest LmuShard::StateDigest() const { return Stats().digest; }
+
 bool LmuShard::fenced() const {
   std::lock_guard<std::mutex> lock(write_mu_);
   return !fenced_.ok();
@@ -112,29 +125,22 @@ absl::Status LmuShard::Reinstate(std::unique_ptr<LmuShard> recovered) {
 
 absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch,
                                                size_t max_batch, const LmuCommitHook* hook) {
-  if (batch.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("batch is empty; send 1..%d samples per request", max_batch));
-  }
-  if (batch.size() > max_batch) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "batch has %d samples; the limit is %d per request", batch.size(), max_batch));
-  }
+  if (absl::Status s = CheckBatchSize(batch.size(), max_batch, "samples"); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(write_mu_);
   if (!fenced_.ok()) return FencedError("stopped taking updates");
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const SampleView& s = batch[i];
-    if (absl::Status st = learner()->CheckSample(s.x, s.y, s.lr, s.l2); !st.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("sample %d (t=%d): %s", i, s.t, st.message()));
-    }
+  if (absl::Status st = CheckBatchItems(batch, "sample", [&](const SampleView& s) {
+        return learner()->CheckSample(s.x, s.y, s.lr, s.l2);
+      });
+      !st.ok()) {
+    return st;
   }
   UpdateOutcome out;
   out.last_prediction.resize(learner()->m());
   std::vector<double> y_before(learner()->m());
   uint64_t t_first = 0;
+  TOrder order(seen_, last_t_);
   for (const SampleView& s : batch) {
-    if (seen_ && s.t <= last_t_) {
+    if (!order.Accept(s.t)) {
       out.duplicates.push_back(s.t);
       continue;
     }

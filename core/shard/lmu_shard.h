@@ -34,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/common/digest.h"
+#include "core/shard/shard_part.h"
 #include "core/lmu/lmu_learner.h"
 
 namespace streamlearn {
@@ -89,8 +90,9 @@ struct LmuShardSnapshot {
   std::string blob;  // container "streamlearn.lmu_shard": header + core/lmu/lmu_snapshot.h
 };
 
-class LmuShard {
+class LmuShard final : public ShardPart {
  public:
+  static constexpr PartKind kKind = PartKind::kLmu;
   LmuShard(const lmu::LmuSpec& spec, const lmu::HashSecret& secret);
 
   // Errors as RestoreLmu (core/lmu/lmu_snapshot.h), DATA_LOSS for a bad shard header.
@@ -117,10 +119,15 @@ class LmuShard {
   // UNAVAILABLE once fenced: the state then holds a batch that was never committed.
   absl::StatusOr<LmuShardSnapshot> Snapshot() const;
   // The log sequence number of the last committed batch (0 before any).
-  uint64_t log_seq() const;
+  uint64_t log_seq() const override;
+
+  // ShardPart (shard_part.h).
+  PartKind kind() const override { return kKind; }
+  absl::StatusOr<PartSnapshot> TakeSnapshot() const override;
+  Digest StateDigest() const override;
 
   // Whether a failed write fenced the shard (see top of file).
-  bool fenced() const;
+  bool fenced() const override;
   // Replaces the state of a fenced shard with `recovered` (the store's last committed state,
   // rebuilt by the owner) and lifts the fence. FAILED_PRECONDITION if the shard is not fenced
   // (its state is the committed one), if `recovered` is itself fenced, or if it does not end

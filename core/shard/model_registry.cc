@@ -53,25 +53,23 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Create(ModelSpec spec,
                                                      const lmu::HashSecret& secret) {
   if (absl::Status s = ValidateModelSpec(spec); !s.ok()) return s;
   std::shared_ptr<Model> m(new Model());
+  m->slots_.resize(size_t{spec.shards} * std::size(kPartKinds));
   if (spec.has_sau) {
     absl::StatusOr<sau::SauEstimator> est = sau::SauEstimator::Create(spec.sau);
     if (!est.ok()) return est.status();
     spec.sau = est->spec();  // resolved
     m->w_digest_ = est->w_digest();
     m->state_bytes_ = est->state_bytes();
-    m->shards_.reserve(spec.shards);
     for (uint32_t i = 0; i < spec.shards; ++i) {
-      m->shards_.push_back(std::make_unique<SauShard>(*est));
+      m->slots_[Slot(i, PartKind::kSau)] = std::make_unique<SauShard>(*est);
     }
   }
   if (spec.has_lmu) {
-    m->lmu_shards_.reserve(spec.shards);
     for (uint32_t i = 0; i < spec.shards; ++i) {
-      m->lmu_shards_.push_back(std::make_unique<LmuShard>(spec.lmu, secret));
+      m->slots_[Slot(i, PartKind::kLmu)] = std::make_unique<LmuShard>(spec.lmu, secret);
     }
   }
   if (spec.has_fuse) {
-    m->fuse_shards_.reserve(spec.shards);
     for (uint32_t i = 0; i < spec.shards; ++i) {
       absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> unit =
           fuse::FuseUnit::Create(spec.fuse, secret);
@@ -80,12 +78,20 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Create(ModelSpec spec,
         m->w_digest_ = (*unit)->sau().w_digest();
         m->state_bytes_ = (*unit)->sau().state_bytes();
       }
-      m->fuse_shards_.push_back(std::make_unique<FuseShard>(*std::move(unit)));
+      m->slots_[Slot(i, PartKind::kFuse)] = std::make_unique<FuseShard>(*std::move(unit));
     }
-    spec.fuse = m->fuse_shards_[0]->spec();  // resolved
+    spec.fuse = m->fuse(0).spec();  // resolved
   }
   m->spec_ = std::move(spec);
   return m;
+}
+
+std::vector<ShardPart*> Model::parts(uint32_t i) const {
+  std::vector<ShardPart*> out;
+  for (PartKind kind : kPartKinds) {
+    if (ShardPart* p = part(i, kind); p != nullptr) out.push_back(p);
+  }
+  return out;
 }
 
 uint32_t Model::ShardOf(std::string_view routing_key) const {

@@ -3,7 +3,8 @@
 //   ModelRegistry reg;
 //   auto model = reg.Create(spec);        // INVALID_ARGUMENT / ALREADY_EXISTS
 //   auto m = reg.Find("demo");            // NOT_FOUND naming the model
-//   SauShard& shard = (*m)->shard(ShardFor(routing_key, (*m)->num_shards()));
+//   SauShard& shard = (*m)->sau((*m)->ShardOf(routing_key));
+//   for (ShardPart* part : (*m)->parts(0)) { ... }     // SAU, LMU, Fuse: the ones it has
 //
 // Models are never removed while the process runs, so a shared_ptr from Find stays valid.
 // Thread safety: all methods are thread-safe.
@@ -29,6 +30,7 @@
 #include "core/shard/fuse_shard.h"
 #include "core/shard/lmu_shard.h"
 #include "core/shard/sau_shard.h"
+#include "core/shard/shard_part.h"
 
 namespace streamlearn {
 
@@ -44,6 +46,10 @@ struct ModelSpec {
   lmu::LmuSpec lmu;
   bool has_fuse = false;
   fuse::FuseSpec fuse;
+
+  bool has(PartKind kind) const {
+    return kind == PartKind::kSau ? has_sau : kind == PartKind::kLmu ? has_lmu : has_fuse;
+  }
 };
 
 // A model name is 1..64 bytes of [A-Za-z0-9_.-], and not "." or ".." (names become keys and
@@ -67,15 +73,18 @@ class Model {
 
   const ModelSpec& spec() const { return spec_; }
   uint32_t num_shards() const { return spec_.shards; }
-  // REQUIRES: spec().has_sau.
-  SauShard& shard(uint32_t i) { return *shards_[i]; }
-  const SauShard& shard(uint32_t i) const { return *shards_[i]; }
-  // REQUIRES: spec().has_lmu.
-  LmuShard& lmu_shard(uint32_t i) { return *lmu_shards_[i]; }
-  const LmuShard& lmu_shard(uint32_t i) const { return *lmu_shards_[i]; }
-  // REQUIRES: spec().has_fuse.
-  FuseShard& fuse_shard(uint32_t i) { return *fuse_shards_[i]; }
-  const FuseShard& fuse_shard(uint32_t i) const { return *fuse_shards_[i]; }
+  // The part of shard i of a kind; REQUIRES: i < num_shards() and spec().has(PartT::kKind).
+  template <typename PartT>
+  PartT& part(uint32_t i) const {
+    return static_cast<PartT&>(*slots_[Slot(i, PartT::kKind)]);
+  }
+  SauShard& sau(uint32_t i) const { return part<SauShard>(i); }
+  LmuShard& lmu(uint32_t i) const { return part<LmuShard>(i); }
+  FuseShard& fuse(uint32_t i) const { return part<FuseShard>(i); }
+  // The part of shard i of `kind`; null when the model has none. REQUIRES: i < num_shards().
+  ShardPart* part(uint32_t i, PartKind kind) const { return slots_[Slot(i, kind)].get(); }
+  // The parts shard i has, in PartKind order.
+  std::vector<ShardPart*> parts(uint32_t i) const;
   // The SAU's random-feature matrix (a fused model: its fused SAU's).
   const Digest& w_digest() const { return w_digest_; }
   size_t state_bytes() const { return state_bytes_; }
@@ -83,14 +92,12 @@ class Model {
   // The shard a routing key maps to (core/shard/routing.h).
   uint32_t ShardOf(std::string_view routing_key) const;
 
-  // Recovery (server/recovery.h): replaces a shard by one restored from a snapshot. Only
-  // before the model is shared (ModelRegistry::Add). REQUIRES: i < num_shards() and the part.
-  void ReplaceShard(uint32_t i, std::unique_ptr<SauShard> shard) { shards_[i] = std::move(shard); }
-  void ReplaceLmuShard(uint32_t i, std::unique_ptr<LmuShard> shard) {
-    lmu_shards_[i] = std::move(shard);
-  }
-  void ReplaceFuseShard(uint32_t i, std::unique_ptr<FuseShard> shard) {
-    fuse_shards_[i] = std::move(shard);
+  // Recovery (server/storage/recovery.h): replaces a part by one restored from a snapshot.
+  // Only before the model is shared (ModelRegistry::Add). REQUIRES: i < num_shards() and the
+  // model has a part of that kind.
+  void Replace(uint32_t i, std::unique_ptr<ShardPart> part) {
+    const size_t slot = Slot(i, part->kind());
+    slots_[slot] = std::move(part);
   }
 
  private:
@@ -98,9 +105,11 @@ class Model {
   ModelSpec spec_;
   Digest w_digest_{};
   size_t state_bytes_ = 0;
-  std::vector<std::unique_ptr<SauShard>> shards_;
-  std::vector<std::unique_ptr<LmuShard>> lmu_shards_;
-  std::vector<std::unique_ptr<FuseShard>> fuse_shards_;
+  static size_t Slot(uint32_t i, PartKind kind) {
+    return size_t{i} * std::size(kPartKinds) + static_cast<size_t>(kind) - 1;
+  }
+  // Shard i's part of kind k at Slot(i, k); null where the model has no such part.
+  std::vector<std::unique_ptr<ShardPart>> slots_;
 };
 
 class ModelRegistry {

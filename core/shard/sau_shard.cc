@@ -3,6 +3,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/byte_codec.h"
 #include "core/sau/sau_snapshot.h"
+#include "core/shard/batch_gate.h"
 
 namespace streamlearn {
 
@@ -69,40 +70,41 @@ SauShardSnapshot SauShard::Snapshot() const {
 
 uint64_t SauShard::log_seq() const { return cell_.Read()->log_seq; }
 
+absl::StatusOr<PartSnapshot> SauShard::TakeSnapshot() const {
+  SauShardSnapshot s = Snapshot();
+  return PartSnapshot{.log_seq = s.log_seq,
+                      .steps = s.events,
+                      .state_digest = s.state_digest,
+                      .blob = std::move(s.blob)};
+}
+
+Digest SauShard::StateDigest() const { return cell_.Read()->estimator.StateDigest(); }
+
 absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
                                                size_t max_batch, const SauCommitHook* hook) {
-  if (batch.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("batch is empty; send 1..%d events per request", max_batch));
-  }
-  if (batch.size() > max_batch) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "batch has %d events; the limit is %d per request", batch.size(), max_batch));
-  }
+  if (absl::Status s = CheckBatchSize(batch.size(), max_batch, "events"); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(write_mu_);
   const Version& cur = cell_.Current();
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (absl::Status s = cur.estimator.CheckEvent(batch[i].k, batch[i].v); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("event %d (t=%d): %s", i, batch[i].t, s.message()));
-    }
+  if (absl::Status s = CheckBatchItems(batch, "event", [&](const EventView& e) {
+        return cur.estimator.CheckEvent(e.k, e.v);
+      });
+      !s.ok()) {
+    return s;
   }
 
   IngestOutcome out;
   // Duplicates first, so a batch of nothing new publishes nothing.
   std::vector<size_t>& fresh = fresh_;
   fresh.clear();
-  bool seen = cur.estimator.events() > 0;
-  uint64_t last_t = cur.last_t;
+  TOrder order(cur.estimator.events() > 0, cur.last_t);
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (seen && batch[i].t <= last_t) {
-      out.duplicates.push_back(batch[i].t);
-    } else {
+    if (order.Accept(batch[i].t)) {
       fresh.push_back(i);
-      last_t = batch[i].t;
-      seen = true;
+    } else {
+      out.duplicates.push_back(batch[i].t);
     }
   }
+  const uint64_t last_t = order.last_t();
   if (fresh.empty()) {
     out.version = cur.version;
     return out;

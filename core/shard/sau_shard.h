@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/common/digest.h"
+#include "core/shard/shard_part.h"
 #include "core/sau/sau_estimator.h"
 #include "core/shard/versioned_cell.h"
 
@@ -90,8 +91,9 @@ struct SauShardSnapshot {
   std::string blob;
 };
 
-class SauShard {
+class SauShard final : public ShardPart {
  public:
+  static constexpr PartKind kKind = PartKind::kSau;
   explicit SauShard(const sau::SauEstimator& initial);
 
   // Rebuilds a shard from SauShardSnapshot::blob. Errors: DATA_LOSS (corrupt or truncated),
@@ -118,7 +120,13 @@ class SauShard {
   // Serializes the current published version (lock-free: the writer goes on meanwhile).
   SauShardSnapshot Snapshot() const;
   // The log_seq of the current version (the last logged batch it includes).
-  uint64_t log_seq() const;
+  uint64_t log_seq() const override;
+  bool fenced() const override { return false; }
+
+  // ShardPart (shard_part.h).
+  PartKind kind() const override { return kKind; }
+  absl::StatusOr<PartSnapshot> TakeSnapshot() const override;
+  Digest StateDigest() const override;
 
  private:
   struct Version {

@@ -468,9 +468,9 @@ TEST(ModelRegistry, AddRefusesATakenNameAndKeepsTheFirstModel) {
   auto b = Model::Create(spec);
   ASSERT_TRUE(a.ok() && b.ok());
   // Recovery replaces a shard before the model is shared.
-  auto shard = SauShard::Restore((*a)->spec().sau, (*a)->shard(0).Snapshot().blob);
+  auto shard = SauShard::Restore((*a)->spec().sau, (*a)->sau(0).Snapshot().blob);
   ASSERT_TRUE(shard.ok()) << shard.status();
-  (*a)->ReplaceShard(0, *std::move(shard));
+  (*a)->Replace(0, *std::move(shard));
   ASSERT_TRUE(reg.Add(*a).ok());
   const absl::Status again = reg.Add(*b);
   EXPECT_TRUE(absl::IsAlreadyExists(again)) << again;

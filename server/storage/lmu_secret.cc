@@ -1,4 +1,4 @@
-#include "server/lmu_secret.h"
+#include "server/storage/lmu_secret.h"
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "spdlog/spdlog.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 namespace {
 
 absl::Status FileError(const std::string& path, absl::string_view action, int err) {
@@ -115,4 +115,4 @@ absl::StatusOr<lmu::HashSecret> LoadOrCreateLmuSecret(const std::string& path) {
   return secret;
 }
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage

@@ -26,14 +26,14 @@
 // does. It fails only for what the core types cannot hold: enum values this server does not
 // know and integers that do not fit.
 // Thread safety: plain functions without shared state.
-#ifndef STREAMLEARN_SERVER_SPEC_CONVERSION_H_
-#define STREAMLEARN_SERVER_SPEC_CONVERSION_H_
+#ifndef STREAMLEARN_SERVER_STORAGE_SPEC_CONVERSION_H_
+#define STREAMLEARN_SERVER_STORAGE_SPEC_CONVERSION_H_
 
 #include "absl/status/statusor.h"
 #include "admin.pb.h"
 #include "core/shard/model_registry.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 
 // Errors: INVALID_ARGUMENT naming the field (unknown enum value, integer out of range).
 absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire);
@@ -41,6 +41,6 @@ absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire);
 // Every field set from `spec` (normally a resolved spec, so no zero means "default").
 v1::ModelSpec ModelSpecToProto(const ModelSpec& spec);
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage
 
-#endif  // STREAMLEARN_SERVER_SPEC_CONVERSION_H_
+#endif  // STREAMLEARN_SERVER_STORAGE_SPEC_CONVERSION_H_

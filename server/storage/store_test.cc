@@ -1,6 +1,6 @@
 // The RocksDB store (server/store.h): round trips, atomic batches, key boundaries, read-only
 // and backup opens, errors, and a batch surviving kill -9 of the writer.
-#include "server/store.h"
+#include "server/storage/store.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -21,7 +21,7 @@
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 namespace {
 
 using ::testing::ElementsAre;
@@ -59,7 +59,7 @@ class StoreTest : public ::testing::Test {
 };
 
 // Everything in the log of one shard part from `from` on.
-Entries Log(const Store& store, std::string_view model, uint32_t shard, StorePart part,
+Entries Log(const Store& store, std::string_view model, uint32_t shard, PartKind part,
             uint64_t from = 0) {
   Entries out;
   absl::Status st = store.ScanLog(model, shard, part, from, [&](uint64_t seq, std::string_view e) {
@@ -102,8 +102,8 @@ TEST(DurabilityTest, ParsesItsTwoNamesAndRejectsOthersByName) {
     quoted.append(bad).append("'");
     EXPECT_THAT(parsed.status().message(), HasSubstr(quoted));
   }
-  EXPECT_EQ(StorePartName(StorePart::kSau), "sau");
-  EXPECT_EQ(StorePartName(StorePart::kLmu), "lmu");
+  EXPECT_EQ(PartName(PartKind::kSau), "sau");
+  EXPECT_EQ(PartName(PartKind::kLmu), "lmu");
 }
 
 TEST_F(StoreTest, EveryColumnFamilyRoundTrips) {
@@ -113,9 +113,9 @@ TEST_F(StoreTest, EveryColumnFamilyRoundTrips) {
   EXPECT_TRUE(batch.empty());
   batch.PutSpec("zeta", "spec z");
   batch.PutSpec("alpha", "spec a");
-  batch.AppendLog("alpha", 3, StorePart::kLmu, 17, "entry 17");
-  batch.PutSnapshot("alpha", 3, StorePart::kSau, 16, std::string("blob\0with nul", 13));
-  batch.PutManifest("alpha", 3, StorePart::kSau, "manifest");
+  batch.AppendLog("alpha", 3, PartKind::kLmu, 17, "entry 17");
+  batch.PutSnapshot("alpha", 3, PartKind::kSau, 16, std::string("blob\0with nul", 13));
+  batch.PutManifest("alpha", 3, PartKind::kSau, "manifest");
   batch.AppendAudit("alpha", 3, 0, "line 0");
   EXPECT_FALSE(batch.empty());
   EXPECT_GE(batch.bytes(), 13u + 8u + 6u);
@@ -124,28 +124,28 @@ TEST_F(StoreTest, EveryColumnFamilyRoundTrips) {
   auto specs = store->ListSpecs();
   ASSERT_TRUE(specs.ok()) << specs.status();
   EXPECT_THAT(*specs, ElementsAre(Pair("alpha", "spec a"), Pair("zeta", "spec z")));
-  EXPECT_THAT(Log(*store, "alpha", 3, StorePart::kLmu), ElementsAre(Pair(17, "entry 17")));
+  EXPECT_THAT(Log(*store, "alpha", 3, PartKind::kLmu), ElementsAre(Pair(17, "entry 17")));
   EXPECT_THAT(Audit(*store, "alpha", 3), ElementsAre(Pair(0, "line 0")));
 
-  auto snapshot = store->GetSnapshot("alpha", 3, StorePart::kSau, 16);
+  auto snapshot = store->GetSnapshot("alpha", 3, PartKind::kSau, 16);
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_EQ(*snapshot, std::string("blob\0with nul", 13));
-  auto manifest = store->GetManifest("alpha", 3, StorePart::kSau);
+  auto manifest = store->GetManifest("alpha", 3, PartKind::kSau);
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   EXPECT_EQ(*manifest, "manifest");
 
   // Absent keys are nullopt, not errors.
-  for (auto absent : {store->GetSnapshot("alpha", 3, StorePart::kSau, 15),
-                      store->GetSnapshot("alpha", 3, StorePart::kLmu, 16),
-                      store->GetManifest("alpha", 3, StorePart::kLmu),
-                      store->GetManifest("alpha", 2, StorePart::kSau)}) {
+  for (auto absent : {store->GetSnapshot("alpha", 3, PartKind::kSau, 15),
+                      store->GetSnapshot("alpha", 3, PartKind::kLmu, 16),
+                      store->GetManifest("alpha", 3, PartKind::kLmu),
+                      store->GetManifest("alpha", 2, PartKind::kSau)}) {
     ASSERT_TRUE(absent.ok()) << absent.status();
     EXPECT_EQ(*absent, std::nullopt);
   }
 
-  ASSERT_TRUE(store->RawPutSnapshot("alpha", 3, StorePart::kSau, 16, "tampered").ok());
+  ASSERT_TRUE(store->RawPutSnapshot("alpha", 3, PartKind::kSau, 16, "tampered").ok());
   ASSERT_TRUE(store->RawPutAudit("alpha", 3, 0, "tampered line").ok());
-  EXPECT_EQ(*store->GetSnapshot("alpha", 3, StorePart::kSau, 16), "tampered");
+  EXPECT_EQ(*store->GetSnapshot("alpha", 3, PartKind::kSau, 16), "tampered");
   EXPECT_THAT(Audit(*store, "alpha", 3), ElementsAre(Pair(0, "tampered line")));
 }
 
@@ -162,30 +162,30 @@ TEST_F(StoreTest, BatchIsInvisibleUntilWrittenThenAppliedWholeInOrder) {
   StoreBatch batch;
   Entries want_log, want_audit;
   for (uint64_t i = 0; i < 500; ++i) {
-    batch.AppendLog("m", 0, StorePart::kSau, i, Tag("m", 0, "sau", i));
+    batch.AppendLog("m", 0, PartKind::kSau, i, Tag("m", 0, "sau", i));
     batch.AppendAudit("m", 0, i, "line " + std::to_string(i));
     if (i >= 100) want_log.emplace_back(i, Tag("m", 0, "sau", i));
     want_audit.emplace_back(i, "line " + std::to_string(i));
   }
   // Later ops see earlier ones: the trim removes appends made above, the delete undoes the
   // put, and the second manifest replaces the first.
-  batch.TrimLog("m", 0, StorePart::kSau, 99);
-  batch.PutSnapshot("m", 0, StorePart::kSau, 7, "old");
-  batch.DeleteSnapshot("m", 0, StorePart::kSau, 7);
-  batch.PutSnapshot("m", 0, StorePart::kSau, 8, "new");
-  batch.PutManifest("m", 0, StorePart::kSau, "v1");
-  batch.PutManifest("m", 0, StorePart::kSau, "v2");
+  batch.TrimLog("m", 0, PartKind::kSau, 99);
+  batch.PutSnapshot("m", 0, PartKind::kSau, 7, "old");
+  batch.DeleteSnapshot("m", 0, PartKind::kSau, 7);
+  batch.PutSnapshot("m", 0, PartKind::kSau, 8, "new");
+  batch.PutManifest("m", 0, PartKind::kSau, "v1");
+  batch.PutManifest("m", 0, PartKind::kSau, "v2");
   batch.PutSpec("m", "spec");
 
-  EXPECT_THAT(Log(*store, "m", 0, StorePart::kSau), ElementsAre());
+  EXPECT_THAT(Log(*store, "m", 0, PartKind::kSau), ElementsAre());
   EXPECT_THAT(*store->ListSpecs(), ElementsAre());
   ASSERT_TRUE(store->Write(batch).ok());
 
-  EXPECT_EQ(Log(*store, "m", 0, StorePart::kSau), want_log);
+  EXPECT_EQ(Log(*store, "m", 0, PartKind::kSau), want_log);
   EXPECT_EQ(Audit(*store, "m", 0), want_audit);
-  EXPECT_EQ(*store->GetSnapshot("m", 0, StorePart::kSau, 7), std::nullopt);
-  EXPECT_EQ(*store->GetSnapshot("m", 0, StorePart::kSau, 8), "new");
-  EXPECT_EQ(*store->GetManifest("m", 0, StorePart::kSau), "v2");
+  EXPECT_EQ(*store->GetSnapshot("m", 0, PartKind::kSau, 7), std::nullopt);
+  EXPECT_EQ(*store->GetSnapshot("m", 0, PartKind::kSau, 8), "new");
+  EXPECT_EQ(*store->GetManifest("m", 0, PartKind::kSau), "v2");
   EXPECT_THAT(*store->ListSpecs(), ElementsAre(Pair("m", "spec")));
   EXPECT_TRUE(store->Write(StoreBatch()).ok());  // an empty batch is a no-op
 }
@@ -200,24 +200,24 @@ TEST_F(StoreTest, ReopenedStoreSeesEverythingInEitherDurability) {
       EXPECT_EQ(store->options().durability, d);
       for (uint64_t i = 1; i <= 50; ++i) {
         StoreBatch batch;
-        batch.AppendLog("m", 1, StorePart::kLmu, i, Tag("m", 1, "lmu", i));
+        batch.AppendLog("m", 1, PartKind::kLmu, i, Tag("m", 1, "lmu", i));
         batch.AppendAudit("m", 1, i, "line");
-        if (i % 10 == 0) batch.PutSnapshot("m", 1, StorePart::kLmu, i, "snap");
+        if (i % 10 == 0) batch.PutSnapshot("m", 1, PartKind::kLmu, i, "snap");
         ASSERT_TRUE(store->Write(batch).ok());
       }
       StoreBatch spec;
       spec.PutSpec("m", "spec");
-      spec.PutManifest("m", 1, StorePart::kLmu, "manifest");
+      spec.PutManifest("m", 1, PartKind::kLmu, "manifest");
       ASSERT_TRUE(store->Write(spec).ok());
     }
     std::unique_ptr<Store> store = Open({.path = path});
     ASSERT_NE(store, nullptr);
-    Entries log = Log(*store, "m", 1, StorePart::kLmu);
+    Entries log = Log(*store, "m", 1, PartKind::kLmu);
     ASSERT_EQ(log.size(), 50u);
     EXPECT_EQ(log.back(), std::make_pair(uint64_t{50}, Tag("m", 1, "lmu", 50)));
     EXPECT_EQ(Audit(*store, "m", 1).size(), 50u);
-    EXPECT_EQ(*store->GetSnapshot("m", 1, StorePart::kLmu, 40), "snap");
-    EXPECT_EQ(*store->GetManifest("m", 1, StorePart::kLmu), "manifest");
+    EXPECT_EQ(*store->GetSnapshot("m", 1, PartKind::kLmu, 40), "snap");
+    EXPECT_EQ(*store->GetManifest("m", 1, PartKind::kLmu), "manifest");
     EXPECT_THAT(*store->ListSpecs(), ElementsAre(Pair("m", "spec")));
   }
 }
@@ -226,8 +226,8 @@ TEST_F(StoreTest, ReopenedStoreSeesEverythingInEitherDurability) {
 // seqs at both ends of the range.
 const std::vector<std::string> kModels = {"a", "a.b", "Z"};
 const std::vector<uint32_t> kShards = {0, 1, kMaxShard};
-const std::vector<std::pair<StorePart, std::string>> kParts = {{StorePart::kSau, "sau"},
-                                                               {StorePart::kLmu, "lmu"}};
+const std::vector<std::pair<PartKind, std::string>> kParts = {{PartKind::kSau, "sau"},
+                                                               {PartKind::kLmu, "lmu"}};
 const std::vector<uint64_t> kSeqs = {0, 1, 5, uint64_t{1} << 32, kMaxSeq};
 
 void FillNeighbours(Store* store) {
@@ -274,13 +274,13 @@ TEST_F(StoreTest, ScansStayInsideTheirShardPartAndChain) {
     }
   }
   // Nothing under a model, shard or part that only neighbours stored keys.
-  EXPECT_THAT(Log(*store, "a.", 0, StorePart::kSau), ElementsAre());
-  EXPECT_THAT(Log(*store, "a", 2, StorePart::kSau), ElementsAre());
+  EXPECT_THAT(Log(*store, "a.", 0, PartKind::kSau), ElementsAre());
+  EXPECT_THAT(Log(*store, "a", 2, PartKind::kSau), ElementsAre());
   EXPECT_THAT(Audit(*store, "a.b.c", 0), ElementsAre());
 
   // fn returning false stops the scan.
   Entries seen;
-  ASSERT_TRUE(store->ScanLog("a", 1, StorePart::kLmu, 0, [&](uint64_t seq, std::string_view e) {
+  ASSERT_TRUE(store->ScanLog("a", 1, PartKind::kLmu, 0, [&](uint64_t seq, std::string_view e) {
                   seen.emplace_back(seq, std::string(e));
                   return seen.size() < 2;
                 }).ok());
@@ -302,13 +302,13 @@ TEST_F(StoreTest, TrimLogDeletesOnlyItsShardPartUpToLast) {
     ASSERT_NE(store, nullptr);
     FillNeighbours(store.get());
     StoreBatch trim;
-    trim.TrimLog("a", 1, StorePart::kSau, c.last);
+    trim.TrimLog("a", 1, PartKind::kSau, c.last);
     ASSERT_TRUE(store->Write(trim).ok());
     for (const std::string& model : kModels) {
       for (uint32_t shard : kShards) {
         for (const auto& [part, name] : kParts) {
           SCOPED_TRACE(Tag(model, shard, name, 0));
-          const bool trimmed = model == "a" && shard == 1 && part == StorePart::kSau;
+          const bool trimmed = model == "a" && shard == 1 && part == PartKind::kSau;
           EXPECT_EQ(Log(*store, model, shard, part),
                     Expected(model, shard, name, trimmed ? c.left : kSeqs));
         }
@@ -321,33 +321,33 @@ TEST_F(StoreTest, TrimLogDeletesOnlyItsShardPartUpToLast) {
 TEST_F(StoreTest, LastLogSeqAndLastAuditAreNulloptWhenEmptyElseTheLargest) {
   std::unique_ptr<Store> store = Open();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->LastLogSeq("a", 0, StorePart::kSau), std::nullopt);
+  EXPECT_EQ(*store->LastLogSeq("a", 0, PartKind::kSau), std::nullopt);
   EXPECT_EQ(*store->LastAudit("a", 0), std::nullopt);
 
   // Keys on both sides of the empty ones must not be taken for theirs.
   StoreBatch batch;
-  batch.AppendLog("a", 0, StorePart::kLmu, 9, "after: next part");
-  batch.AppendLog("a", 1, StorePart::kSau, 9, "after: next shard");
-  batch.AppendLog("a.b", 0, StorePart::kSau, 9, "after: next model");
-  batch.AppendLog("Z", kMaxShard, StorePart::kLmu, kMaxSeq, "before");
+  batch.AppendLog("a", 0, PartKind::kLmu, 9, "after: next part");
+  batch.AppendLog("a", 1, PartKind::kSau, 9, "after: next shard");
+  batch.AppendLog("a.b", 0, PartKind::kSau, 9, "after: next model");
+  batch.AppendLog("Z", kMaxShard, PartKind::kLmu, kMaxSeq, "before");
   batch.AppendAudit("a", 1, 9, "after");
   batch.AppendAudit("Z", kMaxShard, kMaxSeq, "before");
   ASSERT_TRUE(store->Write(batch).ok());
-  EXPECT_EQ(*store->LastLogSeq("a", 0, StorePart::kSau), std::nullopt);
+  EXPECT_EQ(*store->LastLogSeq("a", 0, PartKind::kSau), std::nullopt);
   EXPECT_EQ(*store->LastAudit("a", 0), std::nullopt);
 
-  EXPECT_EQ(*store->LastLogSeq("a", 0, StorePart::kLmu), 9u);
-  EXPECT_EQ(*store->LastLogSeq("Z", kMaxShard, StorePart::kLmu), kMaxSeq);
+  EXPECT_EQ(*store->LastLogSeq("a", 0, PartKind::kLmu), 9u);
+  EXPECT_EQ(*store->LastLogSeq("Z", kMaxShard, PartKind::kLmu), kMaxSeq);
   EXPECT_EQ(*store->LastAudit("Z", kMaxShard), std::make_pair(kMaxSeq, std::string("before")));
 
   FillNeighbours(store.get());
-  EXPECT_EQ(*store->LastLogSeq("a", 0, StorePart::kSau), kMaxSeq);
+  EXPECT_EQ(*store->LastLogSeq("a", 0, PartKind::kSau), kMaxSeq);
   StoreBatch trim;
-  trim.TrimLog("a", 0, StorePart::kSau, kMaxSeq - 1);
-  trim.TrimLog("a", 0, StorePart::kLmu, kMaxSeq);
+  trim.TrimLog("a", 0, PartKind::kSau, kMaxSeq - 1);
+  trim.TrimLog("a", 0, PartKind::kLmu, kMaxSeq);
   ASSERT_TRUE(store->Write(trim).ok());
-  EXPECT_EQ(*store->LastLogSeq("a", 0, StorePart::kSau), kMaxSeq);
-  EXPECT_EQ(*store->LastLogSeq("a", 0, StorePart::kLmu), std::nullopt);
+  EXPECT_EQ(*store->LastLogSeq("a", 0, PartKind::kSau), kMaxSeq);
+  EXPECT_EQ(*store->LastLogSeq("a", 0, PartKind::kLmu), std::nullopt);
   EXPECT_EQ(*store->LastAudit("a.b", 1), std::make_pair(kMaxSeq, Tag("a.b", 1, "audit", kMaxSeq)));
 }
 
@@ -357,9 +357,9 @@ TEST_F(StoreTest, KeysAreEncodedAsDocumented) {
     ASSERT_NE(store, nullptr);
     StoreBatch batch;
     batch.PutSpec("m", "s");
-    batch.AppendLog("m", 0x01020304, StorePart::kLmu, 0x1122334455667788, "l");
-    batch.PutSnapshot("m", 2, StorePart::kSau, 3, "b");
-    batch.PutManifest("m", 2, StorePart::kSau, "f");
+    batch.AppendLog("m", 0x01020304, PartKind::kLmu, 0x1122334455667788, "l");
+    batch.PutSnapshot("m", 2, PartKind::kSau, 3, "b");
+    batch.PutManifest("m", 2, PartKind::kSau, "f");
     batch.AppendAudit("m", 5, 6, "a");
     ASSERT_TRUE(store->Write(batch).ok());
   }
@@ -392,13 +392,13 @@ TEST_F(StoreTest, BackupOpensAsAStoreHoldingTheDataOfItsTime) {
   ASSERT_NE(store, nullptr);
   StoreBatch before;
   before.PutSpec("m", "spec");
-  before.AppendLog("m", 0, StorePart::kSau, 1, "before");
+  before.AppendLog("m", 0, PartKind::kSau, 1, "before");
   before.AppendAudit("m", 0, 0, "line");
   ASSERT_TRUE(store->Write(before).ok());
   const std::string backup = root_ + "/backup";
   ASSERT_TRUE(store->Backup(backup).ok());
   StoreBatch after;
-  after.AppendLog("m", 0, StorePart::kSau, 2, "after");
+  after.AppendLog("m", 0, PartKind::kSau, 2, "after");
   ASSERT_TRUE(store->Write(after).ok());
 
   absl::Status again = store->Backup(backup);
@@ -412,11 +412,11 @@ TEST_F(StoreTest, BackupOpensAsAStoreHoldingTheDataOfItsTime) {
     SCOPED_TRACE(read_only);
     std::unique_ptr<Store> copy = Open({.path = backup, .read_only = read_only});
     ASSERT_NE(copy, nullptr);
-    EXPECT_THAT(Log(*copy, "m", 0, StorePart::kSau), ElementsAre(Pair(1, "before")));
+    EXPECT_THAT(Log(*copy, "m", 0, PartKind::kSau), ElementsAre(Pair(1, "before")));
     EXPECT_THAT(Audit(*copy, "m", 0), ElementsAre(Pair(0, "line")));
     EXPECT_THAT(*copy->ListSpecs(), ElementsAre(Pair("m", "spec")));
   }
-  EXPECT_THAT(Log(*store, "m", 0, StorePart::kSau),
+  EXPECT_THAT(Log(*store, "m", 0, PartKind::kSau),
               ElementsAre(Pair(1, "before"), Pair(2, "after")));
 }
 
@@ -424,34 +424,34 @@ TEST_F(StoreTest, ReadOnlyStoreOpensBesideTheWriterAndRejectsWrites) {
   std::unique_ptr<Store> writer = Open();
   ASSERT_NE(writer, nullptr);
   StoreBatch first;
-  first.AppendLog("m", 0, StorePart::kSau, 1, "first");  // in the WAL and memtable only
+  first.AppendLog("m", 0, PartKind::kSau, 1, "first");  // in the WAL and memtable only
   first.PutSpec("m", "spec");
   ASSERT_TRUE(writer->Write(first).ok());
 
   std::unique_ptr<Store> reader = Open({.path = dir_, .read_only = true});
   ASSERT_NE(reader, nullptr);
-  EXPECT_THAT(Log(*reader, "m", 0, StorePart::kSau), ElementsAre(Pair(1, "first")));
-  EXPECT_EQ(*reader->LastLogSeq("m", 0, StorePart::kSau), 1u);
+  EXPECT_THAT(Log(*reader, "m", 0, PartKind::kSau), ElementsAre(Pair(1, "first")));
+  EXPECT_EQ(*reader->LastLogSeq("m", 0, PartKind::kSau), 1u);
   EXPECT_THAT(*reader->ListSpecs(), ElementsAre(Pair("m", "spec")));
 
   StoreBatch write;
-  write.AppendLog("m", 0, StorePart::kSau, 2, "second");
+  write.AppendLog("m", 0, PartKind::kSau, 2, "second");
   const absl::Status rejected = reader->Write(write);
   EXPECT_EQ(rejected.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(rejected.message(), HasSubstr("read-only"));
   EXPECT_THAT(rejected.message(), HasSubstr("put log m/0/sau seq 2"));
   EXPECT_EQ(reader->RawPutAudit("m", 0, 0, "x").code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(reader->RawPutSnapshot("m", 0, StorePart::kSau, 0, "x").code(),
+  EXPECT_EQ(reader->RawPutSnapshot("m", 0, PartKind::kSau, 0, "x").code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(reader->Backup(root_ + "/backup").code(), absl::StatusCode::kFailedPrecondition);
 
   // The writer is unaffected; the reader keeps the view of its open.
   ASSERT_TRUE(writer->Write(write).ok());
-  EXPECT_THAT(Log(*writer, "m", 0, StorePart::kSau),
+  EXPECT_THAT(Log(*writer, "m", 0, PartKind::kSau),
               ElementsAre(Pair(1, "first"), Pair(2, "second")));
-  EXPECT_THAT(Log(*reader, "m", 0, StorePart::kSau), ElementsAre(Pair(1, "first")));
+  EXPECT_THAT(Log(*reader, "m", 0, PartKind::kSau), ElementsAre(Pair(1, "first")));
   writer.reset();  // flushes and deletes the WAL the reader recovered from
-  EXPECT_THAT(Log(*reader, "m", 0, StorePart::kSau), ElementsAre(Pair(1, "first")));
+  EXPECT_THAT(Log(*reader, "m", 0, PartKind::kSau), ElementsAre(Pair(1, "first")));
 }
 
 TEST_F(StoreTest, OpenErrorsNameThePath) {
@@ -507,7 +507,7 @@ TEST_F(StoreTest, BatchesWrittenWithProcessDurabilitySurviveKill9) {
     if (!store.ok()) _exit(2);
     for (uint64_t i = 0; i < kBatches; ++i) {
       StoreBatch batch;
-      batch.AppendLog("m", 0, StorePart::kSau, i, Tag("m", 0, "sau", i));
+      batch.AppendLog("m", 0, PartKind::kSau, i, Tag("m", 0, "sau", i));
       batch.AppendAudit("m", 0, i, "line " + std::to_string(i));
       if (!(*store)->Write(batch).ok()) _exit(3);
     }
@@ -529,7 +529,7 @@ TEST_F(StoreTest, BatchesWrittenWithProcessDurabilitySurviveKill9) {
 
   std::unique_ptr<Store> store = Open();
   ASSERT_NE(store, nullptr);
-  Entries log = Log(*store, "m", 0, StorePart::kSau);
+  Entries log = Log(*store, "m", 0, PartKind::kSau);
   ASSERT_EQ(log.size(), kBatches);
   for (uint64_t i = 0; i < kBatches; ++i) {
     EXPECT_EQ(log[i], std::make_pair(i, Tag("m", 0, "sau", i)));
@@ -539,4 +539,4 @@ TEST_F(StoreTest, BatchesWrittenWithProcessDurabilitySurviveKill9) {
 }
 
 }  // namespace
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage

@@ -1,4 +1,4 @@
-#include "server/audit_replay.h"
+#include "server/storage/audit_replay.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -16,17 +16,19 @@
 #include "core/shard/fuse_records.h"
 #include "core/shard/model_registry.h"
 #include "core/shard/step_records.h"
-#include "server/lmu_secret.h"
-#include "server/log_entry.h"
-#include "server/persistence.h"
-#include "server/spec_conversion.h"
+#include "server/storage/lmu_secret.h"
+#include "server/storage/log_entry.h"
+#include "server/storage/manifest.h"
+#include "server/storage/part_codec.h"
+#include "server/storage/rocks_storage.h"
+#include "server/storage/store.h"
+#include "server/storage/spec_conversion.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr StorePart kParts[] = {StorePart::kSau, StorePart::kLmu, StorePart::kFuse};
 
 Digest Sha(std::string_view bytes) {
   Sha256 h;
@@ -38,7 +40,7 @@ Digest Sha(std::string_view bytes) {
 struct RecordFields {
   uint64_t index = 0;
   std::string kind;
-  std::optional<StorePart> part;  // the shard part the record belongs to
+  std::optional<PartKind> part;  // the shard part the record belongs to
   std::optional<uint64_t> log_seq;
   std::optional<uint64_t> snapshot_seq;
   std::string batch_digest, state_digest, blob_digest, merkle_curr;  // hex
@@ -73,15 +75,15 @@ absl::StatusOr<RecordFields> ParseRecord(uint64_t index, std::string_view line) 
   f.index = index;
   f.kind = StringField(*body, "kind");
   if (f.kind == kRecordSauEvent || f.kind == kRecordSauControl) {
-    f.part = StorePart::kSau;
+    f.part = PartKind::kSau;
   } else if (f.kind == kRecordLmuUpdate) {
-    f.part = StorePart::kLmu;
+    f.part = PartKind::kLmu;
   } else if (f.kind == kRecordFuseLearn || f.kind == kRecordFuseControl) {
-    f.part = StorePart::kFuse;
+    f.part = PartKind::kFuse;
   } else if (f.kind == kRecordSnapshot) {
     const std::string part = StringField(*body, "part");
-    for (StorePart p : kParts) {
-      if (part == StorePartName(p)) f.part = p;
+    for (PartKind p : kPartKinds) {
+      if (part == PartName(p)) f.part = p;
     }
   }
   f.log_seq = UintField(*body, "log_seq");
@@ -95,9 +97,7 @@ absl::StatusOr<RecordFields> ParseRecord(uint64_t index, std::string_view line) 
 
 // A shard part restored from a snapshot, not yet in the model.
 struct Restored {
-  std::unique_ptr<SauShard> sau;
-  std::unique_ptr<LmuShard> lmu;
-  std::unique_ptr<FuseShard> fuse;
+  std::unique_ptr<ShardPart> part;
   uint64_t log_seq = 0;
   Digest digest{};
 };
@@ -112,12 +112,11 @@ struct PendingSnapshot {
 // One part of the shard being replayed: the state lives in the model's shard.
 class PartReplay {
  public:
-  PartReplay(const Store& store, Model* model, std::string model_name, uint32_t shard,
-             StorePart part, const lmu::HashSecret& secret)
+  PartReplay(const ShardStore& store, Model* model, PartKind part,
+             const lmu::HashSecret& secret)
       : store_(store),
         model_(model),
-        name_(std::move(model_name)),
-        shard_(shard),
+        shard_(store.shard()),
         secret_(secret) {
     report_.part = part;
   }
@@ -141,7 +140,7 @@ class PartReplay {
   const ReplayPartReport& report() const { return report_; }
 
  private:
-  StorePart part() const { return report_.part; }
+  PartKind part() const { return report_.part; }
   void Mismatch(std::optional<uint64_t> index, uint64_t log_seq, std::string what,
                 std::string expected, std::string got) {
     if (mismatch_.has_value()) return;
@@ -162,9 +161,8 @@ class PartReplay {
   absl::StatusOr<Restored> Restore(std::string_view blob) const;
   void Install(Restored r);
 
-  const Store& store_;
+  const ShardStore& store_;
   Model* const model_;
-  const std::string name_;
   const uint32_t shard_;
   const lmu::HashSecret& secret_;
   ReplayPartReport report_;
@@ -177,7 +175,7 @@ class PartReplay {
 
 absl::StatusOr<std::optional<std::string>> PartReplay::LogEntry(uint64_t seq) const {
   std::optional<std::string> out;
-  absl::Status s = store_.ScanLog(name_, shard_, part(), seq,
+  absl::Status s = store_.ScanLog(part(), seq,
                                   [&](uint64_t at, std::string_view entry) {
                                     if (at == seq) out = std::string(entry);
                                     return false;
@@ -189,7 +187,7 @@ absl::StatusOr<std::optional<std::string>> PartReplay::LogEntry(uint64_t seq) co
 absl::StatusOr<std::optional<RecordFields>> PartReplay::RecordAt(uint64_t index) const {
   std::optional<RecordFields> out;
   absl::Status failure;
-  absl::Status s = store_.ScanAudit(name_, shard_, index, [&](uint64_t at, std::string_view line) {
+  absl::Status s = store_.ScanAudit(index, [&](uint64_t at, std::string_view line) {
     if (at != index) return false;
     absl::StatusOr<RecordFields> r = ParseRecord(at, line);
     if (r.ok()) {
@@ -205,91 +203,38 @@ absl::StatusOr<std::optional<RecordFields>> PartReplay::RecordAt(uint64_t index)
 }
 
 absl::StatusOr<Restored> PartReplay::Restore(std::string_view blob) const {
-  Restored r;
-  switch (part()) {
-    case StorePart::kSau: {
-      absl::StatusOr<std::unique_ptr<SauShard>> s = SauShard::Restore(model_->spec().sau, blob);
-      if (!s.ok()) return s.status();
-      r.sau = *std::move(s);
-      r.log_seq = r.sau->log_seq();
-      r.digest = r.sau->Stats().digest;
-      break;
-    }
-    case StorePart::kLmu: {
-      absl::StatusOr<std::unique_ptr<LmuShard>> s =
-          LmuShard::Restore(model_->spec().lmu, secret_, blob);
-      if (!s.ok()) return s.status();
-      r.lmu = *std::move(s);
-      r.log_seq = r.lmu->log_seq();
-      r.digest = r.lmu->Stats().digest;
-      break;
-    }
-    case StorePart::kFuse: {
-      absl::StatusOr<std::unique_ptr<FuseShard>> s =
-          FuseShard::Restore(model_->spec().fuse, secret_, blob);
-      if (!s.ok()) return s.status();
-      r.fuse = *std::move(s);
-      r.log_seq = r.fuse->log_seq();
-      r.digest = r.fuse->Stats().digest;
-      break;
-    }
-  }
-  return r;
+  return VisitPart(part(), [&]<typename ShardT>(PartType<ShardT>) -> absl::StatusOr<Restored> {
+    absl::StatusOr<std::unique_ptr<ShardT>> s =
+        PartCodec<ShardT>::Restore(model_->spec(), secret_, blob);
+    if (!s.ok()) return s.status();
+    Restored r;
+    r.log_seq = (*s)->log_seq();
+    r.digest = (*s)->StateDigest();
+    r.part = *std::move(s);
+    return r;
+  });
 }
 
-void PartReplay::Install(Restored r) {
-  if (r.sau != nullptr) model_->ReplaceShard(shard_, std::move(r.sau));
-  if (r.lmu != nullptr) model_->ReplaceLmuShard(shard_, std::move(r.lmu));
-  if (r.fuse != nullptr) model_->ReplaceFuseShard(shard_, std::move(r.fuse));
-}
+void PartReplay::Install(Restored r) { model_->Replace(shard_, std::move(r.part)); }
 
 absl::Status PartReplay::Apply(std::string_view entry) {
-  switch (part()) {
-    case StorePart::kSau: {
-      absl::StatusOr<SauEntry> e = SauEntry::Decode(entry);
-      if (!e.ok()) return e.status();
-      return model_->shard(shard_).Ingest(e->views(), SIZE_MAX).status();
-    }
-    case StorePart::kLmu: {
-      absl::StatusOr<LmuEntry> e = LmuEntry::Decode(entry);
-      if (!e.ok()) return e.status();
-      return model_->lmu_shard(shard_).Update(e->views(), SIZE_MAX).status();
-    }
-    case StorePart::kFuse: {
-      absl::StatusOr<FuseEntry> e = FuseEntry::Decode(entry);
-      if (!e.ok()) return e.status();
-      return model_->fuse_shard(shard_).Learn(e->views(), SIZE_MAX).status();
-    }
-  }
-  return absl::InternalError("unknown shard part");
+  return VisitPart(part(), [&]<typename ShardT>(PartType<ShardT>) {
+    return PartCodec<ShardT>::Apply(model_->part<ShardT>(shard_), entry).status();
+  });
 }
 
-Digest PartReplay::StateDigest() const {
-  switch (part()) {
-    case StorePart::kSau: return model_->shard(shard_).Stats().digest;
-    case StorePart::kLmu: return model_->lmu_shard(shard_).Stats().digest;
-    case StorePart::kFuse: return model_->fuse_shard(shard_).Stats().digest;
-  }
-  return Digest{};
-}
+Digest PartReplay::StateDigest() const { return model_->part(shard_, part())->StateDigest(); }
 
-uint64_t PartReplay::ShardLogSeq() const {
-  switch (part()) {
-    case StorePart::kSau: return model_->shard(shard_).log_seq();
-    case StorePart::kLmu: return model_->lmu_shard(shard_).log_seq();
-    case StorePart::kFuse: return model_->fuse_shard(shard_).log_seq();
-  }
-  return 0;
-}
+uint64_t PartReplay::ShardLogSeq() const { return model_->part(shard_, part())->log_seq(); }
 
 absl::Status PartReplay::Start() {
-  absl::StatusOr<std::optional<uint64_t>> last = store_.LastLogSeq(name_, shard_, part());
+  absl::StatusOr<std::optional<uint64_t>> last = store_.LastLogSeq(part());
   if (!last.ok()) return last.status();
   absl::StatusOr<std::optional<std::string>> first = LogEntry(1);
   if (!first.ok()) return first.status();
   const bool log_whole = first->has_value() || !last->has_value();
   report_.batches_logged = last->value_or(0);
-  absl::StatusOr<std::optional<std::string>> mbytes = store_.GetManifest(name_, shard_, part());
+  absl::StatusOr<std::optional<std::string>> mbytes = store_.GetManifest(part());
   if (!mbytes.ok()) return mbytes.status();
   std::vector<ManifestEntry> manifest;
   if (mbytes->has_value()) {
@@ -317,7 +262,7 @@ absl::Status PartReplay::Start() {
   const std::string snap = absl::StrCat("snapshot ", oldest.snapshot_seq);
 
   absl::StatusOr<std::optional<std::string>> blob =
-      store_.GetSnapshot(name_, shard_, part(), oldest.snapshot_seq);
+      store_.GetSnapshot(part(), oldest.snapshot_seq);
   if (!blob.ok()) return blob.status();
   if (!blob->has_value()) {
     Mismatch(oldest.audit_index, oldest.log_seq, snap + " blob", "the blob the manifest lists",
@@ -342,7 +287,7 @@ absl::Status PartReplay::Start() {
       r.snapshot_seq != oldest.snapshot_seq) {
     Mismatch(r.index, oldest.log_seq, snap + " record",
              absl::StrFormat("a %s snapshot record with snapshot_seq %d and log_seq %d",
-                             StorePartName(part()), oldest.snapshot_seq, oldest.log_seq),
+                             PartName(part()), oldest.snapshot_seq, oldest.log_seq),
              absl::StrFormat("kind \"%s\", snapshot_seq %d, log_seq %d", r.kind,
                              r.snapshot_seq.value_or(0), r.log_seq.value_or(0)));
     return absl::OkStatus();
@@ -489,10 +434,10 @@ absl::Status PartReplay::Finish() {
 }
 
 // The model as stored: spec from the specs column family, shards built empty.
-absl::StatusOr<std::shared_ptr<Model>> LoadModel(const Store& store,
+absl::StatusOr<std::shared_ptr<Model>> LoadModel(const StorageBackend& backend,
                                                  const lmu::HashSecret& secret,
                                                  const std::string& name) {
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> specs = store.ListSpecs();
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> specs = backend.ListSpecs();
   if (!specs.ok()) return specs.status();
   for (const auto& [stored, bytes] : *specs) {
     if (stored != name) continue;
@@ -504,11 +449,10 @@ absl::StatusOr<std::shared_ptr<Model>> LoadModel(const Store& store,
     if (!spec.ok()) return spec.status();
     return Model::Create(*std::move(spec), secret);
   }
-  return absl::NotFoundError(absl::StrCat("model '", name, "' is not in the store at '",
-                                          store.options().path, "'"));
+  return absl::NotFoundError(absl::StrCat("model '", name, "' is not in ", backend.Describe()));
 }
 
-absl::StatusOr<ReplayReport> ReplayShard(const Store& store, const lmu::HashSecret& secret,
+absl::StatusOr<ReplayReport> ReplayShard(StorageBackend& backend, const lmu::HashSecret& secret,
                                          Model* model, uint32_t shard) {
   const std::string& name = model->spec().name;
   ReplayReport report;
@@ -519,14 +463,12 @@ absl::StatusOr<ReplayReport> ReplayShard(const Store& store, const lmu::HashSecr
         "shard %d is out of range: model '%s' has %d shard(s)", shard, name,
         model->num_shards()));
   }
+  const std::unique_ptr<ShardStore> store = backend.OpenShard(name, shard);
   std::vector<std::unique_ptr<PartReplay>> parts;
-  for (StorePart p : kParts) {
-    const bool has = p == StorePart::kSau   ? model->spec().has_sau
-                     : p == StorePart::kLmu ? model->spec().has_lmu
-                                            : model->spec().has_fuse;
-    if (has) parts.push_back(std::make_unique<PartReplay>(store, model, name, shard, p, secret));
+  for (const ShardPart* p : model->parts(shard)) {
+    parts.push_back(std::make_unique<PartReplay>(*store, model, p->kind(), secret));
   }
-  const auto of = [&](StorePart p) -> PartReplay* {
+  const auto of = [&](PartKind p) -> PartReplay* {
     for (auto& r : parts) {
       if (r->report().part == p) return r.get();
     }
@@ -551,7 +493,7 @@ absl::StatusOr<ReplayReport> ReplayShard(const Store& store, const lmu::HashSecr
   // Pass 1: the snapshot records (a snapshot's record may follow records of later batches:
   // the SAU is snapshotted from a published version while the writer goes on).
   absl::Status failure;
-  absl::Status scan = store.ScanAudit(name, shard, 0, [&](uint64_t index, std::string_view line) {
+  absl::Status scan = store->ScanAudit(0, [&](uint64_t index, std::string_view line) {
     absl::StatusOr<RecordFields> r = ParseRecord(index, line);
     if (!r.ok()) {
       failure = r.status();
@@ -571,7 +513,7 @@ absl::StatusOr<ReplayReport> ReplayShard(const Store& store, const lmu::HashSecr
 
   // Pass 2: the batch records in chain order, replaying each batch when its first record
   // comes.
-  scan = store.ScanAudit(name, shard, 0, [&](uint64_t index, std::string_view line) {
+  scan = store->ScanAudit(0, [&](uint64_t index, std::string_view line) {
     absl::StatusOr<RecordFields> r = ParseRecord(index, line);
     if (!r.ok()) {
       failure = r.status();
@@ -599,8 +541,11 @@ absl::StatusOr<ReplayReport> ReplayShard(const Store& store, const lmu::HashSecr
   return done();
 }
 
-absl::StatusOr<std::unique_ptr<Store>> OpenReadOnly(const std::string& data_dir) {
-  return Store::Open({.path = (fs::path(data_dir) / "db").string(), .read_only = true});
+absl::StatusOr<std::unique_ptr<RocksStorage>> OpenReadOnly(const std::string& data_dir) {
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open({.path = (fs::path(data_dir) / "db").string(), .read_only = true});
+  if (!store.ok()) return store.status();
+  return std::make_unique<RocksStorage>(*std::move(store));
 }
 
 // The LMU secret of the data directory, read (never created). A model without an LMU (or
@@ -620,7 +565,7 @@ absl::StatusOr<lmu::HashSecret> ReadSecret(const std::string& data_dir, bool nee
 absl::StatusOr<std::vector<ReplayReport>> ReplayShards(const std::string& data_dir,
                                                        const std::string& model,
                                                        std::optional<uint32_t> only) {
-  absl::StatusOr<std::unique_ptr<Store>> store = OpenReadOnly(data_dir);
+  absl::StatusOr<std::unique_ptr<RocksStorage>> store = OpenReadOnly(data_dir);
   if (!store.ok()) return store.status();
   // The spec alone first (zero secret) to learn whether the secret is needed.
   absl::StatusOr<std::shared_ptr<Model>> probe = LoadModel(**store, lmu::HashSecret{}, model);
@@ -643,11 +588,12 @@ absl::StatusOr<std::vector<ReplayReport>> ReplayShards(const std::string& data_d
 
 }  // namespace
 
-absl::StatusOr<ReplayReport> ReplayAndCheck(const Store& store, const lmu::HashSecret& secret,
+absl::StatusOr<ReplayReport> ReplayAndCheck(StorageBackend& backend,
+                                            const lmu::HashSecret& secret,
                                             const std::string& model, uint32_t shard) {
-  absl::StatusOr<std::shared_ptr<Model>> m = LoadModel(store, secret, model);
+  absl::StatusOr<std::shared_ptr<Model>> m = LoadModel(backend, secret, model);
   if (!m.ok()) return m.status();
-  return ReplayShard(store, secret, m->get(), shard);
+  return ReplayShard(backend, secret, m->get(), shard);
 }
 
 absl::StatusOr<ReplayReport> ReplayAndCheck(const std::string& data_dir, const std::string& model,
@@ -667,7 +613,7 @@ std::string FormatReplayReport(const ReplayReport& report) {
   for (const ReplayPartReport& p : report.parts) {
     const bool bad = report.mismatch.has_value() && report.mismatch->part == p.part;
     absl::StrAppendFormat(&out, "model '%s' shard %d %s: ", report.model, report.shard,
-                          StorePartName(p.part));
+                          PartName(p.part));
     if (p.start_snapshot_seq == 0 && p.checked_snapshot_seq != 0) {
       absl::StrAppendFormat(&out, "from the empty state (the log is whole; snapshot %d checked): ",
                             p.checked_snapshot_seq);
@@ -688,7 +634,7 @@ std::string FormatReplayReport(const ReplayReport& report) {
   }
   if (const std::optional<ReplayMismatch>& m = report.mismatch) {
     absl::StrAppendFormat(&out, "MISMATCH in model '%s' shard %d %s at ", report.model,
-                          report.shard, StorePartName(m->part));
+                          report.shard, PartName(m->part));
     if (m->record_index.has_value()) {
       absl::StrAppendFormat(&out, "audit record %d, ", *m->record_index);
     }
@@ -698,4 +644,4 @@ std::string FormatReplayReport(const ReplayReport& report) {
   return out;
 }
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage

@@ -1,4 +1,4 @@
-#include "server/store.h"
+#include "server/storage/store.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -26,7 +26,7 @@
 #include "rocksdb/write_batch.h"
 #include "spdlog/spdlog.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 
 // One operation of a StoreBatch. Ops are kept until Store::Write because a
 // rocksdb::WriteBatch needs the column family handles, which belong to a Store.
@@ -73,7 +73,7 @@ std::string ShardPrefix(std::string_view model, uint32_t shard) {
 }
 
 // name \0 BE32 shard u8 part: the log or the snapshots of one shard part.
-std::string PartPrefix(std::string_view model, uint32_t shard, StorePart part) {
+std::string PartPrefix(std::string_view model, uint32_t shard, PartKind part) {
   std::string key = ShardPrefix(model, shard);
   key.push_back(static_cast<char>(part));
   return key;
@@ -108,9 +108,9 @@ std::string DescribeKey(Cf cf, std::string_view key) {
     return absl::StrCat("audit ", shard, " index ", ReadBigEndian(rest));
   }
   if (rest.empty()) return raw;
-  const auto part = static_cast<StorePart>(rest[0]);
-  if (part != StorePart::kSau && part != StorePart::kLmu && part != StorePart::kFuse) return raw;
-  const std::string shard_part = absl::StrCat(shard, "/", A(StorePartName(part)));
+  const auto part = static_cast<PartKind>(rest[0]);
+  if (part != PartKind::kSau && part != PartKind::kLmu && part != PartKind::kFuse) return raw;
+  const std::string shard_part = absl::StrCat(shard, "/", A(PartName(part)));
   rest.remove_prefix(1);
   if (cf == kSnapshots && rest == kManifestSuffix) return absl::StrCat("manifest ", shard_part);
   if (rest.size() != kSeqBytes) return raw;
@@ -342,18 +342,6 @@ std::string_view DurabilityName(Durability d) {
   return d == Durability::kMachine ? "machine" : "process";
 }
 
-std::string_view StorePartName(StorePart p) {
-  switch (p) {
-    case StorePart::kSau:
-      return "sau";
-    case StorePart::kLmu:
-      return "lmu";
-    case StorePart::kFuse:
-      return "fuse";
-  }
-  return "sau";
-}
-
 // ---- StoreBatch ----
 
 StoreBatch::StoreBatch() = default;
@@ -368,12 +356,12 @@ void StoreBatch::PutSpec(std::string_view model, std::string_view spec_bytes) {
   Add(Op::kPut, kSpecs, std::string(model), spec_bytes);
 }
 
-void StoreBatch::AppendLog(std::string_view model, uint32_t shard, StorePart part, uint64_t seq,
+void StoreBatch::AppendLog(std::string_view model, uint32_t shard, PartKind part, uint64_t seq,
                            std::string_view entry) {
   Add(Op::kPut, kLog, SeqKey(PartPrefix(model, shard, part), seq), entry);
 }
 
-void StoreBatch::TrimLog(std::string_view model, uint32_t shard, StorePart part, uint64_t last) {
+void StoreBatch::TrimLog(std::string_view model, uint32_t shard, PartKind part, uint64_t last) {
   const std::string prefix = PartPrefix(model, shard, part);
   // [seq 0, seq last+1); with last = max the end is the prefix's end.
   std::string end = last == std::numeric_limits<uint64_t>::max() ? PrefixEnd(prefix)
@@ -386,17 +374,17 @@ void StoreBatch::AppendAudit(std::string_view model, uint32_t shard, uint64_t in
   Add(Op::kPut, kAudit, SeqKey(ShardPrefix(model, shard), index), line);
 }
 
-void StoreBatch::PutSnapshot(std::string_view model, uint32_t shard, StorePart part, uint64_t seq,
+void StoreBatch::PutSnapshot(std::string_view model, uint32_t shard, PartKind part, uint64_t seq,
                              std::string_view blob) {
   Add(Op::kPut, kSnapshots, SeqKey(PartPrefix(model, shard, part), seq), blob);
 }
 
-void StoreBatch::DeleteSnapshot(std::string_view model, uint32_t shard, StorePart part,
+void StoreBatch::DeleteSnapshot(std::string_view model, uint32_t shard, PartKind part,
                                 uint64_t seq) {
   Add(Op::kDelete, kSnapshots, SeqKey(PartPrefix(model, shard, part), seq), {});
 }
 
-void StoreBatch::PutManifest(std::string_view model, uint32_t shard, StorePart part,
+void StoreBatch::PutManifest(std::string_view model, uint32_t shard, PartKind part,
                              std::string_view manifest) {
   Add(Op::kPut, kSnapshots, absl::StrCat(PartPrefix(model, shard, part), A(kManifestSuffix)),
       manifest);
@@ -542,13 +530,13 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Store::ListSpec
   return specs;
 }
 
-absl::Status Store::ScanLog(std::string_view model, uint32_t shard, StorePart part,
+absl::Status Store::ScanLog(std::string_view model, uint32_t shard, PartKind part,
                             uint64_t from, const SeqFn& fn) const {
   return ScanSeqs(db_.get(), cfs_[kLog], kLog, PartPrefix(model, shard, part), from, fn);
 }
 
 absl::StatusOr<std::optional<uint64_t>> Store::LastLogSeq(std::string_view model, uint32_t shard,
-                                                          StorePart part) const {
+                                                          PartKind part) const {
   auto last = LastSeq(db_.get(), cfs_[kLog], kLog, PartPrefix(model, shard, part));
   if (!last.ok()) return last.status();
   if (!last->has_value()) return std::nullopt;
@@ -564,14 +552,14 @@ absl::StatusOr<std::optional<std::string>> Store::Get(uint8_t cf, const std::str
 }
 
 absl::StatusOr<std::optional<std::string>> Store::GetSnapshot(std::string_view model,
-                                                              uint32_t shard, StorePart part,
+                                                              uint32_t shard, PartKind part,
                                                               uint64_t seq) const {
   return Get(kSnapshots, SeqKey(PartPrefix(model, shard, part), seq));
 }
 
 absl::StatusOr<std::optional<std::string>> Store::GetManifest(std::string_view model,
                                                               uint32_t shard,
-                                                              StorePart part) const {
+                                                              PartKind part) const {
   return Get(kSnapshots, absl::StrCat(PartPrefix(model, shard, part), A(kManifestSuffix)));
 }
 
@@ -654,7 +642,7 @@ absl::Status Store::RawPut(uint8_t cf, const std::string& key, std::string_view 
                    absl::StrCat("overwrite ", DescribeKey(static_cast<Cf>(cf), key)));
 }
 
-absl::Status Store::RawPutSnapshot(std::string_view model, uint32_t shard, StorePart part,
+absl::Status Store::RawPutSnapshot(std::string_view model, uint32_t shard, PartKind part,
                                    uint64_t seq, std::string_view blob) {
   return RawPut(kSnapshots, SeqKey(PartPrefix(model, shard, part), seq), blob);
 }
@@ -664,4 +652,4 @@ absl::Status Store::RawPutAudit(std::string_view model, uint32_t shard, uint64_t
   return RawPut(kAudit, SeqKey(ShardPrefix(model, shard), index), line);
 }
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage

@@ -1,25 +1,26 @@
-// ShardJournal: the audit chain of one (model, shard) and its commits to the store.
+// ShardChain: the audit chain of one (model, shard) and its commits to the store.
 //
 // Every state-changing step of a shard ends in one Commit: its audit record bodies (already
 // canonical, core/shard/step_records.h), the log entry of the batch when there is one, and any
-// extra store operations (a snapshot and its manifest) go into ONE store write batch. The batch
-// is acknowledged only after that write returns, so an acknowledged batch always has its
-// events and its audit records on disk together (issue 4, durability). The chain state (next
+// extra operations (a snapshot and its manifest) go into ONE ShardWrite (shard_store.h),
+// committed atomically. The batch is acknowledged only after that commit returns, so an
+// acknowledged batch always has its events and its audit records stored together
+// (docs/DURABILITY.md). The chain state (next
 // index, head, records since the last signed checkpoint) advances only when the write
 // succeeded; on an error nothing changed and the caller reports it.
 //
 // Without a store (no data_dir) the chain is still computed, so acks carry merkle_curr, but
 // the records are not kept.
 //
-//   ShardJournal j(store, "demo", 0, key, /*checkpoint_every=*/1024);
-//   j.Resume();                                   // from the stored chain (or empty)
+//   ShardChain chain(shard_store, "demo", 0, key, /*checkpoint_every=*/1024);
+//   chain.Resume();                               // from the stored chain (or empty)
 //   Bodies b; AppendSauEventBody(..., b.Add()); ...
-//   absl::StatusOr<Receipt> r = j.Commit(b, &log, nullptr);
+//   absl::StatusOr<Receipt> r = chain.Commit(b, &log);
 //
-// Thread safety: thread-safe; commits are serialised by the journal's mutex (the SAU and LMU
+// Thread safety: thread-safe; commits are serialised by the chain's mutex (the SAU and LMU
 // writers of a shard share its chain).
-#ifndef STREAMLEARN_SERVER_SHARD_JOURNAL_H_
-#define STREAMLEARN_SERVER_SHARD_JOURNAL_H_
+#ifndef STREAMLEARN_SERVER_STORAGE_SHARD_CHAIN_H_
+#define STREAMLEARN_SERVER_STORAGE_SHARD_CHAIN_H_
 
 #include <cstdint>
 #include <functional>
@@ -32,9 +33,9 @@
 #include "core/audit/checkpoint.h"
 #include "core/audit/ed25519_key.h"
 #include "core/common/digest.h"
-#include "server/store.h"
+#include "server/storage/shard_store.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 
 // Canonical bodies in one buffer: Add() returns the string to append one body to.
 class Bodies {
@@ -69,12 +70,6 @@ class Bodies {
   bool open_ = false;
 };
 
-struct LogAppend {
-  StorePart part = StorePart::kSau;
-  uint64_t seq = 0;
-  std::string_view entry;
-};
-
 struct Receipt {
   uint64_t first_index = 0;  // of the first record of this commit
   Digest first_curr{};       // its merkle_curr
@@ -87,11 +82,11 @@ struct ChainHead {
   Digest head{};
 };
 
-class ShardJournal {
+class ShardChain {
  public:
-  // `store` may be null (memory only). REQUIRES: checkpoint_every >= 1.
-  ShardJournal(Store* store, std::string model, uint32_t shard, Ed25519PrivateKey key,
-               uint64_t checkpoint_every);
+  // `store` (may be null: memory only) must outlive the chain. REQUIRES: checkpoint_every >= 1.
+  ShardChain(ShardStore* store, std::string model, uint32_t shard, Ed25519PrivateKey key,
+             uint64_t checkpoint_every);
 
   // Continues the stored chain: next index and head from its newest record. A resumed
   // writer signs a checkpoint after the next record (it cannot know how many records passed
@@ -107,27 +102,28 @@ class ShardJournal {
   // `bodies` nothing is written. On error the chain is unchanged.
   absl::StatusOr<Receipt> Commit(
       Bodies& bodies, const LogAppend* log,
-      const std::function<void(const Receipt&, StoreBatch*)>& extra = {});
+      const std::function<void(const Receipt&, ShardWrite*)>& extra = {});
 
   ChainHead head() const;
   const std::string& model() const { return model_; }
   uint32_t shard() const { return shard_; }
-  Store* store() const { return store_; }
+  ShardStore* store() const { return store_; }
 
  private:
-  Store* const store_;
+  ShardStore* const store_;
   const std::string model_;
   const uint32_t shard_;
   mutable std::mutex mu_;
   AuditLogWriter writer_;
   std::vector<std::string> lines_;  // scratch, under mu_
+  ShardWrite write_;                // scratch, under mu_
 };
 
 // Fills the audit head of a batch ack (sau.proto IngestAck, lmu.proto UpdateAck, fuse.proto
 // LearnAck): the commit's receipt, or the chain's head now when nothing was committed (an
 // all-duplicate batch).
 template <typename Ack>
-void SetAckAuditHead(const ShardJournal& journal, const Receipt* committed, Ack* ack) {
+void SetAckAuditHead(const ShardChain& journal, const Receipt* committed, Ack* ack) {
   ChainHead h;
   if (committed != nullptr) {
     h = ChainHead{.next_index = committed->next_index, .head = committed->head};
@@ -138,6 +134,6 @@ void SetAckAuditHead(const ShardJournal& journal, const Receipt* committed, Ack*
   ack->set_merkle_curr(ToHex(h.head));
 }
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage
 
-#endif  // STREAMLEARN_SERVER_SHARD_JOURNAL_H_
+#endif  // STREAMLEARN_SERVER_STORAGE_SHARD_CHAIN_H_

@@ -1,4 +1,4 @@
-#include "server/log_entry.h"
+#include "server/storage/log_entry.h"
 
 #include <cstring>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/byte_codec.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 namespace {
 
 constexpr uint8_t kSauKind = 1;
@@ -202,4 +202,4 @@ absl::StatusOr<FuseEntry> FuseEntry::Decode(std::string_view bytes) {
   return entry;
 }
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage

@@ -10,15 +10,15 @@
 // file, never the bytes. A file readable by group or others is accepted with a warning.
 //
 // Thread safety: plain functions.
-#ifndef STREAMLEARN_SERVER_LMU_SECRET_H_
-#define STREAMLEARN_SERVER_LMU_SECRET_H_
+#ifndef STREAMLEARN_SERVER_STORAGE_LMU_SECRET_H_
+#define STREAMLEARN_SERVER_STORAGE_LMU_SECRET_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "core/lmu/keyed_hash.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 
 // Errors: FAILED_PRECONDITION (the file does not hold exactly 32 bytes), NOT_FOUND (its
 // directory does not exist), PERMISSION_DENIED, INTERNAL (RAND_bytes failed), other errno
@@ -28,6 +28,6 @@ absl::StatusOr<lmu::HashSecret> LoadOrCreateLmuSecret(const std::string& path);
 // 32 fresh bytes from RAND_bytes (a secret that lives only as long as the process).
 absl::StatusOr<lmu::HashSecret> RandomLmuSecret();
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage
 
-#endif  // STREAMLEARN_SERVER_LMU_SECRET_H_
+#endif  // STREAMLEARN_SERVER_STORAGE_LMU_SECRET_H_

@@ -1,4 +1,4 @@
-#include "server/shard_journal.h"
+#include "server/storage/shard_chain.h"
 
 #include <utility>
 
@@ -7,19 +7,19 @@
 #include "core/audit/audit_record.h"
 #include "core/audit/merkle_chain.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 
-ShardJournal::ShardJournal(Store* store, std::string model, uint32_t shard,
-                           Ed25519PrivateKey key, uint64_t checkpoint_every)
+ShardChain::ShardChain(ShardStore* store, std::string model, uint32_t shard,
+                       Ed25519PrivateKey key, uint64_t checkpoint_every)
     : store_(store),
       model_(std::move(model)),
       shard_(shard),
       writer_(std::move(key), checkpoint_every) {}
 
-absl::Status ShardJournal::Resume() {
+absl::Status ShardChain::Resume() {
   if (store_ == nullptr) return absl::OkStatus();
   absl::StatusOr<std::optional<std::pair<uint64_t, std::string>>> last =
-      store_->LastAudit(model_, shard_);
+      store_->LastAudit();
   if (!last.ok()) return last.status();
   if (!last->has_value()) return absl::OkStatus();
   const auto& [index, line] = **last;
@@ -37,14 +37,14 @@ absl::Status ShardJournal::Resume() {
   return absl::OkStatus();
 }
 
-void ShardJournal::ResumeAt(const ChainHead& head, uint64_t since_checkpoint) {
+void ShardChain::ResumeAt(const ChainHead& head, uint64_t since_checkpoint) {
   std::lock_guard<std::mutex> lock(mu_);
   writer_.Resume(head.next_index, head.head, since_checkpoint);
 }
 
-absl::StatusOr<Receipt> ShardJournal::Commit(
+absl::StatusOr<Receipt> ShardChain::Commit(
     Bodies& bodies, const LogAppend* log,
-    const std::function<void(const Receipt&, StoreBatch*)>& extra) {
+    const std::function<void(const Receipt&, ShardWrite*)>& extra) {
   std::lock_guard<std::mutex> lock(mu_);
   Receipt receipt;
   receipt.first_index = writer_.chain().size();
@@ -62,21 +62,24 @@ absl::StatusOr<Receipt> ShardJournal::Commit(
   receipt.next_index = next.chain().size();
   receipt.head = next.chain().head();
   if (store_ != nullptr) {
-    StoreBatch batch;
-    if (log != nullptr) batch.AppendLog(model_, shard_, log->part, log->seq, log->entry);
+    ShardWrite& write = write_;  // reused: its vector keeps its capacity
+    write.log.reset();
+    write.audit.clear();
+    write.snapshot.reset();
+    if (log != nullptr) write.log = *log;
     for (size_t i = 0; i < lines_.size(); ++i) {
-      batch.AppendAudit(model_, shard_, receipt.first_index + i, lines_[i]);
+      write.audit.push_back({.index = receipt.first_index + i, .line = lines_[i]});
     }
-    if (extra) extra(receipt, &batch);
-    if (absl::Status s = store_->Write(batch); !s.ok()) return s;
+    if (extra) extra(receipt, &write);
+    if (absl::Status s = store_->Commit(write); !s.ok()) return s;
   }
   writer_ = std::move(next);
   return receipt;
 }
 
-ChainHead ShardJournal::head() const {
+ChainHead ShardChain::head() const {
   std::lock_guard<std::mutex> lock(mu_);
   return ChainHead{.next_index = writer_.chain().size(), .head = writer_.chain().head()};
 }
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage

@@ -29,8 +29,8 @@
 // Memory: the shard's state, one log entry and one record at a time, plus the snapshot
 // records that lie past the starting snapshot (at most a few: keep_snapshots of them).
 // Thread safety: plain functions; each call opens its own store handle.
-#ifndef STREAMLEARN_SERVER_AUDIT_REPLAY_H_
-#define STREAMLEARN_SERVER_AUDIT_REPLAY_H_
+#ifndef STREAMLEARN_SERVER_STORAGE_AUDIT_REPLAY_H_
+#define STREAMLEARN_SERVER_STORAGE_AUDIT_REPLAY_H_
 
 #include <cstdint>
 #include <optional>
@@ -39,13 +39,13 @@
 
 #include "absl/status/statusor.h"
 #include "core/lmu/keyed_hash.h"
-#include "server/store.h"
+#include "server/storage/shard_store.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 
 // What was checked for one part of a shard.
 struct ReplayPartReport {
-  StorePart part = StorePart::kSau;
+  PartKind part = PartKind::kSau;
   uint64_t start_snapshot_seq = 0;  // 0: started from the empty state
   uint64_t checked_snapshot_seq = 0;  // the oldest snapshot, checked even when not the start
   uint64_t start_log_seq = 0;       // the last batch the starting state includes
@@ -59,7 +59,7 @@ struct ReplayPartReport {
 // The first difference between the chain and the replay.
 struct ReplayMismatch {
   std::optional<uint64_t> record_index;  // the audit record it concerns, when one does
-  StorePart part = StorePart::kSau;
+  PartKind part = PartKind::kSau;
   uint64_t log_seq = 0;
   std::string what;      // "state_digest", "batch_digest", "snapshot blob", "log entry", ...
   std::string expected;  // the value the chain (or manifest) holds
@@ -85,14 +85,15 @@ absl::StatusOr<ReplayReport> ReplayAndCheck(const std::string& data_dir, const s
 absl::StatusOr<std::vector<ReplayReport>> ReplayAndCheckAllShards(const std::string& data_dir,
                                                                   const std::string& model);
 
-// The same over an open store (read-only or not) and a given LMU secret.
-absl::StatusOr<ReplayReport> ReplayAndCheck(const Store& store, const lmu::HashSecret& secret,
+// The same over any storage backend and a given LMU secret.
+absl::StatusOr<ReplayReport> ReplayAndCheck(StorageBackend& backend,
+                                            const lmu::HashSecret& secret,
                                             const std::string& model, uint32_t shard);
 
 // One line per part ("shard 0 sau: from snapshot 2 (log_seq 40): replayed 12 batches of 52,
 // checked 3 state digests and 12 batch digests: OK"), or the mismatch.
 std::string FormatReplayReport(const ReplayReport& report);
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage
 
-#endif  // STREAMLEARN_SERVER_AUDIT_REPLAY_H_
+#endif  // STREAMLEARN_SERVER_STORAGE_AUDIT_REPLAY_H_

@@ -1,4 +1,4 @@
-#include "server/data_dir.h"
+#include "server/storage/data_dir.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -16,9 +16,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "server/persistence.h"
+#include "server/storage/file_io.h"
+#include "server/storage/manifest.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 namespace {
 
 namespace fs = std::filesystem;
@@ -115,7 +116,7 @@ absl::StatusOr<StoreFloor> ParseStoreFloor(std::string_view text) {
     if (chain) {
       floor.chains[{std::string(f[1]), static_cast<uint32_t>(a)}] = b;
     } else if (snapshot) {
-      floor.snapshots[{std::string(f[1]), static_cast<uint32_t>(a), static_cast<StorePart>(c)}] =
+      floor.snapshots[{std::string(f[1]), static_cast<uint32_t>(a), static_cast<PartKind>(c)}] =
           b;
     } else {
       return absl::DataLossError(absl::StrCat(kDataDirMarker, " line ", line_no,
@@ -172,7 +173,7 @@ absl::Status CheckStoreFloor(const Store& store, const StoreFloor& floor) {
     const uint64_t have = manifest.ok() && !manifest->empty() ? manifest->front().log_seq : 0;
     if (manifest.ok() && have < log_seq) {
       return lost(absl::StrCat("the newest snapshot of model '", model, "' shard ", shard, " ",
-                               std::string(StorePartName(part)), " covers log entry ", have,
+                               std::string(PartName(part)), " covers log entry ", have,
                                ", one covered ", log_seq));
     }
   }
@@ -180,22 +181,8 @@ absl::Status CheckStoreFloor(const Store& store, const StoreFloor& floor) {
 }
 
 absl::Status MarkDataDir(const std::string& dir, const StoreFloor& floor) {
-  const fs::path marker = fs::path(dir) / kDataDirMarker;
-  const std::string tmp = marker.string() + ".tmp";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Errno("create", tmp);
-  const std::string text = EncodeStoreFloor(floor);
-  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                  fsync(fd) == 0;
-  absl::Status st = ok ? absl::OkStatus() : Errno("write", tmp);
-  close(fd);
-  if (st.ok() && rename(tmp.c_str(), marker.c_str()) != 0) st = Errno("rename", tmp);
-  if (!st.ok()) return st;
-  const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return Errno("open", dir);
-  const bool synced = fsync(dfd) == 0;
-  close(dfd);
-  return synced ? absl::OkStatus() : Errno("fsync", dir);
+  return WriteFileAtomically((fs::path(dir) / kDataDirMarker).string(), EncodeStoreFloor(floor),
+                             0600);
 }
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage

@@ -1,4 +1,4 @@
-#include "server/failpoint.h"
+#include "server/storage/failpoint.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/numbers.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 namespace {
 
 struct Armed {
@@ -48,4 +48,4 @@ void Failpoint(std::string_view name) {
   }
 }
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage

@@ -1,4 +1,4 @@
-#include "server/spec_conversion.h"
+#include "server/storage/spec_conversion.h"
 
 #include <cstdint>
 #include <limits>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 namespace {
 
 // Proto zero => keep the core default already in *field.
@@ -350,4 +350,4 @@ v1::ModelSpec ModelSpecToProto(const ModelSpec& spec) {
   return wire;
 }
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage

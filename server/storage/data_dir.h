@@ -14,8 +14,8 @@
 //   if (absl::Status s = MarkDataDir(files.dir, floor); !s.ok()) return s;
 //
 // Thread safety: plain functions over the file system; call them before serving.
-#ifndef STREAMLEARN_SERVER_DATA_DIR_H_
-#define STREAMLEARN_SERVER_DATA_DIR_H_
+#ifndef STREAMLEARN_SERVER_STORAGE_DATA_DIR_H_
+#define STREAMLEARN_SERVER_STORAGE_DATA_DIR_H_
 
 #include <cstdint>
 #include <map>
@@ -26,9 +26,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/store.h"
+#include "server/storage/store.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 
 inline constexpr char kDataDirMarker[] = "streamlearn.marker";
 
@@ -41,7 +41,7 @@ inline constexpr char kDataDirMarker[] = "streamlearn.marker";
 struct StoreFloor {
   std::map<std::pair<std::string, uint32_t>, uint64_t> chains;  // (model, shard) -> next_index
   // (model, shard, part) -> log_seq of the newest snapshot
-  std::map<std::tuple<std::string, uint32_t, StorePart>, uint64_t> snapshots;
+  std::map<std::tuple<std::string, uint32_t, PartKind>, uint64_t> snapshots;
 };
 
 std::string EncodeStoreFloor(const StoreFloor& floor);
@@ -65,6 +65,6 @@ absl::Status CheckDataDir(const DataDirFiles& files);
 // directory fsync'ed). REQUIRES: every value of `floor` is durable in the store.
 absl::Status MarkDataDir(const std::string& dir, const StoreFloor& floor);
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage
 
-#endif  // STREAMLEARN_SERVER_DATA_DIR_H_
+#endif  // STREAMLEARN_SERVER_STORAGE_DATA_DIR_H_

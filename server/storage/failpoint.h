@@ -14,15 +14,15 @@
 //   snapshot.after_write    SnapshotPart: the store write returned OK, nothing else done
 //
 // Thread safety: thread-safe.
-#ifndef STREAMLEARN_SERVER_FAILPOINT_H_
-#define STREAMLEARN_SERVER_FAILPOINT_H_
+#ifndef STREAMLEARN_SERVER_STORAGE_FAILPOINT_H_
+#define STREAMLEARN_SERVER_STORAGE_FAILPOINT_H_
 
 #include <string_view>
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 
 void Failpoint(std::string_view name);
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage
 
-#endif  // STREAMLEARN_SERVER_FAILPOINT_H_
+#endif  // STREAMLEARN_SERVER_STORAGE_FAILPOINT_H_

@@ -11,8 +11,8 @@
 // the chain to the log (`streamlearn audit replay` checks it).
 //
 // Thread safety: plain functions and value types.
-#ifndef STREAMLEARN_SERVER_LOG_ENTRY_H_
-#define STREAMLEARN_SERVER_LOG_ENTRY_H_
+#ifndef STREAMLEARN_SERVER_STORAGE_LOG_ENTRY_H_
+#define STREAMLEARN_SERVER_STORAGE_LOG_ENTRY_H_
 
 #include <cstdint>
 #include <span>
@@ -26,7 +26,7 @@
 #include "core/shard/lmu_shard.h"
 #include "core/shard/sau_shard.h"
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 
 void EncodeSauEntry(std::span<const EventView> batch, std::string* out);
 void EncodeLmuEntry(std::span<const SampleView> batch, std::string* out);
@@ -84,6 +84,6 @@ class FuseEntry {
   std::vector<FuseSampleView> views_;
 };
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage
 
-#endif  // STREAMLEARN_SERVER_LOG_ENTRY_H_
+#endif  // STREAMLEARN_SERVER_STORAGE_LOG_ENTRY_H_

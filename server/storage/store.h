@@ -7,7 +7,7 @@
 //   snapshots  name \0 BE32 shard  u8 part  BE64 seq  -> one snapshot blob
 //              name \0 BE32 shard  u8 part  "M"       -> the manifest of that shard part
 //   audit      name \0 BE32 shard  BE64 index         -> one canonical audit envelope line
-// `part` is StorePart (SAU, LMU or Fuse); the audit chain is one per (model, shard).
+// `part` is PartKind (SAU, LMU or Fuse); the audit chain is one per (model, shard).
 //
 // Writes go through StoreBatch and Store::Write, which commits the whole batch atomically
 // (one rocksdb::WriteBatch). Durability:
@@ -18,7 +18,7 @@
 //
 //   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({.path = dir});
 //   StoreBatch batch;
-//   batch.AppendLog("demo", 0, StorePart::kSau, 17, entry_bytes);
+//   batch.AppendLog("demo", 0, PartKind::kSau, 17, entry_bytes);
 //   batch.AppendAudit("demo", 0, 4242, line);
 //   absl::Status s = (*store)->Write(batch);      // all or nothing
 //
@@ -27,8 +27,8 @@
 // FAILED_PRECONDITION / NOT_FOUND.
 //
 // Thread safety: Store is thread-safe (RocksDB is). A StoreBatch belongs to one thread.
-#ifndef STREAMLEARN_SERVER_STORE_H_
-#define STREAMLEARN_SERVER_STORE_H_
+#ifndef STREAMLEARN_SERVER_STORAGE_STORE_H_
+#define STREAMLEARN_SERVER_STORAGE_STORE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -41,6 +41,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/storage/shard_store.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
@@ -48,7 +49,7 @@ class DB;
 class WriteBatch;
 }  // namespace rocksdb
 
-namespace streamlearn::server {
+namespace streamlearn::storage {
 
 enum class Durability { kProcess, kMachine };
 
@@ -56,8 +57,6 @@ enum class Durability { kProcess, kMachine };
 absl::StatusOr<Durability> ParseDurability(std::string_view name);
 std::string_view DurabilityName(Durability d);
 
-enum class StorePart : uint8_t { kSau = 1, kLmu = 2, kFuse = 3 };
-std::string_view StorePartName(StorePart p);  // "sau" / "lmu" / "fuse"
 
 struct StoreOptions {
   std::string path;                          // the database directory
@@ -76,16 +75,16 @@ class StoreBatch {
   StoreBatch& operator=(const StoreBatch&) = delete;
 
   void PutSpec(std::string_view model, std::string_view spec_bytes);
-  void AppendLog(std::string_view model, uint32_t shard, StorePart part, uint64_t seq,
+  void AppendLog(std::string_view model, uint32_t shard, PartKind part, uint64_t seq,
                  std::string_view entry);
   // Deletes log entries with seq <= last (a range delete) of one shard part.
-  void TrimLog(std::string_view model, uint32_t shard, StorePart part, uint64_t last);
+  void TrimLog(std::string_view model, uint32_t shard, PartKind part, uint64_t last);
   void AppendAudit(std::string_view model, uint32_t shard, uint64_t index,
                    std::string_view line);
-  void PutSnapshot(std::string_view model, uint32_t shard, StorePart part, uint64_t seq,
+  void PutSnapshot(std::string_view model, uint32_t shard, PartKind part, uint64_t seq,
                    std::string_view blob);
-  void DeleteSnapshot(std::string_view model, uint32_t shard, StorePart part, uint64_t seq);
-  void PutManifest(std::string_view model, uint32_t shard, StorePart part,
+  void DeleteSnapshot(std::string_view model, uint32_t shard, PartKind part, uint64_t seq);
+  void PutManifest(std::string_view model, uint32_t shard, PartKind part,
                    std::string_view manifest);
 
   size_t bytes() const;  // approximate size of what the batch will write
@@ -125,17 +124,17 @@ class Store {
 
   // log: calls fn(seq, entry) for entries with seq >= from, in seq order, until fn returns
   // false or the entries end.
-  absl::Status ScanLog(std::string_view model, uint32_t shard, StorePart part, uint64_t from,
+  absl::Status ScanLog(std::string_view model, uint32_t shard, PartKind part, uint64_t from,
                        const std::function<bool(uint64_t seq, std::string_view entry)>& fn) const;
   // The largest seq in the log of that shard part, nullopt when empty.
   absl::StatusOr<std::optional<uint64_t>> LastLogSeq(std::string_view model, uint32_t shard,
-                                                     StorePart part) const;
+                                                     PartKind part) const;
 
   // snapshots: nullopt when absent.
   absl::StatusOr<std::optional<std::string>> GetSnapshot(std::string_view model, uint32_t shard,
-                                                         StorePart part, uint64_t seq) const;
+                                                         PartKind part, uint64_t seq) const;
   absl::StatusOr<std::optional<std::string>> GetManifest(std::string_view model, uint32_t shard,
-                                                         StorePart part) const;
+                                                         PartKind part) const;
 
   // audit: calls fn(index, line) for records with index >= from, in order, until fn returns
   // false. LastAudit gives the newest (index, line) of a chain, nullopt when it is empty.
@@ -162,7 +161,7 @@ class Store {
 
   // Test hook: overwrite a stored value in place (a corrupted snapshot, a tampered record),
   // bypassing every check. Not used by the server. FAILED_PRECONDITION on a read-only store.
-  absl::Status RawPutSnapshot(std::string_view model, uint32_t shard, StorePart part,
+  absl::Status RawPutSnapshot(std::string_view model, uint32_t shard, PartKind part,
                               uint64_t seq, std::string_view blob);
   absl::Status RawPutAudit(std::string_view model, uint32_t shard, uint64_t index,
                            std::string_view line);
@@ -181,6 +180,6 @@ class Store {
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // default, specs, log, snapshots, audit
 };
 
-}  // namespace streamlearn::server
+}  // namespace streamlearn::storage
 
-#endif  // STREAMLEARN_SERVER_STORE_H_
+#endif  // STREAMLEARN_SERVER_STORAGE_STORE_H_

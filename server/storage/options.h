@@ -1,0 +1,29 @@
+// PersistenceOptions: how a server's state is kept (docs/DURABILITY.md).
+#ifndef STREAMLEARN_SERVER_STORAGE_OPTIONS_H_
+#define STREAMLEARN_SERVER_STORAGE_OPTIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "server/storage/store.h"
+
+namespace streamlearn::storage {
+
+struct PersistenceOptions {
+  std::string data_dir;                          // empty: memory only (no store, no recovery)
+  Durability durability = Durability::kProcess;
+  std::string audit_key_file;                    // empty: <data_dir>/audit.key
+  uint64_t checkpoint_every = 1024;              // records between signed checkpoints
+  uint64_t sau_digest_every = 4096;              // SAU events between state digests
+  uint64_t lmu_digest_every = 1000000;           // LMU samples between state digests (0: never)
+  uint64_t fuse_digest_every = 100000;           // fused samples between state digests (0: never)
+  uint64_t snapshot_every_steps = 100000;        // events / samples per shard part (0: off)
+  absl::Duration snapshot_interval = absl::Minutes(5);  // zero: off
+  size_t keep_snapshots = 2;                     // >= 1; older ones and their log are dropped
+};
+
+}  // namespace streamlearn::storage
+
+#endif  // STREAMLEARN_SERVER_STORAGE_OPTIONS_H_

@@ -1,0 +1,409 @@
+#include "server/storage/persistence.h"
+
+#include <chrono>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "admin.pb.h"
+#include "core/audit/audit_record.h"
+#include "core/audit/merkle_chain.h"
+#include "core/shard/step_records.h"
+#include "google/protobuf/util/json_util.h"
+#include "server/storage/audit_key.h"
+#include "server/storage/data_dir.h"
+#include "server/storage/file_io.h"
+#include "server/storage/recovery.h"
+#include "server/storage/spec_conversion.h"
+#include "spdlog/spdlog.h"
+
+namespace streamlearn::storage {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The genesis record's model_spec: the effective spec as JSON (all fields, proto names).
+std::string SpecJson(const v1::ModelSpec& spec) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions opt;
+  opt.always_print_primitive_fields = true;
+  opt.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(spec, &json, opt);
+  return json;
+}
+
+absl::Status CheckOptions(const PersistenceOptions& options) {
+  if (options.checkpoint_every < 2) {
+    return absl::InvalidArgumentError("audit checkpoint_every must be >= 2");
+  }
+  if (options.keep_snapshots < 1) {
+    return absl::InvalidArgumentError("keep_snapshots must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOptions options,
+                                                               StorageObserver* observer) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  std::string key_path = options.audit_key_file;
+  if (key_path.empty() && !options.data_dir.empty()) {
+    key_path = (fs::path(options.data_dir) / "audit.key").string();
+  }
+  absl::StatusOr<Ed25519PrivateKey> key =
+      key_path.empty() ? Ed25519PrivateKey::Generate() : LoadOrCreateAuditKey(key_path);
+  if (!key.ok()) return key.status();
+  if (key_path.empty()) {
+    spdlog::warn("no data_dir: learned state and audit records live in memory only, and the "
+                 "audit signing key (fingerprint {}) lives as long as this process",
+                 key->PublicKey().fingerprint());
+  }
+  std::unique_ptr<Persistence> p(new Persistence(std::move(options), observer, *std::move(key)));
+  if (!p->options_.data_dir.empty()) {
+    const std::string db_path = (fs::path(p->options_.data_dir) / "db").string();
+    std::error_code ec;
+    // Below its floor the store lost data; checked read-only, before an open for writing
+    // deletes the table files an older MANIFEST version does not list (data_dir.h).
+    absl::StatusOr<std::optional<StoreFloor>> floor = ReadStoreFloor(p->options_.data_dir);
+    if (!floor.ok()) return floor.status();
+    if (floor->has_value() && fs::exists(fs::path(db_path) / "CURRENT", ec)) {
+      absl::StatusOr<std::unique_ptr<Store>> ro =
+          Store::Open({.path = db_path, .read_only = true});
+      if (!ro.ok()) return ro.status();
+      if (absl::Status s = CheckStoreFloor(**ro, **floor); !s.ok()) return s;
+    }
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(
+        {.path = (fs::path(p->options_.data_dir) / "db").string(),
+         .durability = p->options_.durability});
+    if (!store.ok()) return store.status();
+    auto rocks = std::make_unique<RocksStorage>(*std::move(store));
+    p->rocks_ = rocks.get();
+    p->backend_ = std::move(rocks);
+    Store& db = p->rocks_->store();
+    // Every block of the audit table is read once: a chain the server cannot read is refused
+    // at start, not found later by an auditor (docs/DURABILITY.md, "Start-up checks").
+    const absl::Time verify_start = absl::Now();
+    if (absl::Status s = db.VerifyAuditChecksums(); !s.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          s.message(), "; the audit chains are unreadable and the server will not serve them. "
+          "Restore the data directory from a backup (docs/DURABILITY.md)"));
+    }
+    spdlog::info("audit table checksums verified in {:.3f} s",
+                 absl::ToDoubleSeconds(absl::Now() - verify_start));
+    spdlog::info("store '{}' open, durability {}; audit key fingerprint {}",
+                 db.options().path, DurabilityName(p->options_.durability),
+                 p->key_.PublicKey().fingerprint());
+  }
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<Persistence>> Persistence::OpenWith(
+    PersistenceOptions options, std::unique_ptr<StorageBackend> backend,
+    StorageObserver* observer) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  if (!options.data_dir.empty() || backend == nullptr) {
+    return absl::InvalidArgumentError(
+        "Persistence::OpenWith takes a backend and no data_dir (use Open for a data dir)");
+  }
+  absl::StatusOr<Ed25519PrivateKey> key =
+      options.audit_key_file.empty() ? Ed25519PrivateKey::Generate()
+                                     : LoadOrCreateAuditKey(options.audit_key_file);
+  if (!key.ok()) return key.status();
+  std::unique_ptr<Persistence> p(new Persistence(std::move(options), observer, *std::move(key)));
+  p->backend_ = std::move(backend);
+  spdlog::info("storage: {}", p->backend_->Describe());
+  return p;
+}
+
+Persistence::~Persistence() { Stop(); }
+
+std::shared_ptr<ModelWriters> Persistence::MakeWriters(const Model& model) {
+  std::vector<std::unique_ptr<ShardWriter>> shards;
+  for (uint32_t i = 0; i < model.num_shards(); ++i) {
+    shards.push_back(std::make_unique<ShardWriter>(
+        backend_ != nullptr ? backend_->OpenShard(model.spec().name, i) : nullptr,
+        model.spec().name, i, key_, options_, observer_));
+  }
+  return std::make_shared<ModelWriters>(std::move(shards));
+}
+
+std::shared_ptr<ModelWriters> Persistence::Find(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = writers_.find(name);
+  return it == writers_.end() ? nullptr : it->second;
+}
+
+absl::Status Persistence::OnCreate(const std::shared_ptr<Model>& model) {
+  const ModelSpec& spec = model->spec();
+  const v1::ModelSpec wire = ModelSpecToProto(spec);
+  std::shared_ptr<ModelWriters> writers = MakeWriters(*model);
+  // Genesis records and the spec in one write: a model exists on disk with its chains or not
+  // at all. Each genesis names its (model, shard), so no chain passes as another's.
+  const std::string spec_json = SpecJson(wire);
+  std::vector<std::string> genesis_lines;
+  std::vector<ChainHead> heads;
+  for (uint32_t i = 0; i < model->num_shards(); ++i) {
+    const ChainId id{.model = spec.name, .shard = i};
+    std::string genesis;
+    if (absl::Status s = AppendCanonical(GenesisBody(spec_json, model->w_digest(), &id), &genesis);
+        !s.ok()) {
+      return s;
+    }
+    MerkleChain chain;
+    genesis_lines.push_back(chain.AppendCanonical(genesis));
+    heads.push_back({.next_index = 1, .head = chain.head()});
+  }
+  if (backend_ != nullptr) {
+    if (absl::Status s =
+            backend_->CreateModel(spec.name, wire.SerializeAsString(), genesis_lines);
+        !s.ok()) {
+      return WithContext(s, absl::StrCat("model '", spec.name, "': storing its spec"));
+    }
+  }
+  // The writers continue after their genesis, which counts toward the first checkpoint.
+  for (uint32_t i = 0; i < model->num_shards(); ++i) {
+    writers->shard(i).chain().ResumeAt(heads[i], /*since_checkpoint=*/1);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  writers_[spec.name] = std::move(writers);
+  return absl::OkStatus();
+}
+
+absl::Status Persistence::Recover(ModelRegistry* registry) {
+  if (backend_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> specs = backend_->ListSpecs();
+  if (!specs.ok()) return specs.status();
+  for (const auto& [name, bytes] : *specs) {
+    if (absl::Status s = RecoverModel(registry, name, bytes); !s.ok()) {
+      return WithContext(s, absl::StrCat("recovering model '", name, "'"));
+    }
+  }
+  if (!specs->empty()) {
+    spdlog::info("recovered {} model(s) from {}", specs->size(), backend_->Describe());
+  }
+  return RecordFloor();
+}
+
+absl::Status Persistence::RecordFloor() {
+  if (rocks_ == nullptr) return absl::OkStatus();
+  // The writers are copied out first: a snapshot holds a shard's snapshot_mu() and then takes
+  // mu_ (Find), so mu_ is never held while a snapshot_mu() is taken.
+  std::map<std::string, std::shared_ptr<ModelWriters>, std::less<>> models;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    models = writers_;
+  }
+  StoreFloor floor;
+  for (const auto& [name, writers] : models) {
+    for (uint32_t i = 0; i < writers->num_shards(); ++i) {
+      ShardWriter& writer = writers->shard(i);
+      floor.chains[{name, i}] = writer.chain().head().next_index;
+      std::lock_guard<std::mutex> snapshot_lock(writer.snapshot_mu());
+      for (PartKind part : kPartKinds) {
+        const std::vector<ManifestEntry>& m = writer.part(part).manifest;
+        if (!m.empty()) floor.snapshots[{name, i, part}] = m.front().log_seq;
+      }
+    }
+  }
+  // The values were read first: once the WAL is synced they are all durable.
+  std::lock_guard<std::mutex> lock(floor_mu_);
+  absl::Status s = rocks_->store().SyncWal();
+  if (s.ok()) s = MarkDataDir(options_.data_dir, floor);
+  if (!s.ok()) {
+    spdlog::warn("could not record the store's floor in {}: {}", kDataDirMarker,
+                 std::string(s.message()));
+  }
+  return s;
+}
+
+absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::string& name,
+                                       const std::string& spec_bytes) {
+  const absl::Time start = absl::Now();
+  v1::ModelSpec wire;
+  if (!wire.ParseFromString(spec_bytes)) return absl::DataLossError("the stored spec is unreadable");
+  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<std::shared_ptr<Model>> model = Model::Create(*spec, registry->secret());
+  if (!model.ok()) return model.status();
+  Model& m = **model;
+  std::shared_ptr<ModelWriters> writers = MakeWriters(m);
+  for (uint32_t i = 0; i < m.num_shards(); ++i) {
+    ShardWriter& writer = writers->shard(i);
+    absl::StatusOr<uint64_t> replayed =
+        RecoverShard(writer, m, i, registry->secret(), options_.keep_snapshots);
+    if (!replayed.ok()) return replayed.status();
+    if (observer_ != nullptr) {
+      observer_->RecordRecovery(name, i, *replayed, absl::ToDoubleSeconds(absl::Now() - start));
+    }
+    spdlog::info("model '{}' shard {}: recovered (replayed {} logged batches; audit chain at {})",
+                 name, i, *replayed, writer.chain().head().next_index);
+  }
+  if (absl::Status s = registry->Add(*model); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  writers_[name] = std::move(writers);
+  return absl::OkStatus();
+}
+
+absl::Status Persistence::ReinstateFenced(Model& model, uint32_t shard, PartKind part,
+                                          const lmu::HashSecret& secret) {
+  const std::string& name = model.spec().name;
+  const ShardPart* p = model.part(shard, part);
+  if (p == nullptr || !p->fenced()) return absl::OkStatus();
+  if (backend_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this shard part was fenced by a failed rebuild and there is no store to rebuild it "
+        "from; restart the server");
+  }
+  std::shared_ptr<ModelWriters> writers = Find(name);
+  if (writers == nullptr) {
+    return absl::NotFoundError(absl::StrCat("model '", name, "' has no writers"));
+  }
+  ShardWriter& writer = writers->shard(shard);
+  if (absl::Status s = writer.store()->ResumeWrites(); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the shard's last write failed and the store still fails (", s.message(),
+        "); retry once the cause (a full disk, say) is fixed"));
+  }
+  // No snapshot of the part runs meanwhile (it would fail on the fence anyway).
+  std::lock_guard<std::mutex> lock(writer.snapshot_mu());
+  const absl::Time start = absl::Now();
+  absl::StatusOr<uint64_t> replayed = RebuildFencedPart(*writer.store(), model, shard, part,
+                                                        secret, options_.keep_snapshots);
+  if (!replayed.ok()) {
+    // Another call reinstated it first (then it is no longer fenced), or the part committed
+    // more since: this rebuild is stale and is dropped.
+    return p->fenced() ? replayed.status() : absl::OkStatus();
+  }
+  spdlog::warn("model '{}' shard {} {}: rebuilt from the store after a failed write (replayed "
+               "{} logged batches in {:.3f} s); writes resume",
+               name, shard, PartName(part), *replayed,
+               absl::ToDoubleSeconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SnapshotInfo>> Persistence::SnapshotModel(const Model& model) {
+  if (backend_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this server has no data_dir: there is no store to snapshot into (start it with "
+        "--data_dir)");
+  }
+  std::shared_ptr<ModelWriters> writers = Find(model.spec().name);
+  if (writers == nullptr) {
+    return absl::NotFoundError(absl::StrCat("model '", model.spec().name, "' has no writers"));
+  }
+  std::vector<SnapshotInfo> out;
+  for (uint32_t i = 0; i < model.num_shards(); ++i) {
+    ShardWriter& writer = writers->shard(i);
+    std::lock_guard<std::mutex> lock(writer.snapshot_mu());
+    for (const ShardPart* part : model.parts(i)) {
+      absl::StatusOr<SnapshotInfo> info = SnapshotPart(writer, *part, options_, observer_);
+      if (!info.ok()) {
+        return WithContext(info.status(), absl::StrFormat("snapshot of model '%s' shard %d %s",
+                                                          model.spec().name, i,
+                                                          PartName(part->kind())));
+      }
+      out.push_back(*info);
+    }
+  }
+  (void)RecordFloor();  // logged on failure; the snapshots are committed either way
+  return out;
+}
+
+absl::Status Persistence::Backup(const std::string& dir) {
+  if (rocks_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this server has no data_dir: there is nothing to back up (start it with --data_dir)");
+  }
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    return absl::AlreadyExistsError(absl::StrCat("backup directory '", dir, "' already exists"));
+  }
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return absl::Status(absl::ErrnoToStatusCode(ec.value()),
+                        absl::StrCat("backup directory '", dir, "': ", ec.message()));
+  }
+  if (absl::Status s = rocks_->store().Backup((fs::path(dir) / "db").string()); !s.ok()) {
+    return s;
+  }
+  // The secrets a restored server needs; they keep their modes.
+  for (const char* file : {"lmu.secret", "audit.key", "audit.pub"}) {
+    const fs::path from = fs::path(options_.data_dir) / file;
+    if (!fs::exists(from, ec)) continue;
+    fs::copy_file(from, fs::path(dir) / file, ec);
+    if (ec) {
+      return absl::Status(absl::ErrnoToStatusCode(ec.value()),
+                          absl::StrCat("backup: copying '", from.string(), "': ", ec.message()));
+    }
+  }
+  spdlog::info("backup written to '{}'", dir);
+  return absl::OkStatus();
+}
+
+void Persistence::StartSnapshotter(ModelRegistry* registry) {
+  if (backend_ == nullptr) return;
+  if (options_.snapshot_every_steps == 0 && options_.snapshot_interval <= absl::ZeroDuration()) {
+    return;
+  }
+  snapshotter_ = std::thread([this, registry] { SnapshotterLoop(registry); });
+}
+
+void Persistence::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (snapshotter_.joinable()) snapshotter_.join();
+  (void)RecordFloor();
+}
+
+void Persistence::SnapshotterLoop(ModelRegistry* registry) {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(stop_mu_);
+      if (stop_cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_; })) {
+        return;
+      }
+    }
+    bool took = false;
+    for (const std::shared_ptr<Model>& model : registry->List()) {
+      std::shared_ptr<ModelWriters> writers = Find(model->spec().name);
+      if (writers == nullptr) continue;
+      for (uint32_t i = 0; i < model->num_shards(); ++i) {
+        ShardWriter& writer = writers->shard(i);
+        uint64_t backlog = 0;  // log entries of the shard's parts not yet covered
+        for (const ShardPart* part : model->parts(i)) {
+          // A part a failed write fenced is rebuilt as soon as the store takes writes again,
+          // not only at its next batch (its reads then show the committed state again).
+          if (part->fenced()) (void)ReinstateFenced(*model, i, part->kind(), registry->secret());
+          ShardWriter::PartState& ps = writer.part(part->kind());
+          if (SnapshotDue(ps, options_, absl::Now())) {
+            std::lock_guard<std::mutex> lock(writer.snapshot_mu());
+            absl::StatusOr<SnapshotInfo> info = SnapshotPart(writer, *part, options_, observer_);
+            if (!info.ok()) {
+              spdlog::error("snapshot of model '{}' shard {} {} failed: {}", model->spec().name,
+                            i, PartName(part->kind()), std::string(info.status().message()));
+            } else if (info->taken) {
+              took = true;
+              spdlog::debug("snapshot of model '{}' shard {} {}: {} bytes in {:.3f} s, log "
+                            "trimmed through {}",
+                            model->spec().name, i, PartName(part->kind()), info->bytes,
+                            info->seconds, info->trimmed_through);
+            }
+          }
+          backlog += ps.batches_since.load(std::memory_order_relaxed);
+        }
+        if (observer_ != nullptr) observer_->SetLogBacklog(model->spec().name, i, backlog);
+      }
+    }
+    if (took) (void)RecordFloor();  // logged on failure
+  }
+}
+
+}  // namespace streamlearn::storage

@@ -1,0 +1,138 @@
+// Persistence: what makes a server's learned state survive a crash and its steps provable
+// (docs/DURABILITY.md). The facade of the storage library: it opens the backend and the audit
+// key, creates models' chains, recovers them at start-up, runs the snapshotter, rebuilds
+// fenced parts, and in the embedded mode records the data directory's floor and writes
+// backups.
+//
+// Layout of a data directory (embedded mode):
+//   <data_dir>/db/          the RocksDB database (store.h, behind RocksStorage)
+//   <data_dir>/lmu.secret   the LMU hash secret (lmu_secret.h)
+//   <data_dir>/audit.key    the Ed25519 key that signs audit checkpoints (audit_key.h)
+//   <data_dir>/audit.pub    its public key (PEM), for verifiers
+//   <data_dir>/streamlearn.marker   how far the store has certainly come (data_dir.h)
+//
+// Write path: each model shard has a ShardWriter (shard_writer.h) whose hooks commit every
+// batch with its audit records as one ShardWrite before the ack. Snapshots: snapshotter.h.
+// Recovery: recovery.h. Every durable byte goes through a StorageBackend (shard_store.h).
+//
+// Thread safety: thread-safe after Open; Recover runs before the server takes requests.
+#ifndef STREAMLEARN_SERVER_STORAGE_PERSISTENCE_H_
+#define STREAMLEARN_SERVER_STORAGE_PERSISTENCE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/audit/ed25519_key.h"
+#include "core/shard/model_registry.h"
+#include "server/storage/options.h"
+#include "server/storage/rocks_storage.h"
+#include "server/storage/shard_chain.h"
+#include "server/storage/shard_store.h"
+#include "server/storage/shard_writer.h"
+#include "server/storage/snapshotter.h"
+#include "server/storage/storage_observer.h"
+#include "server/storage/store.h"
+
+namespace streamlearn::storage {
+
+class Persistence {
+ public:
+  // Opens (or creates) the data directory's store and audit key. With an empty data_dir the
+  // chain key is random for the process and nothing is stored. Errors: INVALID_ARGUMENT
+  // (options), PERMISSION_DENIED / UNAVAILABLE (directory, store), DATA_LOSS (key file).
+  static absl::StatusOr<std::unique_ptr<Persistence>> Open(PersistenceOptions options,
+                                                           StorageObserver* observer);
+  // Persistence over another backend (a fake in tests, a replicated store): no data
+  // directory, so no marker, backups or checksum scans; `options.data_dir` must be empty.
+  static absl::StatusOr<std::unique_ptr<Persistence>> OpenWith(
+      PersistenceOptions options, std::unique_ptr<StorageBackend> backend,
+      StorageObserver* observer);
+  ~Persistence();
+  Persistence(const Persistence&) = delete;
+  Persistence& operator=(const Persistence&) = delete;
+
+  // Restores every stored model into `registry` (see top of file). Errors name the model,
+  // shard and part; DATA_LOSS when no snapshot verifies and the log no longer starts at 1.
+  absl::Status Recover(ModelRegistry* registry);
+
+  // The commit for ModelRegistry::Create: stores the spec and each shard's genesis record in
+  // one write, then makes the model's ShardWriters.
+  absl::Status OnCreate(const std::shared_ptr<Model>& model);
+
+  // The model's writers; null for a model this object does not know.
+  std::shared_ptr<ModelWriters> Find(const std::string& name) const;
+
+  // A fenced LMU or fuse part (a commit failed after the batch was applied in place) rebuilt
+  // from the store's last committed state and reinstated, once the store takes writes again.
+  // UNAVAILABLE while the store still fails (its cause); FAILED_PRECONDITION without a store;
+  // errors of recovery (DATA_LOSS) otherwise. OK if the part is not (or no longer) fenced.
+  absl::Status ReinstateFenced(Model& model, uint32_t shard, PartKind part,
+                               const lmu::HashSecret& secret);
+  // ReinstateFenced for the part when it is fenced; OK otherwise (a cheap check first).
+  absl::Status ReinstateIfFenced(Model& model, uint32_t shard, PartKind part,
+                                 const lmu::HashSecret& secret) {
+    const ShardPart* p = model.part(shard, part);
+    if (p == nullptr || !p->fenced()) return absl::OkStatus();
+    return ReinstateFenced(model, shard, part, secret);
+  }
+
+  // Snapshots every shard part of the model now.
+  absl::StatusOr<std::vector<SnapshotInfo>> SnapshotModel(const Model& model);
+  // A consistent copy of the store plus the key files in `dir` (which must not exist).
+  absl::Status Backup(const std::string& dir);
+
+  // Records in the data directory's marker how far the store has certainly come (audit chain
+  // lengths, newest snapshots: data_dir.h, StoreFloor): syncs the WAL, then writes the marker.
+  // Called after recovery, model creation (by the caller, outside the registry's lock),
+  // snapshots and at Stop(); a failure is logged and returned, and changes nothing else. No-op
+  // without a store. Thread-safe; it takes each shard's snapshot lock in turn, never with mu_.
+  absl::Status RecordFloor();
+
+  // Takes snapshots when due, in a background thread, until Stop().
+  void StartSnapshotter(ModelRegistry* registry);
+  void Stop();
+
+  bool durable() const { return backend_ != nullptr; }
+  // The embedded RocksDB store; null in memory-only mode or over another backend.
+  Store* store() const { return rocks_ != nullptr ? &rocks_->store() : nullptr; }
+  const Ed25519PublicKey& public_key() const { return key_.PublicKey(); }
+  const PersistenceOptions& options() const { return options_; }
+
+ private:
+  Persistence(PersistenceOptions options, StorageObserver* observer, Ed25519PrivateKey key)
+      : options_(std::move(options)), observer_(observer), key_(std::move(key)) {}
+
+  std::shared_ptr<ModelWriters> MakeWriters(const Model& model);
+  absl::Status RecoverModel(ModelRegistry* registry, const std::string& name,
+                            const std::string& spec_bytes);
+  void SnapshotterLoop(ModelRegistry* registry);
+
+  const PersistenceOptions options_;
+  StorageObserver* const observer_;
+  Ed25519PrivateKey key_;
+  std::unique_ptr<StorageBackend> backend_;  // null: memory only
+  RocksStorage* rocks_ = nullptr;            // backend_, when it is the embedded store
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<ModelWriters>, std::less<>> writers_;
+
+  std::mutex floor_mu_;  // one marker write at a time
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread snapshotter_;
+};
+
+}  // namespace streamlearn::storage
+
+#endif  // STREAMLEARN_SERVER_STORAGE_PERSISTENCE_H_

@@ -1,0 +1,100 @@
+// ShardWriter: the durable writer of one model shard. It owns the shard's audit chain
+// (shard_chain.h) and its ShardStore, and holds the commit hooks the SAU, LMU and Fuse shards
+// call before a batch is published (Fuse: after it was applied, core/shard/fuse_shard.h). A
+// hook encodes the batch as a log entry (log_entry.h), builds the audit records (one per SAU
+// event, one per LMU batch, one per fused sample, a control record after an alarm:
+// core/shard/step_records.h, fuse_records.h) and commits entry + records as one ShardWrite;
+// the ack follows. It also keeps each part's snapshot bookkeeping (manifest, steps since the
+// last snapshot) for the snapshotter (snapshotter.h) and recovery (recovery.h).
+//
+//   ShardWriter w(backend->OpenShard("demo", 0), "demo", 0, key, options, observer);
+//   SauCommitHook hook = [&](const SauCommit& c) { return w.CommitSau(c, &receipt); };
+//
+// Thread safety: the hooks are called by the shards with their writer lock held (so each
+// part's scratch has one user at a time); the chain is thread-safe; a part's manifest is read
+// and written under snapshot_mu().
+#ifndef STREAMLEARN_SERVER_STORAGE_SHARD_WRITER_H_
+#define STREAMLEARN_SERVER_STORAGE_SHARD_WRITER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/audit/ed25519_key.h"
+#include "core/shard/fuse_shard.h"
+#include "core/shard/lmu_shard.h"
+#include "core/shard/sau_shard.h"
+#include "server/storage/manifest.h"
+#include "server/storage/options.h"
+#include "server/storage/shard_chain.h"
+#include "server/storage/shard_store.h"
+#include "server/storage/storage_observer.h"
+
+namespace streamlearn::storage {
+
+class ShardWriter {
+ public:
+  // The snapshot bookkeeping of one part.
+  struct PartState {
+    std::vector<ManifestEntry> manifest;     // newest first; under snapshot_mu()
+    std::atomic<uint64_t> steps_since{0};    // events / samples since the last snapshot
+    std::atomic<uint64_t> batches_since{0};  // log entries since the last snapshot
+    std::atomic<int64_t> last_snapshot_ns{absl::ToUnixNanos(absl::Now())};  // read unlocked
+  };
+
+  // `store` may be null (memory only: the chain is computed, nothing is kept); `options` and
+  // `observer` (may be null) must outlive the writer.
+  ShardWriter(std::unique_ptr<ShardStore> store, const std::string& model, uint32_t shard,
+              Ed25519PrivateKey key, const PersistenceOptions& options,
+              StorageObserver* observer);
+
+  // The commit hooks' bodies: build records, write, fill *receipt.
+  absl::Status CommitSau(const SauCommit& c, Receipt* receipt);
+  absl::Status CommitLmu(const LmuCommit& c, Receipt* receipt);
+  // One fuse_learn record per applied sample (a fuse_control record after each negative
+  // margin), batch_digest on the first, state_digest on the last when due (fuse_records.h).
+  absl::Status CommitFuse(const FuseCommit& c, Receipt* receipt);
+
+  ShardChain& chain() { return chain_; }
+  ShardStore* store() const { return store_.get(); }
+  PartState& part(PartKind p) {
+    return p == PartKind::kSau ? sau_ : p == PartKind::kLmu ? lmu_ : fuse_;
+  }
+  std::mutex& snapshot_mu() { return snapshot_mu_; }  // one snapshot of this shard at a time
+  uint64_t steps_since_snapshot() const;
+
+ private:
+  // Commits `bodies` with the log entry, then counts `steps` toward the part's next snapshot.
+  absl::Status CommitBatch(PartKind part, uint64_t seq, const std::string& entry,
+                           Bodies& bodies, uint64_t steps, Receipt* receipt);
+
+  const PersistenceOptions& options_;
+  StorageObserver* const observer_;
+  const std::unique_ptr<ShardStore> store_;
+  ShardChain chain_;
+  std::mutex snapshot_mu_;
+  PartState sau_, lmu_, fuse_;
+  Bodies bodies_[3];         // per part (index PartKind - 1): each part has its own writer
+  std::string entries_[3];
+};
+
+// The writers of every shard of one model.
+class ModelWriters {
+ public:
+  explicit ModelWriters(std::vector<std::unique_ptr<ShardWriter>> shards)
+      : shards_(std::move(shards)) {}
+  ShardWriter& shard(uint32_t i) { return *shards_[i]; }
+  uint32_t num_shards() const { return static_cast<uint32_t>(shards_.size()); }
+
+ private:
+  std::vector<std::unique_ptr<ShardWriter>> shards_;
+};
+
+}  // namespace streamlearn::storage
+
+#endif  // STREAMLEARN_SERVER_STORAGE_SHARD_WRITER_H_
