@@ -1,4 +1,4 @@
-// What the audit trail costs per SAU event, beside the event itself (issue 4): the work
+// What the audit trail costs per SAU event, beside the event itself (docs/AUDIT.md): the work
 // ShardLog::CommitSau (server/persistence.cc) does for every applied event before the store
 // write, on the writer's thread, measured on the core alone:
 //
