@@ -1,5 +1,5 @@
-// What the audit trail costs per SAU event, beside the event itself (issue 4): the work
-// ShardWriter::CommitSau (server/persistence.cc) does for every applied event before the store
+// What the audit trail costs per SAU event, beside the event itself (docs/AUDIT.md): the work
+// ShardWriter::CommitSau (server/storage/shard_writer.cc) does for every applied event before the store
 // write, on the writer's thread, measured on the core alone:
 //
 //   BM_SauIngestBare        SauEstimator::Ingest of one event: the baseline.

@@ -236,7 +236,7 @@ void BM_SauQuery(benchmark::State& state) {
   }
   state.counters["events"] = static_cast<double>(est.events());
 }
-// Second argument: 0 = stabilized path (eqs. (20)-(21)), 1 = correctness path (eq. (19)).
+// Second argument: 0 = stabilized path (docs/SAU.md (20)-(21)), 1 = correctness path ((19)).
 BENCHMARK(BM_SauQuery)->ArgsProduct({{1000, 100000, 1000000}, {0, 1}});
 
 // A drift-free check of n-independence: queries at n = 10^3 and at n = 10^6 alternate in every

@@ -1,5 +1,5 @@
-// Snapshot, recovery and reader latency of the persistence layer (issue 4; server/persistence.h),
-// in-process (no gRPC), each beside its baseline in the same run:
+// Snapshot, recovery and reader latency of the persistence layer (docs/DURABILITY.md;
+// server/persistence.h), in-process (no gRPC), each beside its baseline in the same run:
 //
 // Per 10^6 logged events (model d = 16, d_v = 8, r = 64, one shard, batches of 256):
 //   BM_BareIngest1M          SauShard::Ingest of 10^6 events, no hook: the baseline.

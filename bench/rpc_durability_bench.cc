@@ -1,5 +1,5 @@
-// What durability costs SAU ingest through the real gRPC stack (issue 4), beside the same
-// server without a data_dir, in the same run:
+// What durability costs SAU ingest through the real gRPC stack (docs/DURABILITY.md), beside
+// the same server without a data_dir, in the same run:
 //
 //   BM_Ingest/<durability>/<batch>  events/s over one pipelined SAU.Ingest stream (model
 //   d = d_v = 64, r = 256, one shard; rpc_sau_bench's), at batches of 1 and 256 events, into

@@ -16,7 +16,7 @@
 # rpc_sau_bench on 2 cores; ~1.5 min for core_audit_bench, ~0.5 min for rpc_durability_bench
 # and ~2.5 min for persistence_bench (it writes ~0.6 GB under $TMPDIR per 10^6-event
 # repetition and removes it at the end); ~1 min each for core_fuse_bench and rpc_fuse_bench
-# (Fuse, issue 5: bench/RESULTS.md, "Fuse (issue 5)").
+# (bench/RESULTS.md, "Fuse").
 set -euo pipefail
 
 usage() { sed -n '2,19p' "$0" >&2; exit 2; }

@@ -1,8 +1,9 @@
-// Calibration runner for the SAU defaults (docs/SAU.md, "Calibration"): streams DGP-A at several
-// input scales a and feature counts r and prints, per cell, the relative error of the
-// correctness path, the clip rate, and quantiles of the normalised RJ statistic
+// Calibration runner for the SAU defaults (docs/SAU.md, "Input conditioning and clipping" and
+// "RJ half-split"): streams DGP-A at several input scales a and feature counts r and prints,
+// per cell, the relative error of the correctness path, the clip rate, and quantiles of the
+// normalised RJ statistic
 //   u_t = RJ_gap_t * sqrt(r / log(max(t, e) / delta)),
-// which exceeds C_RJ exactly when RJ_gap exceeds the threshold (39).
+// which exceeds C_RJ exactly when RJ_gap exceeds the threshold docs/SAU.md (39).
 //
 //   sau_calibrate [events=3000]
 #include <algorithm>

@@ -107,8 +107,8 @@ std::string KindOf(const std::string& line) {
                                                                     : *kind->get_if<std::string>();
 }
 
-// A robust Farkas certificate (seed 000 sec. 12): kappa sum alpha_i a_i = (1, 2) = c exactly,
-// d - kappa (sum alpha_i b_i - epsilon) = 10.5 - (11 - 1) = 0.5 >= -eta_d, and
+// A robust Farkas certificate (docs/AUDIT.md (43)-(45)): kappa sum alpha_i a_i = (1, 2) = c
+// exactly, d - kappa (sum alpha_i b_i - epsilon) = 10.5 - (11 - 1) = 0.5 >= -eta_d, and
 // kappa epsilon = 1 > 10 (eta_c + eta_d) = 0.2 with the default tolerances. eta_c = 0.5 keeps
 // (43) and (44) and breaks (45): 1 <= 10 (0.5 + 0.01) = 5.1.
 std::string CertificateJson(double eta_c = 0.01) {

@@ -2,8 +2,8 @@
 // exports: every metric named in a dashboard query or an alert expression must be a family of
 // the server's registry (histograms through _bucket, _sum or _count) after a little traffic
 // and a call of each Record* method. Also: the dashboard's uid and model/shard templating,
-// per-shard queries filtered by both variables, the health signals of DESIGN (observability)
-// each on a panel, and the provisioning files.
+// per-shard queries filtered by both variables, the health signals of docs/DECISIONS.md,
+// "Observability", each on a panel, and the provisioning files.
 #include <cctype>
 #include <fstream>
 #include <map>
@@ -357,9 +357,9 @@ TEST_F(DeployGrafanaTest, EveryDashboardQueryNamesExportedMetricsFilteredByModel
 }
 
 TEST_F(DeployGrafanaTest, DashboardShowsEveryHealthSignal) {
-  // DESIGN, observability: margin, RJ gap and alarms by level, beta_floor, lambda_*, clip
-  // rate, denominator, gate, LMU probe maxima and delta load, rebuilds, audit records,
-  // snapshot age, RPC latency; and the RPC rate by code.
+  // docs/DECISIONS.md, "Observability": margin, RJ gap and alarms by level, beta_floor,
+  // lambda_*, clip rate, denominator, gate, LMU probe maxima and delta load, rebuilds, audit
+  // records, snapshot age, RPC latency; and the RPC rate by code.
   const nlohmann::json dashboard = Dashboard();
   ASSERT_TRUE(dashboard.is_object());
   std::set<std::string> used;

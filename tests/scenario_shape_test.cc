@@ -1,4 +1,4 @@
-// The worked scenario of seed 002 sec. 15 (client/lib/scenario.h) run through a FuseUnit in
+// The worked scenario of docs/FUSE.md (client/lib/scenario.h) run through a FuseUnit in
 // process with the spec the demo creates (ScenarioFuseSpec: linear-as-gate; the LMU rebuilds
 // inline here, see RunScenario): the shape the demo shows, asserted per phase.
 // tests/server_scenario_test.cc asserts the same shape through a server.
@@ -199,7 +199,7 @@ TEST(ScenarioTest, BadOptionsAreNamed) {
   }
 }
 
-// seed 002 sec. 15 on a FuseUnit: attention dominates while steady; the novelty spike turns RJ
+// docs/FUSE.md S1-S3 on a FuseUnit: attention dominates while steady; the novelty spike turns RJ
 // red, clamps the gate to <= 0.4 and raises beta_floor; the gate recovers once the drift
 // stops; and over the run the fused error is no worse than the better part's.
 TEST(ScenarioShapeTest, FuseUnitFollowsTheWorkedScenario) {

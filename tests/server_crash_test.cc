@@ -1,6 +1,7 @@
-// The crash test of issue 4: the real streamlearn-server binary, killed with SIGKILL at seeded
-// random points while a client streams SAU events and LMU samples into one SAU+LMU model,
-// restarted on the same data_dir each time; the client resends every batch it holds no ack for.
+// The crash test of docs/DURABILITY.md: the real streamlearn-server binary, killed with SIGKILL
+// at seeded random points while a client streams SAU events and LMU samples into one SAU+LMU
+// model, restarted on the same data_dir each time; the client resends every batch it holds no
+// ack for.
 //
 // What is checked, after every restart and at the end, per shard and part:
 //   - nothing acknowledged is lost: the shard's last_t is at least the last acknowledged t;

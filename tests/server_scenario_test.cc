@@ -1,4 +1,4 @@
-// The worked scenario of seed 002 sec. 15 (client/lib/scenario.h) end to end: an in-process
+// The worked scenario of docs/FUSE.md (client/lib/scenario.h) end to end: an in-process
 // server with a data directory, the fused model the demo creates (Admin.CreateModel with
 // ScenarioModelSpec), the samples over one Fuse.Learn stream through the client library, one
 // batch in flight. Asserted from the acks alone: the shape of tests/scenario_shape_test.cc
@@ -6,7 +6,7 @@
 // novelty spike; the gate back after it; the fused error within 2% of the better part), the
 // server's predictions equal to an in-process FuseUnit's bit for bit. The figures that depend
 // on how the machine schedules threads are printed always and asserted only on request (see
-// the end of the test): per phase the Learn round trip's p99 <= 2 x p50 (seed 002 sec. 1), and,
+// the end of the test): per phase the Learn round trip's p99 <= 2 x p50 (docs/FUSE.md SLO), and,
 // the server's LMU rebuilding in the background, the ring left empty while steady and a
 // rebuild published during the novelty burst (tests/scenario_shape_test.cc asserts those with
 // inline rebuilds, where they are functions of the samples).
@@ -214,7 +214,7 @@ TEST_F(ServerScenarioTest, LearnStreamFollowsTheWorkedScenario) {
 
   // The figures above that depend on scheduling are asserted only on request
   // (STREAMLEARN_ASSERT_LATENCY=1, on a quiet machine):
-  // - seed 002 sec. 1: p99 <= 2 x p50, per phase, of the Learn round trip per batch. A tail
+  // - docs/FUSE.md SLO: p99 <= 2 x p50, per phase, of the Learn round trip per batch. A tail
   //   bound of 2x a ~1 ms round trip measures the scheduler as much as the code on a shared
   //   machine (one preemption is a slice of several ms; the in-process core shows the same
   //   tails on the same batches), and the project measures speed in benchmarks

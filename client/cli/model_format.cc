@@ -43,7 +43,7 @@ std::string PartsName(const v1::ModelSpec& spec) {
 
 std::string YesNo(bool b) { return b ? "yes" : "no"; }
 
-// The LMU spec and, per shard, its table (seed 002 sec. 8 fields).
+// The LMU spec and, per shard, its table (the LmuShardInfo fields of docs/LMU_API.md).
 std::string DescribeLmu(const v1::ModelInfo& info) {
   const v1::LmuSpec& l = info.spec().lmu();
   const uint64_t capacity = static_cast<uint64_t>(l.delta_buckets()) * l.bucket_size();

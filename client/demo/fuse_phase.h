@@ -1,4 +1,4 @@
-// The demo's Fuse phase: the worked scenario of seed 002 sec. 15 (client/lib/scenario.h)
+// The demo's Fuse phase: the worked scenario of docs/FUSE.md (client/lib/scenario.h)
 // against a fused model (linear-as-gate) over the Fuse.Learn stream. It prints a live table
 // (the gate, its clamp, the margin, RJ, beta_floor, lambda_*, the LMU's ring and delta load,
 // the round-trip latency of the Learn batches) and per phase the fused error beside the SAU's
@@ -23,7 +23,7 @@ namespace streamlearn::demo {
 struct FusePhaseOptions {
   std::string model_prefix;   // the model is <model_prefix>-<run>
   std::string routing_key;
-  uint64_t seed = 2;          // the scenario's seed (seed 002)
+  uint64_t seed = 2;          // the scenario's RNG seed (ScenarioOptions::seed)
   uint32_t batch = 25;        // samples per Fuse.Learn request
   uint64_t every = 250;       // samples between table rows
   bool quiet = false;         // only the per-phase summaries

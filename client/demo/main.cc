@@ -1,7 +1,7 @@
 // streamlearn-demo: streams a synthetic workload (DGP-A, then DGP-C drift) into a server and
 // compares the server's SAU estimate at a probe query with exact decayed attention computed
 // here from the same events (docs/CLIENT.md, "The demo"); then an LMU phase (lmu_phase.h) and
-// a Fuse phase, seed 002's worked scenario on a fused model (fuse_phase.h).
+// a Fuse phase, the worked scenario of docs/FUSE.md on a fused model (fuse_phase.h).
 //
 //   streamlearn-demo --server localhost:50051 [--model demo] [--events 20000] [--quiet]
 

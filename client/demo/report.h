@@ -1,7 +1,7 @@
 // Report: the demo's table (one row per checkpoint) and its closing summary.
 //
-// A row sets the server's SAU estimate at the probe query (correctness path, eq. (19), and
-// stabilized path, eqs. (20)-(21)) beside the exact decayed attention computed client-side,
+// A row sets the server's SAU estimate at the probe query (correctness path, docs/SAU.md (19),
+// and stabilized path, (20)-(21)) beside the exact decayed attention computed client-side,
 // with their relative errors and the write path's health signals from the newest ack.
 //
 //   Report report(std::cout, /*quiet=*/false);

@@ -1,4 +1,4 @@
-// Workload: the demo's synthetic event stream, seed 000 section 16 DGP-A then DGP-C, drawn by
+// Workload: the demo's synthetic event stream, DGP-A then DGP-C (docs/SAU.md), drawn by
 // the core's generators (core/sau/dgp.h, hence CounterRng) so that the demo, the tests and the
 // benchmarks share one definition of each stream.
 //

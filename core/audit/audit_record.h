@@ -1,5 +1,5 @@
 // AuditRecord: the ordered key -> value body of one audit record, its canonical JSON encoding
-// (DESIGN decision 5) and a strict, bounded JSON parser.
+// (docs/DECISIONS.md 5) and a strict, bounded JSON parser.
 //
 // Canonical encoding (the bytes that are hashed into the Merkle chain):
 //   * A record is a JSON object. Members are emitted sorted by key, comparing keys as raw

@@ -1,4 +1,5 @@
-// FarkasCertificateChecker: streaming check of a robust Farkas certificate (seed 000 sec. 12).
+// FarkasCertificateChecker: streaming check of a robust Farkas certificate
+// (docs/AUDIT.md (43)-(45)).
 //
 // The constraints a_i^T x <= b_i (i = 1..m) imply the target c^T x <= d when multipliers
 // alpha_i >= 0, a gain kappa >= 0, a slack epsilon > 0 and tolerances eta_c, eta_d >= 0 satisfy

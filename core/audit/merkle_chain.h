@@ -1,4 +1,4 @@
-// MerkleChain: the hash chain over audit record bodies (DESIGN decision 5, seed 000 sec. 15).
+// MerkleChain: the hash chain over audit record bodies (docs/DECISIONS.md 5, docs/AUDIT.md).
 //
 //   merkle_prev(0) = 32 zero bytes
 //   merkle_curr(i) = SHA-256(merkle_prev(i) || EncodeCanonical(body(i)))

@@ -11,7 +11,7 @@
 namespace streamlearn {
 namespace {
 
-constexpr int kRjWindow = 10;  // seed 000 sec. 10: last 10 steps
+constexpr int kRjWindow = 10;  // docs/SAU.md (39): last 10 steps
 constexpr int kRjYellow = 3;
 constexpr int kRjRed = 5;
 constexpr uint32_t kRjMask = (1u << kRjWindow) - 1;

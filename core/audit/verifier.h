@@ -1,5 +1,5 @@
-// AuditVerifier: one-pass, O(1)-memory verifier of an audit log (DESIGN decision 6,
-// seed 000 sec. 15, seed 002 sec. 8).
+// AuditVerifier: one-pass, O(1)-memory verifier of an audit log (docs/DECISIONS.md 6,
+// docs/AUDIT.md, "Verifier").
 //
 // Records are fed one at a time, in log order, as canonical envelope lines (merkle_chain.h).
 // Memory is a fixed set of scalars (head, counters, a 10-bit RJ window) plus the record being

@@ -1,4 +1,4 @@
-// Byte codec for snapshots (seed 002 sec. 7): a little-endian writer and a bounds-checked
+// Byte codec for snapshots (docs/DURABILITY.md): a little-endian writer and a bounds-checked
 // reader, and a versioned, checksummed container of sections.
 //
 //   ByteWriter w;  w.U64(x);  w.F64(y);  w.Bytes(blob);  w.F64s(v);

@@ -102,7 +102,7 @@ void ControlPlane::Observe(const Observation& obs, std::vector<ControlAction>* o
   // the diagnostics rest on a handful of events and are yellow as a rule.
   warn_streak_ = testing && (rj_warn || thin) ? warn_streak_ + 1 : 0;
 
-  // The SAU's floor rule ran inside this step's ingest (seed 000 sec. 10, docs/SAU.md).
+  // The SAU's floor rule ran inside this step's ingest (docs/SAU.md, "RJ half-split").
   if (red) own->push_back({Action::kRaiseBetaFloor, Cause::kRjRed, obs.floor_next});
   // An alarm: the e-process restarts with the next event, whose step sees the raised floor.
   if (alarm) {
@@ -124,9 +124,9 @@ void ControlPlane::Observe(const Observation& obs, std::vector<ControlAction>* o
   StepLmu(warn);
 }
 
-// seed 002 sec. 4: "When m_t < 0 or repeated RJ red, Gate is predictably stepped down for a
-// fixed window and then allowed to recover exponentially"; "the Gate is clamped away from
-// pure-attention" while den < beta_floor.
+// docs/FUSE.md K2: on an alarm (m_t < 0) or RJ red the gate's upper clamp drops for a fixed
+// window, then recovers geometrically; K3: while den < beta_floor the gate is kept away from
+// pure attention.
 void ControlPlane::StepGate(bool alarm, bool red, bool den_low) {
   if (alarm || red || den_low) {
     const double target = (alarm || red) ? spec_.alarm_g_max : spec_.den_g_max;
@@ -149,8 +149,8 @@ void ControlPlane::StepGate(bool alarm, bool red, bool den_low) {
   }
 }
 
-// seed 002 sec. 4 ("If den falls below ... beta_floor, SAU raises lambda_*(t) by a small
-// predictable increment") and sec. 11 ("nudge lambda_* upward").
+// docs/FUSE.md K3 (den below beta_floor: lambda_* rises by a small increment fixed in advance)
+// and K2 (an alarm or RJ red: lambda_* is nudged upward).
 void ControlPlane::StepLambda(bool alarm, bool red, bool den_low, double median_den) {
   median_den_ = median_den;
   const bool nudge = (alarm || red) && spec_.lambda_factor > 1;
@@ -182,8 +182,8 @@ void ControlPlane::StepLambda(bool alarm, bool red, bool den_low, double median_
   }
 }
 
-// seed 002 sec. 4 ("lowers tau_low ... on the next LMU rebuild cycle, and temporarily reduces
-// LMU's lr"), sec. 11, sec. 15 ("LMU tau_low is lowered to 0.5").
+// docs/FUSE.md K4 (tau_low lowered for the LMU's next rebuild check, its lr reduced for a
+// while), K6, and S2 (tau_low lowered to 0.5 in the worked scenario).
 void ControlPlane::StepLmu(std::optional<Cause> cause) {
   if (cause) {
     warn_active_ = true;

@@ -1,8 +1,8 @@
-// ControlPlane: the predictable control plane of one shard's fused learner (seed 002 sec. 4,
-// 11, 15): it turns the SAU's health signals into actions on the gate clamp, the SAU's ridge
-// lambda_*, and the LMU's rebuild threshold and learning rate.
+// ControlPlane: the predictable control plane of one shard's fused learner (docs/FUSE.md,
+// "The control plane"): it turns the SAU's health signals into actions on the gate clamp, the
+// SAU's ridge lambda_*, and the LMU's rebuild threshold and learning rate.
 //
-// Predictability (seed 002 sec. 4): every control that affects step t is computed from what
+// Predictability (docs/FUSE.md K1): every control that affects step t is computed from what
 // was observed up to step t-1. Structurally: controls() and the pending actions are recomputed
 // only by Observe, which the caller runs at the end of a step with that step's observation;
 // the next step then runs with them.
@@ -88,7 +88,7 @@ struct Controls {
   std::optional<double> lmu_tau_low;  // nullopt: the LMU spec's tau_low
 };
 
-// What one step observed: the SAU diagnostics of the step's event (DESIGN decision 3).
+// What one step observed: the SAU diagnostics of the step's event (docs/DECISIONS.md 3).
 struct Observation {
   double margin = 0;
   bool alarm = false;          // margin < 0 at this step

@@ -1,4 +1,4 @@
-// The control plane (seed 002 sec. 4, 11, 15): validation, predictability, the clamp's window
+// The control plane (docs/FUSE.md K1-K4): validation, predictability, the clamp's window
 // and exponential recovery, each trigger with its cause, and the state's round trip.
 #include "core/control/control_plane.h"
 
@@ -147,7 +147,7 @@ TEST(ControlPlaneTest, AnAlarmAtStepTActsFromStepTPlusOneOnly) {
 }
 
 // The clamp holds exactly W steps after its trigger, then g_max - clamp shrinks by
-// recovery_rate per step until it snaps back (seed 002 sec. 4).
+// recovery_rate per step until it snaps back (docs/FUSE.md K2).
 TEST(ControlPlaneTest, ClampHoldsAWindowThenRecoversExponentially) {
   ControlSpec spec;
   spec.clamp_window = 7;

@@ -1,10 +1,10 @@
-// The features the fusion layer builds from the SAU's health (seed 002 sec. 4, 5): z_gate for
+// The features the fusion layer builds from the SAU's health (docs/FUSE.md, "z_gate"): z_gate for
 // the gate, z_attn for attention-as-feature, z_meta for the meta-linear learner, with their
 // fixed feature ids and scalings (docs/FUSE.md explains each choice).
 //
 // Health signals at the query q_t, all read before step t's updates (predictable):
 //   rj      clamp(RJ_gap(q_t) / threshold_t, 0, 4) / 4    the SAU's own relative-error
-//           estimate in units of the eq. (39) threshold (1/4 = at the threshold)
+//           estimate in units of the docs/SAU.md (39) threshold (1/4 = at it)
 //   margin  clamp(m_{t-1}, -5, 5) / 5                      saturates at 1 when the margin is
 //           comfortable, so it moves only when the margin is thin (or negative)
 //   den     clamp(ln(den(q_t) / median_den), -5, 5) / 5    denominator strength relative to
@@ -54,11 +54,11 @@ struct HealthFeatures {
 };
 
 // The scaled health signals of a stabilized query result taken before step t's ingest.
-// `events` = events the SAU has ingested (t-1), for the eq. (39) threshold.
+// `events` = events the SAU has ingested (t-1), for the docs/SAU.md (39) threshold.
 HealthFeatures ScaleHealth(const sau::QueryResult& qr, const sau::SauSpec& spec, uint64_t events,
                            double median_den);
 
-// seed 000 eq. (39): C_RJ sqrt(log(max(n, e) / delta) / r) for the n-th event.
+// docs/SAU.md (39): C_RJ sqrt(log(max(n, e) / delta) / r) for the n-th event.
 double RjThreshold(const sau::SauSpec& spec, uint64_t n);
 
 // clamp(ln(e2_lmu / e2_sau), -5, 5); 0 until both are positive.

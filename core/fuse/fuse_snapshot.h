@@ -1,4 +1,4 @@
-// Snapshots of one fused learner for bit-equivalent restart (seed 002 sec. 7): the SAU, the
+// Snapshots of one fused learner for bit-equivalent restart (docs/DURABILITY.md): the SAU, the
 // main LMU and the gate / meta LMU as their own snapshots (sau_snapshot.h, lmu_snapshot.h,
 // nested byte for byte), the control plane's state, and the unit's counters and rolling errors.
 //

@@ -1,5 +1,5 @@
 // Snapshot + restore of a fused learner, then continuing, gives the same bits as never
-// stopping (seed 002 sec. 7), in every pattern, with the control plane mid-window.
+// stopping (docs/DURABILITY.md), in every pattern, with the control plane mid-window.
 #include "core/fuse/fuse_snapshot.h"
 
 #include <string>

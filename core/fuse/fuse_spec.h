@@ -1,8 +1,8 @@
-// FuseSpec: everything that defines one model's fused learner (seed 002 sec. 4-6, 9, 17):
+// FuseSpec: everything that defines one model's fused learner (docs/FUSE.md):
 // the fusion pattern, the SAU and LMU specs, the gate / meta learner and the control plane,
 // with defaults and validation (INVALID_ARGUMENT naming the field).
 //
-// The fused SAU ingests (k = q, v = y) (DESIGN decision 7), so sau.d is the query's dimension
+// The fused SAU ingests (k = q, v = y) (docs/DECISIONS.md 7), so sau.d is the query's dimension
 // and sau.d_v the target's dimension m, which must equal lmu.m.
 #ifndef STREAMLEARN_CORE_FUSE_FUSE_SPEC_H_
 #define STREAMLEARN_CORE_FUSE_FUSE_SPEC_H_
@@ -18,9 +18,9 @@
 
 namespace streamlearn::fuse {
 
-// seed 002 sec. 5. One per model.
+// docs/FUSE.md, "The patterns". One per model.
 enum class FusePattern : uint8_t {
-  kMetaLinear = 0,          // y = LMU_meta([y_sau, y_lmu]) (with a bias); the default (sec. 17)
+  kMetaLinear = 0,          // y = LMU_meta([y_sau, y_lmu]) (with a bias); the default
   kAttentionAsFeature = 1,  // y = LMU(x ++ z_attn)
   kLinearAsGate = 2,        // y = Gate y_sau + (1 - Gate) y_lmu, Gate learned by an LMU
 };
@@ -41,11 +41,11 @@ struct FuseSpec {
   lmu::LmuSpec lmu;           // the main linear model over the sample's sparse x
   GateSpec gate;
   control::ControlSpec control;
-  bool low_rank = false;      // read y_hat_sau through H (seed 000 eq. (21)); needs sau.r_v > 0
+  bool low_rank = false;      // read y_hat_sau through H (docs/SAU.md (21)); needs sau.r_v > 0
 
   static sau::SauSpec DefaultSau() {
     sau::SauSpec s;
-    s.d_v = 1;  // m = 1, the usual case (DESIGN decision 7)
+    s.d_v = 1;  // m = 1, the usual case (docs/DECISIONS.md 7)
     return s;
   }
 };

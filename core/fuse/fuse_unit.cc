@@ -101,12 +101,12 @@ absl::Status FuseUnit::CheckSample(std::span<const lmu::Feature> x,
   return absl::OkStatus();
 }
 
-// seed 002 sec. 6, up to y_hat.
+// docs/FUSE.md, "One step", up to y_hat.
 void FuseUnit::RunForward(std::span<const lmu::Feature> x, std::span<const double> q,
                           const control::Controls& c, Forward* f) const {
   const int m = spec_.lmu.m;
   FusePrediction& p = f->p;
-  // y_hat_sau with the stabilized readout (seed 000 eqs. (12)-(13), (20)-(21)).
+  // y_hat_sau with the stabilized readout (docs/SAU.md (12)-(13), (20)-(21)).
   sau::QueryResult qr = sau_.Query(q, sau::ReadoutPath::kStabilized, spec_.low_rank);
   f->health = ScaleHealth(qr, sau_.spec(), sau_.events(), sau_.state().median_den.value());
   p.y_hat_sau = std::move(qr.y_hat);
@@ -117,7 +117,7 @@ void FuseUnit::RunForward(std::span<const lmu::Feature> x, std::span<const doubl
   p.g_min = c.g_min;
   p.g_max = c.g_max;
 
-  // y_hat_lmu (attention-as-feature: over x ++ z_attn, seed 002 sec. 5).
+  // y_hat_lmu (attention-as-feature: over x ++ z_attn, docs/FUSE.md, "The patterns").
   p.y_hat_lmu.assign(m, 0.0);
   lmu::LmuLearner::PredictInfo info;
   if (spec_.pattern == FusePattern::kAttentionAsFeature) {
@@ -132,7 +132,7 @@ void FuseUnit::RunForward(std::span<const lmu::Feature> x, std::span<const doubl
   p.y_hat.assign(m, 0.0);
   switch (spec_.pattern) {
     case FusePattern::kLinearAsGate: {
-      // Gate = clamp(sigma(w_g^T z_gate), g_min(m_t), g_max(m_t)), seed 002 sec. 4, 6, with
+      // Gate = clamp(sigma(w_g^T z_gate), g_min(m_t), g_max(m_t)), docs/FUSE.md (G2), with
       // the rolling-error log ratio also as a fixed offset of the logit: sigma(ln(E_lmu /
       // E_sau)) = E_lmu / (E_sau + E_lmu) is the best constant gate for independent errors, so
       // the gate starts there and w_g learns the correction (docs/FUSE.md).
@@ -147,8 +147,8 @@ void FuseUnit::RunForward(std::span<const lmu::Feature> x, std::span<const doubl
       break;
     }
     case FusePattern::kMetaLinear: {
-      // LMU regression on [y_sau, y_lmu] with a bias (seed 002 sec. 5); the gate clamp in
-      // force weighs it against the plain LMU (1 normally: y_hat = y_meta).
+      // LMU regression on [y_sau, y_lmu] with a bias (docs/FUSE.md, "The patterns"); the gate
+      // clamp in force weighs it against the plain LMU (1 normally: y_hat = y_meta).
       MetaFeatures(p.y_hat_sau, p.y_hat_lmu, YScale(), &f->z);
       f->y_meta.assign(m, 0.0);
       gate_->Predict(f->z, f->y_meta.data());
@@ -198,7 +198,7 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
   const FusePrediction& p = f.p;
 
   // 3. Learn. The main LMU learns from its own residual y - y_hat_lmu: it stays an exact,
-  //    standalone sparse linear model (the fallback of seed 002 sec. 15-16), bit-identical to
+  //    standalone sparse linear model (the exact fallback of docs/FUSE.md), bit-identical to
   //    an LmuLearner fed the same (x, y). (Attention-as-feature: its residual is the fused one.)
   std::vector<double> before(m);
   absl::StatusOr<lmu::StepResult> step = main_->Step(
@@ -245,7 +245,7 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
       break;
   }
 
-  // 4. SAU.ingest(k_t = q, v_t = y) (DESIGN decision 7).
+  // 4. SAU.ingest(k_t = q, v_t = y) (docs/DECISIONS.md 7).
   const sau::EventDiagnostics diag = sau_.Ingest(q, y);
 
   // Rolling errors for z_gate, after their use at this step.
@@ -274,7 +274,7 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
   has_last_t_ = true;
   last_t_ = t;
 
-  // 6. The audit body (seed 002 sec. 8).
+  // 6. The audit body (docs/FUSE.md, "The audit body").
   const lmu::LmuTableStats stats = main_->TableStats();
   FuseStep out;
   AuditList list;

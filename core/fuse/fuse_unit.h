@@ -1,7 +1,7 @@
-// FuseUnit: one shard's fused learner (seed 002 sec. 4-6): an SauEstimator, an LmuLearner for
+// FuseUnit: one shard's fused learner (docs/FUSE.md): an SauEstimator, an LmuLearner for
 // the main sparse linear model, an LmuLearner for the gate / meta weights (so those are exact
 // and inspectable too), and a ControlPlane, run sample by sample with the algorithm of
-// seed 002 sec. 6.
+// docs/FUSE.md, "One step".
 //
 //   absl::StatusOr<std::unique_ptr<FuseUnit>> u = FuseUnit::Create(spec, secret);
 //   absl::StatusOr<FuseStep> s = (*u)->Learn(t, x, q, y);   // predict, learn, control, record
@@ -14,7 +14,7 @@
 //      stabilized path, then the pattern's fused y_hat and the gate;
 //   3. e = y - y_hat; the main LMU learns from its own residual, the gate / meta learner from
 //      the fused loss (fuse_unit.cc);
-//   4. the SAU ingests (k = q, v = y) (DESIGN decision 7);
+//   4. the SAU ingests (k = q, v = y) (docs/DECISIONS.md 7);
 //   5. the control plane observes the step and sets the controls of step t+1 (the SAU's lambda
 //      nudge, the LMU's lr scale and tau_low override, the gate clamp);
 //   6. the audit body of the step.

@@ -1,4 +1,4 @@
-// The fused learner (seed 002 sec. 4-6): validation, the sample checks, Predict == Learn's
+// The fused learner (docs/FUSE.md): validation, the sample checks, Predict == Learn's
 // prediction, the main LMU's exactness, determinism, that each pattern learns, and the gate
 // under drift.
 #include "core/fuse/fuse_unit.h"
@@ -41,7 +41,7 @@ bool SameBits(const std::vector<double>& a, const std::vector<double>& b) {
 TEST(FuseSpecTest, DefaultSpecIsValid) {
   absl::StatusOr<FuseSpec> s = ResolveFuseSpec(FuseSpec{});
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->pattern, FusePattern::kMetaLinear);  // seed 002 sec. 17
+  EXPECT_EQ(s->pattern, FusePattern::kMetaLinear);  // docs/FUSE.md, "The patterns"
   EXPECT_EQ(s->sau.d_v, 1);
   EXPECT_GT(s->sau.tau, 0);  // resolved
 }

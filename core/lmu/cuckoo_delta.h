@@ -1,4 +1,4 @@
-// CuckooDelta: the bounded cuckoo dictionary of the LMU (seed 002 sec. 2.1): 64-bit ids to
+// CuckooDelta: the bounded cuckoo dictionary of the LMU (docs/LMU_DELTA.md): 64-bit ids to
 // 64-bit payloads (the LMU stores a weight-slot index), with d = 2 bucket choices, buckets of
 // b entries, a stash of S entries, at most L relocations per insert, an overflow ring of Q
 // entries, and one emergency slot. Keyed hashing (keyed_hash.h) picks the buckets.

@@ -71,7 +71,7 @@ TEST(CuckooDeltaBounds, FormulasGiveTheDocumentedValues) {
     int insert;
   };
   const Case cases[] = {
-      {Options{}, 15, 21},                      // seed 002 defaults
+      {Options{}, 15, 21},                      // docs/LMU_DELTA.md defaults
       {Make(64, 8, 0, 0, 0), 19, 7},            // no overflow areas, no walk: the drain's 7
       {Make(64, 4, 64, 16, 64), 21, 43},        // 4 fingerprint probes per area
       {Make(64, 2, 8, 1, 16), 11, 9},           // L = 1: the drain path dominates

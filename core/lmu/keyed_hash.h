@@ -1,4 +1,4 @@
-// Keyed hashing for the LMU (seed 002 sec. 9.1, 12): SipHash-1-3 over 64-bit feature ids.
+// Keyed hashing for the LMU (docs/LMU.md, "Hashing"): SipHash-1-3 over 64-bit feature ids.
 //
 // SipHash is a pseudorandom function: without the 128-bit key a client cannot predict where
 // an id lands, so it cannot aim ids at one bucket (hash flooding). Exact membership never rests

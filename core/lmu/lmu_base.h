@@ -1,4 +1,4 @@
-// LmuBase: one immutable generation of the LMU's base (seed 002 sec. 2.1): a minimal perfect
+// LmuBase: one immutable generation of the LMU's base (docs/LMU.md): a minimal perfect
 // hash over the base ids and, at each hash position, the id itself (Keys_base, for exact
 // membership) and its weight slot. An id outside the set hashes somewhere, finds another id
 // there, and is reported absent: it never reads another id's weight.

@@ -1,4 +1,4 @@
-// LmuLearner: the exact sparse linear learner of seed 002 sec. 2.1 over an LmuTable.
+// LmuLearner: the exact sparse linear learner of docs/LMU.md (L1)-(L2) over an LmuTable.
 //
 //   predict  y_hat[o] = b[o] + sum_j w[id_j][o] * val_j           (ids in the given order;
 //                                                                   absent ids contribute nothing)
@@ -70,7 +70,7 @@ class LmuLearner {
   uint64_t samples() const { return samples_; }
   LmuTableStats TableStats() const { return table_.Stats(); }
 
-  // Control inputs of the fused control plane (docs/FUSE.md, seed 002 sec. 4 and 11). Writer.
+  // Control inputs of the fused control plane (docs/FUSE.md K4, K6). Writer.
   // The learning rate in force becomes `scale` times the spec's lr (or the sample's override),
   // before the schedule: eta = (lr * scale) or (lr * scale) / sqrt(t). Scale 1 (the default)
   // gives exactly the updates above. REQUIRES: scale in (0, 1].

@@ -1,5 +1,5 @@
 // The LMU is exact: over a long Zipf stream, through many rebuilds, its predictions and
-// weights are bit-identical to a plain reference learner (seed 002 sec. 1, 2.1).
+// weights are bit-identical to a plain reference learner (docs/LMU.md (L1)-(L2)).
 #include "core/lmu/lmu_learner.h"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Snapshots of one LMU for bit-equivalent restart (seed 002 sec. 7): the spec parameters
+// Snapshots of one LMU for bit-equivalent restart (docs/DURABILITY.md): the spec parameters
 // (m, lr, schedule, l2, the delta's geometry b, S, L, Q, C, tau_low, tau_high), a fingerprint
 // of the hash secret (never the secret or a derived key), the published base (its generation,
 // the MPHF blob and Keys_base with each id's slot, in hash order), the delta dump (id, slot,

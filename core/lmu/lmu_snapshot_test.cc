@@ -1,4 +1,4 @@
-// LMU snapshots restart bit-equivalently (seed 002 sec. 7): after restore the logical state
+// LMU snapshots restart bit-equivalently (docs/DURABILITY.md): after restore the logical state
 // digest is equal, and the same samples afterwards give bit-identical predictions and digests,
 // through further rebuilds, including when a rebuild was in flight at snapshot time.
 #include "core/lmu/lmu_snapshot.h"

@@ -42,7 +42,7 @@ absl::Status ValidateLmuSpec(const LmuSpec& s) {
     return OutOfRange("rebuild_seconds", s.rebuild_seconds, "(0, inf)");
   }
   if (!std::isfinite(s.margin) || s.margin < 0) return OutOfRange("margin", s.margin, "[0, inf)");
-  // The scheduling inequality of seed 002 sec. 2.1 / 9.1.
+  // The scheduling inequality, docs/LMU.md (L3).
   const double capacity = static_cast<double>(s.delta_buckets) * s.bucket_size;
   const double headroom = capacity * (s.tau_high - s.tau_low);
   const double need = s.lambda_max * s.rebuild_seconds + s.margin;

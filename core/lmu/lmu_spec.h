@@ -1,4 +1,4 @@
-// LmuSpec: everything that defines one Linear Memory Unit (seed 002 sec. 2.1, 9.1), with
+// LmuSpec: everything that defines one Linear Memory Unit (docs/LMU.md, docs/LMU_DELTA.md), with
 // defaults and validation (INVALID_ARGUMENT naming the field and its range).
 #ifndef STREAMLEARN_CORE_LMU_LMU_SPEC_H_
 #define STREAMLEARN_CORE_LMU_LMU_SPEC_H_
@@ -12,12 +12,12 @@ namespace streamlearn::lmu {
 enum class LrSchedule { kConstant, kInverseSqrt };  // eta_t = lr or lr / sqrt(t)
 
 struct LmuSpec {
-  int m = 1;                  // outputs per id (DESIGN decision 7)
+  int m = 1;                  // outputs per id (docs/DECISIONS.md 7)
   double lr = 0.05;           // eta
   LrSchedule schedule = LrSchedule::kConstant;
   double l2 = 0.0;            // lambda of the L2 shrinkage
 
-  // The delta (seed 002 sec. 9.1 defaults): capacity C = delta_buckets * bucket_size.
+  // The delta (docs/LMU_DELTA.md defaults): capacity C = delta_buckets * bucket_size.
   uint32_t delta_buckets = 4096;  // a power of two
   int bucket_size = 4;            // b
   int stash = 8;                  // S
@@ -27,7 +27,7 @@ struct LmuSpec {
   // Rebuild scheduling: a rebuild starts when the delta's load reaches tau_low (or the ring or
   // the emergency slot is used); it must publish before the load reaches tau_high. At model
   // creation the scheduling inequality C (tau_high - tau_low) >= lambda_max T_rb + margin is
-  // checked (docs/LMU.md).
+  // checked (docs/LMU.md (L3)).
   double tau_low = 0.6;
   double tau_high = 0.8;
   double lambda_max = 1000;     // novel ids per second, at most
@@ -35,7 +35,7 @@ struct LmuSpec {
   double margin = 512;          // ids of headroom (>= the p99.9 novelty burst)
 
   // Build the new base in a background thread (default) or inline on the writer (stable mode:
-  // the table layout then depends only on the events, seed 002 sec. 13).
+  // the table layout then depends only on the events, docs/LMU.md, "Determinism and digests").
   bool background_rebuild = true;
 };
 

@@ -1,4 +1,4 @@
-// LmuTable: collision-free addressing of the LMU's weights (seed 002 sec. 2.1): an immutable
+// LmuTable: collision-free addressing of the LMU's weights (docs/LMU.md): an immutable
 // base (MPHF + Keys_base, lmu_base.h) plus a bounded cuckoo delta (cuckoo_delta.h) for ids
 // added since the last rebuild, over a WeightArena whose slots never move.
 //
@@ -17,9 +17,9 @@
 // store. Weights stay in their slots throughout, so no update made during a rebuild is lost,
 // and readers keep reading whichever generation they pinned.
 //
-// Tripwire (seed 002 sec. 11): an insert that needs the emergency slot raises a hard alarm,
-// starts a rebuild at once and freezes inserts; the next insert of a new id waits for that
-// rebuild to publish (reads and updates of known ids go on).
+// Tripwire (docs/LMU.md, "The tripwire"): an insert that needs the emergency slot raises a
+// hard alarm, starts a rebuild at once and freezes inserts; the next insert of a new id waits
+// for that rebuild to publish (reads and updates of known ids go on).
 //
 // Thread safety: one writer (LocateOrInsert, Poll, Entries, Stats) at a time; Pin and the
 // Reader from any thread, lock-free.
@@ -143,7 +143,7 @@ class LmuTable {
   // Writer: every (id, slot) in the published generation, in no particular order.
   std::vector<BaseEntry> Entries() const;
 
-  // Writer: a control input (docs/FUSE.md, seed 002 sec. 4, 11, 15): the load at which a
+  // Writer: a control input (docs/FUSE.md K4): the load at which a
   // rebuild starts becomes `tau_low` instead of spec().tau_low, from the next rebuild trigger
   // check on (an insert, or the publish of a rebuild); nullopt restores the spec's value.
   // REQUIRES: tau_low, when set, in (0, spec().tau_high).

@@ -28,7 +28,7 @@ LmuSpec SmallTableSpec(bool background) {
   return spec;
 }
 
-// Seed 002 sec. 12: Keys_base prevents ghost collisions. Every id outside the set lands on
+// docs/LMU.md, "Addressing": Keys_base prevents ghost collisions. Every id outside the set lands on
 // some member's position; it must be reported absent, never given that member's slot.
 TEST(LmuTable, IdsOutsideTheSetNeverReadAnotherIdsSlot) {
   LmuTable table(SmallTableSpec(false), Secret(1));

@@ -1,4 +1,4 @@
-// Mphf: a minimal perfect hash function over a static set of 64-bit keys (seed 002 sec. 2.1).
+// Mphf: a minimal perfect hash function over a static set of 64-bit keys (docs/LMU_MPHF.md).
 //
 // For the n keys it was built on, operator() returns distinct values in [0, n). For any other
 // key it returns some value in [0, n) (0 for the empty function): callers check membership

@@ -1,4 +1,4 @@
-// Philox4x32-10: the counter-based generator that draws W and U (DESIGN decision 9).
+// Philox4x32-10: the counter-based generator that draws W and U (docs/DECISIONS.md 9).
 //
 // Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3" (SC'11). Output
 // block n of stream (seed, stream) is Philox4x32-10 with key (seed_lo, seed_hi) applied to the

@@ -1,4 +1,4 @@
-// Exact decayed softmax attention, the estimand of seed 000 eqs. (1)-(3):
+// Exact decayed softmax attention, the estimand of docs/SAU.md (1)-(3):
 //   y_t(q) = sum_j gamma^{t-j} exp(q^T k_j / tau) v_j / sum_j gamma^{t-j} exp(q^T k_j / tau).
 //
 // Two forms, both over already conditioned inputs (FeatureMap::Condition):
@@ -49,7 +49,7 @@ class ExactAttentionProbes {
   std::vector<double> a_;  // per probe, d_v: A_t / exp(m)
 };
 
-// The error measure of seed 000 sec. 16: ||y_hat - y|| / (||y|| + 1e-12).
+// The error measure of docs/SAU.md (RelErr): ||y_hat - y|| / (||y|| + 1e-12).
 // REQUIRES: y_hat.size() == y.size().
 double RelativeError(std::span<const double> y_hat, std::span<const double> y);
 

@@ -1,9 +1,9 @@
 // FeatureMap: positive random features phi(x) with input conditioning and log-domain clipping.
 //
 //   phi_i(x) = r^{-1/2} exp(clamp(g_i(x), c_lo, c_hi)),
-//   g_i(x)   = w_i^T x / sqrt(tau) - ||x||^2 / (2 tau)            seed 000 eq. (4)
+//   g_i(x)   = w_i^T x / sqrt(tau) - ||x||^2 / (2 tau)            docs/SAU.md (4)
 //
-// where x is the conditioned input: a * x / ||x|| in kL2Scaled mode (seed 001 A1, C2; a zero
+// where x is the conditioned input: a * x / ||x|| in kL2Scaled mode (docs/SAU.md A1, C2; a zero
 // vector stays zero), x itself in kRaw mode. W is r x d, drawn from the spec's seed by the
 // counter-based generator (counter_rng.h):
 //   kIid:        w_i ~ N(0, I_d), entries in row-major order from stream kStreamW.
@@ -28,7 +28,7 @@
 
 namespace streamlearn::sau {
 
-// The input conditioning of seed 001 A1, C2 (DESIGN decision 8) into out[0..x.size()):
+// The input conditioning of docs/SAU.md A1, C2 (docs/DECISIONS.md 8) into out[0..x.size()):
 //   kL2Scaled: a * x / ||x||, computed as a * y / ||y|| with y = x / max_i |x_i| so that no
 //              square overflows; the zero vector stays zero.
 //   kRaw:      x itself.

@@ -25,7 +25,7 @@ SauSpec UnclippedSpec(FeatureKind kind, bool antithetic, uint64_t seed) {
   return s;
 }
 
-// Seed 000 Thm 3.1: E_W[phi(q)^T phi(k)] = exp(q^T k / tau), for every way of drawing W.
+// docs/SAU.md Thm 3.1: E_W[phi(q)^T phi(k)] = exp(q^T k / tau), for every way of drawing W.
 TEST(FeatureMap, KernelEstimateIsUnbiasedOverDrawsOfW) {
   std::vector<double> q = {0.3, -0.5, 0.2, 0.1, 0.4, -0.2, 0.0, 0.6};
   std::vector<double> k = {0.1, 0.4, -0.3, 0.5, 0.2, 0.1, -0.4, 0.3};

@@ -1,4 +1,5 @@
-// FloorPolicy: the deterministic beta_floor rule of the RJ policy (seed 000 sec. 8, 10).
+// FloorPolicy: the deterministic beta_floor rule of the RJ policy (docs/SAU.md (28),
+// "RJ half-split").
 //
 // On a trigger (RJ red, or an e-process alarm) the floor rises at once to
 //   clamp(max(2 * floor, red_floor_frac * median_den), base, max_floor_frac * median_den);

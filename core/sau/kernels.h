@@ -35,7 +35,7 @@ inline void Axpy(double a, const double* x, double* acc, int n) {
 // One compensated decayed update of a row: for each j the pair (s[j], c[j]) represents
 // s + c, and becomes gamma * (s + c) + a * x[j] with the rounding error of the decay product
 // (exact, by fma) and of the addition (TwoSum, exact) carried into c; c itself decays by gamma.
-// Seed 000 eqs. (6)-(8) with the compensation of sec. 11 carried through the decay.
+// docs/SAU.md (6)-(8) with the compensation of (40) carried through the decay.
 inline void CompensatedDecayAdd(double gamma, double a, const double* x, double* s, double* c,
                                 int n) {
   for (int j = 0; j < n; ++j) {

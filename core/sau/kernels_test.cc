@@ -9,7 +9,7 @@
 namespace streamlearn::sau {
 namespace {
 
-// Seed 000 sec. 11: over 10^6 decayed steps the compensated sums stay closer to a
+// docs/SAU.md (40): over 10^6 decayed steps the compensated sums stay closer to a
 // high-precision reference (binary128) than plain double sums.
 TEST(CompensatedDecayAdd, BeatsPlainSumsOverAMillionDecayedSteps) {
   struct Case {

@@ -60,14 +60,14 @@ MixtureEProcess::Step MixtureEProcess::Observe(const double* phi, const SauSpec&
       restart_pending_ = false;
       std::fill(log_e_.begin(), log_e_.end(), 0.0);
     }
-    // Tilts projected with the envelope of step t-1 (predictable), seed 000 sec. 9.
+    // Tilts projected with the envelope of step t-1 (predictable), docs/SAU.md (33a).
     const double bprime = bprime_hat();
     const double cap = bprime > 0 ? (1.0 - spec.xi) / bprime : HUGE_VAL;
     const double b_bar = 1.0 + spec.kappa;
     for (size_t k = 0; k < spec.tilts.size(); ++k) {
       const double l = std::min(spec.tilts[k], cap);
-      const double psi = nu2_ * l * l / (2.0 * (1.0 - bprime * l));  // eq. (33)
-      log_e_[k] += l * (step.z - b_bar) - psi;                        // eq. (34)
+      const double psi = nu2_ * l * l / (2.0 * (1.0 - bprime * l));  // docs/SAU.md (33)
+      log_e_[k] += l * (step.z - b_bar) - psi;                        // docs/SAU.md (34)
     }
     ++epoch_events_;
     log_e_mix_ = LogSumExp(log_e_) - std::log(static_cast<double>(log_e_.size()));  // (35)
@@ -97,7 +97,7 @@ MixtureEProcess::Step MixtureEProcess::Observe(const double* phi, const SauSpec&
     zbar_ += beta * dz;
     nu2_ = (1.0 - beta) * (nu2_ + beta * dz * dz);
   }
-  // mu~, v~ (eqs. (30)-(31)) with rate max(beta~, 1/n): exact running moments at first.
+  // mu~, v~ (docs/SAU.md (30)-(31)) with rate max(beta~, 1/n): exact running moments at first.
   const double beta = std::max(spec.beta_tilde, 1.0 / static_cast<double>(observed_));
   for (int i = 0; i < r; ++i) {
     const double dlt = phi[i] - mu_[i];
@@ -112,7 +112,7 @@ double MixtureEProcess::RidgeWeight(const SauSpec& spec) const {
   const double lse = LogSumExp(log_e_);
   double w = 0;
   for (size_t k = 0; k < log_e_.size(); ++k) w += std::exp(log_e_[k] - lse) * spec.ridge[k];
-  return w;  // eqs. (36)-(37), paired with the ridge grid (DESIGN decision 1)
+  return w;  // docs/SAU.md (36)-(37), docs/DECISIONS.md 1
 }
 
 void MixtureEProcess::Hash(Sha256& h) const {

@@ -1,9 +1,9 @@
-// MixtureEProcess: the anytime-valid risk monitor of seed 000 sec. 9 (DESIGN decisions 1-2).
+// MixtureEProcess: the anytime-valid risk monitor of docs/SAU.md (30)-(38) (docs/DECISIONS.md 1-2).
 //
 // Each event's features phi_t are standardised by predictable estimates (those of step t-1),
 //   s*_t = (phi_t - mu~_{t-1}) ./ sqrt(v~_{t-1} + eps),   Z_t = ||s*_t||^2 / r,
 // and tested against the null E[Z_t | F_{t-1}] <= b_bar = 1 + kappa with a mixture over a
-// grid of tilts lambda_k > 0 (eqs. (33)-(36)):
+// grid of tilts lambda_k > 0 (docs/SAU.md (33)-(36)):
 //   log E_t(lambda_k) += lambda_k (Z_t - b_bar) - psi(lambda_k),
 //   psi(lambda) = nu^2 lambda^2 / (2 (1 - b' lambda)),
 //   E_mix(t) = sum_k pi_k E_t(lambda_k),  pi_k = 1/K,  margin m_t = log(1/alpha_j) - log E_mix.
@@ -13,7 +13,7 @@
 // 1.1 M before it enters the estimates, so a change widens the envelope only gradually and
 // does not blunt the test that should detect it. Both learn from the second half of
 // the warm-up on, when the standardisation has settled. Each tilt is projected to
-// min(lambda_k, (1 - xi)/b'_hat) before use (seed 000 sec. 9).
+// min(lambda_k, (1 - xi)/b'_hat) before use (docs/SAU.md (33a)).
 //
 // Epochs: testing starts after `warmup` events. An epoch ends at an alarm (m_t < 0), when
 // log E_mix falls below `log_e_floor`, or after `epoch_length` events; the next event starts
@@ -57,8 +57,8 @@ class MixtureEProcess {
   double bprime_hat() const { return zmax_ / 3.0; }
   bool testing() const { return epoch_ > 0; }
 
-  // sum_k w_k(t) rho_k with the current mixture weights (eq. (36)); the ridge factor of
-  // DESIGN decision 1. 0 before the first epoch.
+  // sum_k w_k(t) rho_k with the current mixture weights (docs/SAU.md (36)); the ridge factor of
+  // docs/DECISIONS.md 1. 0 before the first epoch.
   double RidgeWeight(const SauSpec& spec) const;
 
   // The projected tilts in force for the next event.
@@ -72,7 +72,7 @@ class MixtureEProcess {
 
   uint64_t observed_ = 0;  // events seen
   uint64_t z_count_ = 0;   // Z values seen
-  std::vector<double> mu_, v_;  // mu~, v~ (eqs. (30)-(31))
+  std::vector<double> mu_, v_;  // mu~, v~ (docs/SAU.md (30)-(31))
   double zbar_ = 0, nu2_ = 0, zmax_ = 0;
   std::vector<double> log_e_;   // log E_t(lambda_k) within the epoch
   uint64_t epoch_ = 0;          // 0 = not started

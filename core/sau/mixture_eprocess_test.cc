@@ -1,4 +1,4 @@
-// The e-process guarantee is tested, not assumed (DESIGN decision 2): under a stationary
+// The e-process guarantee is tested, not assumed (docs/DECISIONS.md 2): under a stationary
 // stream the fraction of seeds that ever alarm stays <= alpha; under drift it alarms within a
 // bounded delay.
 #include "core/sau/mixture_eprocess.h"
@@ -50,8 +50,8 @@ TEST(MixtureEProcess, StationaryStreamsAlarmAtMostAlphaOfTheTime) {
   EXPECT_LE(static_cast<double>(ever) / seeds, alpha + slack);
 }
 
-// DGP-C: the stream dwells on one cluster, then moves to the next (seed 000 sec. 16). The
-// standardisation has adapted to the first cluster, so the move inflates Z_t.
+// DGP-C: the stream dwells on one cluster, then moves to the next (docs/SAU.md, "Reference
+// streams"). The standardisation has adapted to the first cluster, so the move inflates Z_t.
 TEST(MixtureEProcess, DriftAlarmsWithinABoundedDelay) {
   const int seeds = 50, phase = 3000, horizon = 1000;
   std::vector<int> delays;

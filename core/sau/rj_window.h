@@ -1,4 +1,4 @@
-// RjWindow: the persistence rule of the RJ half-split policy (seed 000 sec. 10, App. C).
+// RjWindow: the persistence rule of the RJ half-split policy (docs/SAU.md (39)).
 //
 // Remembers whether RJ_gap exceeded its threshold on each of the last 10 events: "yellow" when
 // at least 3 of them did, "red" when at least 5 did. Plain value type; not thread-safe.

@@ -1,6 +1,6 @@
-// Statistical accuracy of the SAU against exact decayed softmax attention (seed 000 sec. 16,
-// DGP-A and DGP-B; seed 001 sec. 11 sweeps). Every figure is printed so a failure shows the
-// measured numbers.
+// Statistical accuracy of the SAU against exact decayed softmax attention (docs/SAU.md,
+// "Reference streams": DGP-A and DGP-B, sweeps over r and the input scale). Every figure is
+// printed so a failure shows the measured numbers.
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -45,7 +45,7 @@ void Feed(StreamRun& run, int n) {
   }
 }
 
-// Mean relative error of the correctness path (eq. (19)) over the probes. The probes are
+// Mean relative error of the correctness path (docs/SAU.md (19)) over the probes. The probes are
 // conditioned already; conditioning is idempotent, so the estimator sees the same queries.
 double MeanRelativeError(const StreamRun& run, ReadoutPath path = ReadoutPath::kCorrectness) {
   double sum = 0;
@@ -145,7 +145,7 @@ TEST(SauAccuracy, PreAsymptoticRegimeIsFlaggedRedAndInRegimeStaysQuiet) {
   }
 }
 
-// Seed 000 DGP-B and eq. (27): with fixed orthonormal U, the low-rank readout's error is at
+// DGP-B and docs/SAU.md (27): with fixed orthonormal U, the low-rank readout's error is at
 // most the geometric error ||(I - U U^T) y|| plus the full readout's PRF error (err_ridge = 0
 // on the correctness path). With U = U* the geometric term vanishes; with a drawn U it is
 // measured separately, as the seed asks.
@@ -183,7 +183,7 @@ TEST(SauAccuracy, LowRankErrorSplitsIntoGeometricAndFeatureTerms) {
       geo = std::sqrt(geo);
       e_low = std::sqrt(e_low);
       e_full = std::sqrt(e_full);
-      EXPECT_LE(e_low, geo + e_full + 1e-12) << "probe " << p;  // eq. (27)
+      EXPECT_LE(e_low, geo + e_full + 1e-12) << "probe " << p;  // docs/SAU.md (27)
       sum_low += e_low;
       sum_full += e_full;
       sum_geo += geo;
@@ -200,7 +200,7 @@ TEST(SauAccuracy, LowRankErrorSplitsIntoGeometricAndFeatureTerms) {
   }
 }
 
-// Seed 000 sec. 10: E[RJ_gap] = Theta(r^{-1/2}).
+// docs/SAU.md (16a): E[RJ_gap] = Theta(r^{-1/2}).
 TEST(SauAccuracy, RjGapScalesAsRToTheMinusHalf) {
   std::vector<double> xs, gaps;
   for (int r : {64, 256, 1024}) {
@@ -216,8 +216,8 @@ TEST(SauAccuracy, RjGapScalesAsRToTheMinusHalf) {
         ++n;
       }
     }
-    // eq. (16) taken literally is 0.5 |b1 - b2| / (b1 + b2) ||y1 - y2|| / ||y||: a product of
-    // two r^{-1/2} terms, so it falls like 1/r (docs/SAU.md).
+    // docs/SAU.md (16) taken literally is 0.5 |b1 - b2| / (b1 + b2) ||y1 - y2|| / ||y||: a
+    // product of two r^{-1/2} terms, so it falls like 1/r (docs/SAU.md, "RJ half-split").
     std::printf("r=%4d mean RJ gap %.5f; eq. (16) literally %.3g\n", r, sum / n, sum16 / n);
     xs.push_back(r);
     gaps.push_back(sum / n);
@@ -228,7 +228,7 @@ TEST(SauAccuracy, RjGapScalesAsRToTheMinusHalf) {
   EXPECT_LE(slope, -0.35);
 }
 
-// DESIGN decision 4: the calibrated clipping keeps rho_clip in [0.1%, 1%] on DGP-A.
+// docs/DECISIONS.md 4: the calibrated clipping keeps rho_clip in [0.1%, 1%] on DGP-A.
 TEST(SauAccuracy, CalibratedClippingRateSitsInTheTargetBand) {
   for (double a : {1.0, 2.0}) {
     StreamRun run = MakeRun(DgpASpec(256, a, 700), {}, 1, 33);

@@ -57,7 +57,7 @@ std::vector<double> DrawU(const SauSpec& spec) {
 
 // Half-split readout of one feature vector against a row-major r x width statistic.
 // num1/num2 get the numerators over rows [0, r/2) and [r/2, r); den1/den2 the denominators
-// over the compensated s, accumulated in extended precision (seed 001 R1, seed 000 A9).
+// over the compensated s, accumulated in extended precision (docs/SAU.md R1, A9).
 struct HalfReadout {
   long double den1 = 0, den2 = 0;
 };
@@ -78,9 +78,9 @@ HalfReadout ReadHalves(const double* f, const std::vector<double>& stat, int wid
   return out;
 }
 
-// RJ half-split discrepancy (docs/SAU.md): 0.5 ||y1 - y2|| / (||y|| + eps), and seed 000
-// eq. (16) literally: ||y - (y1 + y2)/2|| / (||y|| + eps). y, y1, y2 share the floor and the
-// ridge, halved for the halves since each half sums about half of the mass.
+// RJ half-split discrepancy, docs/SAU.md (16a): 0.5 ||y1 - y2|| / (||y|| + eps), and
+// docs/SAU.md (16) literally: ||y - (y1 + y2)/2|| / (||y|| + eps). y, y1, y2 share the floor
+// and the ridge, halved for the halves since each half sums about half of the mass.
 struct RjGaps {
   double gap = 0, gap_eq16 = 0;
 };
@@ -148,15 +148,15 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
   SauState& st = state_;
   Scratch& sc = ThreadScratch(spec);
 
-  // phi(k_t), eq. (4), with clipping statistics (DESIGN decision 4).
+  // phi(k_t), docs/SAU.md (4), with clipping statistics (docs/DECISIONS.md 4).
   params_->features.Condition(k, sc.x.data());
   const FeatureMap::ClipStats clip = params_->features.Features(sc.x.data(), sc.phi.data());
   st.clipped += static_cast<uint64_t>(clip.clipped);
   st.features += static_cast<uint64_t>(r);
   st.max_exponent = std::max(st.max_exponent, clip.max_exponent);
 
-  // Prequential readout at k_t with the whitening, floor and ridge of step t-1 (DESIGN
-  // decision 3), fused with the update of each row of R (eq. (6)) so R is read once.
+  // Prequential readout at k_t with the whitening, floor and ridge of step t-1
+  // (docs/DECISIONS.md 3), fused with the update of each row of R (docs/SAU.md (6), R5).
   st.whitening.Whiten(sc.phi.data(), sc.phiw.data());
   std::fill(sc.num1.begin(), sc.num1.begin() + dv, 0.0);
   std::fill(sc.num2.begin(), sc.num2.begin() + dv, 0.0);
@@ -171,7 +171,7 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
     (i < half ? den1 : den2) += term;
     CompensatedDecayAdd(gamma, sc.phi[i], v.data(), &st.R[row], &st.R_c[row], dv);
   }
-  // s_t, eq. (7); H_t, eq. (8) with rhat = U^T v.
+  // s_t, docs/SAU.md (7); H_t, (8) with rhat = U^T v.
   CompensatedDecayAdd(gamma, 1.0, sc.phi.data(), st.s.data(), st.s_c.data(), r);
   if (rv > 0) {
     const std::vector<double>& u = params_->u;
@@ -208,7 +208,7 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
   if (st.events >= static_cast<uint64_t>(spec.warmup / 2)) st.median_den.Push(raw_den);
   diag.floor_raised =
       st.floor.Update(diag.rj_level == RjLevel::kRed || step.alarm, st.median_den.value(), spec);
-  st.lambda_star = st.median_den.value() * st.eprocess.RidgeWeight(spec);  // DESIGN decision 1
+  st.lambda_star = st.median_den.value() * st.eprocess.RidgeWeight(spec);  // docs/DECISIONS.md 1
   ++st.events;
 
   diag.margin = st.eprocess.margin();
@@ -236,7 +236,7 @@ QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
   const bool stabilized = path == ReadoutPath::kStabilized;
   const double* f = sc.phi.data();
   if (stabilized) {
-    st.whitening.Whiten(sc.phi.data(), sc.phiw.data());  // eq. (11)
+    st.whitening.Whiten(sc.phi.data(), sc.phiw.data());  // docs/SAU.md (11)
     f = sc.phiw.data();
   }
   const double floor = stabilized ? st.floor.floor() : 0.0;
@@ -247,7 +247,8 @@ QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
 
   QueryResult out;
   const long double raw = h.den1 + h.den2;
-  // eq. (19) on the correctness path; eqs. (12)-(13) with R7's floor on the stabilized path.
+  // docs/SAU.md (19) on the correctness path; (12)-(13) with R7's floor, i.e. (20), on the
+  // stabilized path.
   const long double den = stabilized ? std::max(raw, static_cast<long double>(floor)) + lambda : raw;
   out.raw_den = static_cast<double>(raw);
   out.den = static_cast<double>(den);
@@ -257,7 +258,7 @@ QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
       z[j] = static_cast<double>((sc.num1[j] + static_cast<long double>(sc.num2[j])) / den);
     }
   }
-  if (low_rank) {  // eqs. (14), (21): y = U z
+  if (low_rank) {  // docs/SAU.md (14), (21): y = U z
     const int dv = spec.d_v;
     out.y_hat.assign(dv, 0.0);
     for (int j = 0; j < width; ++j) {

@@ -1,9 +1,9 @@
-// SauEstimator: the Streaming Attention Unit of seed 000, O(1) time and memory per event.
+// SauEstimator: the Streaming Attention Unit of docs/SAU.md, O(1) time and memory per event.
 //
-// It estimates decayed softmax attention y_t(q) = A_t(q) / B_t(q) (seed 000 eqs. (1)-(3)) from
+// It estimates decayed softmax attention y_t(q) = A_t(q) / B_t(q) (docs/SAU.md (1)-(3)) from
 // positive random features, keeps the decayed statistics R_t, s_t (and H_t) with compensated
 // summation, whitening statistics, the RJ half-split window and the mixture e-process, and
-// answers queries on the correctness path (eq. (19)) or the stabilized path (eqs. (20)-(21)).
+// answers queries on the correctness path ((19)) or the stabilized path ((20)-(21)).
 //
 //   auto est = SauEstimator::Create(spec);          // validates the spec, draws W
 //   if (auto s = est->CheckEvent(k, v); !s.ok()) ...// dimensions, NaN/Inf
@@ -30,21 +30,21 @@
 
 namespace streamlearn::sau {
 
-// Diagnostics of one ingested event (DESIGN decision 3: read out at the event's own key
+// Diagnostics of one ingested event (docs/DECISIONS.md 3: read out at the event's own key
 // before the update).
 struct EventDiagnostics {
   double margin = 0;        // m_t = log(1/alpha_j) - log E_mix(t)
   double log_e_mix = 0;
   double rj_gap = 0;        // half-split discrepancy, docs/SAU.md
-  double rj_gap_eq16 = 0;   // seed 000 eq. (16) taken literally, logged for comparison
-  double rj_threshold = 0;  // eq. (39)
+  double rj_gap_eq16 = 0;   // docs/SAU.md (16) taken literally, for comparison
+  double rj_threshold = 0;  // docs/SAU.md (39)
   RjLevel rj_level = RjLevel::kGreen;
   double beta_floor = 0;    // in force for the next event
   double lambda_star = 0;   // in force for the next event
   double clip_rate = 0;     // cumulative rho_clip
   double max_exponent = 0;  // largest unclipped log-feature seen
   double den = 0;           // raw whitened denominator phi_w(k)^T s_{t-1}
-  double shr = 0;           // den / (den + lambda_star), seed 001 M1
+  double shr = 0;           // den / (den + lambda_star), docs/SAU.md M1
   double nu2_hat = 0;
   double bprime_hat = 0;
   uint64_t epoch = 0;
@@ -62,7 +62,7 @@ struct QueryResult {
   double phi_w_l1 = 0;        // ||phi_w(q)||_1 on the stabilized path, ||phi(q)||_1 otherwise
 };
 
-// A control input of the fused control plane (docs/FUSE.md, seed 002 sec. 4 and 11): the ridge
+// A control input of the fused control plane (docs/FUSE.md K2, K3): the ridge
 // in force becomes lambda_*(t) * factor + increment. The default leaves the estimator exactly
 // as it is without one.
 struct LambdaNudge {
@@ -95,7 +95,7 @@ class SauEstimator {
   size_t state_bytes() const { return state_.Bytes(); }
 
   // Control input (docs/FUSE.md): from the next event or query on, the ridge in force is
-  // lambda_*(t) * factor + increment instead of lambda_*(t) (DESIGN decision 1), in the readout
+  // lambda_*(t) * factor + increment instead of lambda_*(t) (docs/DECISIONS.md 1), in the readout
   // and the prequential diagnostics alike. A caller that sets it between events from
   // information up to t-1 keeps every decision predictable. The nudge is part of the state
   // (digest, snapshot); it stays until it is set again.

@@ -1,5 +1,5 @@
-// Snapshots of one SAU for bit-equivalent restart (seed 002 sec. 7, applied to seed 000's
-// state): R_t, s_t, H_t with their compensations, whitening mu/sigma^2, the mixture e-process,
+// Snapshots of one SAU for bit-equivalent restart (docs/DURABILITY.md, "What a snapshot
+// holds"): R_t, s_t, H_t with their compensations, whitening mu/sigma^2, the mixture e-process,
 // the RJ window, the floor policy, the running median, lambda_* and the counters, plus the
 // W digest and the spec parameters that drive the evolution (gamma, tau, clipping, tilt and
 // ridge grids, ...). W and U are not stored: they are re-drawn from the spec's seed and the

@@ -1,4 +1,4 @@
-// SAU snapshots restart bit-equivalently (seed 002 sec. 7): same state digest after restore,
+// SAU snapshots restart bit-equivalently (docs/DURABILITY.md): same state digest after restore,
 // and the same events afterwards give the same digests and bit-identical queries.
 #include "core/sau/sau_snapshot.h"
 

@@ -23,8 +23,8 @@ SauSpec ResolveDefaults(SauSpec spec) {
   if (spec.c_rj == 0) spec.c_rj = kDefaultCrj;
   if (spec.c_lo == 0 && spec.c_hi == 0) {
     if (spec.input_mode == InputMode::kL2Scaled && spec.tau > 0) {
-      // g ~ N(-a^2/(2 tau), a^2/tau) for every feature of a conditioned input (DESIGN
-      // decision 4): clip above at mean + 3 sd (rate ~0.13%), below at mean - 8 sd.
+      // g ~ N(-a^2/(2 tau), a^2/tau) for every feature of a conditioned input
+      // (docs/DECISIONS.md 4): clip above at mean + 3 sd (rate ~0.13%), below at mean - 8 sd.
       const double a = spec.input_scale;
       const double mean = -a * a / (2 * spec.tau);
       const double sd = a / std::sqrt(spec.tau);

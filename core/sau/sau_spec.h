@@ -20,43 +20,43 @@ enum class ReadoutPath { kStabilized, kCorrectness };
 enum class RjLevel { kGreen = 0, kYellow = 1, kRed = 2 };
 
 struct SauSpec {
-  // Dimensions and kernel (seed 000 sec. 0, 3).
+  // Dimensions and kernel (docs/SAU.md (1)-(4)).
   int d = 64;
   int d_v = 64;
   int r = 256;
   double tau = 0.0;    // 0 => sqrt(d)
   double gamma = 0.99; // decay in (0, 1]
 
-  // Random features (seed 000 eq. (4), seed 001 R8, DESIGN decision 9).
+  // Random features (docs/SAU.md (4), R8; docs/DECISIONS.md 9).
   FeatureKind features = FeatureKind::kOrthogonal;
   bool antithetic = false;  // rows in adjacent pairs (w, -w); needs r % 4 == 0
   uint64_t seed = 1;
 
-  // Input conditioning (seed 001 A1, C2; DESIGN decision 8).
+  // Input conditioning (docs/SAU.md A1, C2; docs/DECISIONS.md 8).
   InputMode input_mode = InputMode::kL2Scaled;
   double input_scale = 1.0;  // a
 
-  // Log-domain clipping of g = w^T x / sqrt(tau) - ||x||^2 / (2 tau) (DESIGN decision 4).
+  // Log-domain clipping of g = w^T x / sqrt(tau) - ||x||^2 / (2 tau) (docs/DECISIONS.md 4).
   // Both 0 => calibrated: in kL2Scaled mode g ~ N(-a^2/(2 tau), a^2/tau) per feature, so
   // c_hi = mean + 3 sd (rho_clip ~ 0.13%) and c_lo = mean - 8 sd; in kRaw mode [-30, 30].
   double c_lo = 0.0;
   double c_hi = 0.0;
 
-  // Optional low-rank values (seed 000 eq. (8)). r_v == 0 disables H. u is d_v x r_v,
+  // Optional low-rank values (docs/SAU.md (8)). r_v == 0 disables H. u is d_v x r_v,
   // column-major, orthonormal columns; empty => drawn from `seed` and orthonormalised.
   int r_v = 0;
   std::vector<double> u;
 
-  // Whitening statistics (seed 000 eqs. (9)-(10)).
+  // Whitening statistics (docs/SAU.md (9)-(10)).
   double beta_mu = 0.01;
   double beta_sigma = 0.01;
-  double whiten_eps = 1e-8;  // the epsilon of eqs. (10)-(11), in units of 1/r (phi ~ r^{-1/2})
+  double whiten_eps = 1e-8;  // the eps of docs/SAU.md (10)-(11), in units of 1/r (phi ~ r^{-1/2})
 
-  // Mixture e-process (seed 000 eqs. (29)-(37); DESIGN decisions 1-2).
+  // Mixture e-process (docs/SAU.md (30)-(38); docs/DECISIONS.md 1-2).
   double alpha = 0.05;
   double kappa = 0.25;          // b_bar = 1 + kappa
   double xi = 0.1;              // domain slack
-  double beta_tilde = 0.01;     // EWM rate of mu~, v~ (eqs. (30)-(31))
+  double beta_tilde = 0.01;     // EWM rate of mu~, v~ ((30)-(31))
   double beta_envelope = 0.01;  // EWM rate of the envelope estimates (nu^2, b')
   int warmup = 200;             // events before the first test epoch starts
   int epoch_length = 2000;      // events per test epoch at most (alpha_j = alpha/(j(j+1)))
@@ -64,11 +64,11 @@ struct SauSpec {
   std::vector<double> tilts = {0.25, 0.5, 1.0, 2.0};  // lambda_k before projection
   std::vector<double> ridge = {0.0, 0.005, 0.01, 0.02};  // rho_k, paired with tilts
 
-  // RJ half-split policy (seed 000 sec. 10, eq. (39)).
+  // RJ half-split policy (docs/SAU.md (15)-(16a), (39)).
   double c_rj = 0.0;  // 0 => kDefaultCrj
   double rj_delta = 0.05;
 
-  // Denominator floor and its policy (seed 000 eq. (28), sec. 10).
+  // Denominator floor and its policy (docs/SAU.md (28), "RJ half-split").
   double beta_floor = 1e-12;        // base floor
   double red_floor_frac = 0.05;     // on red: floor >= frac * median den
   double max_floor_frac = 0.5;      // floor <= frac * median den (and >= base)

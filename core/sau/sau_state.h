@@ -1,5 +1,5 @@
 // SauState: the mutable state of one SAU, O(r (d_v + r_v)) doubles, independent of the
-// stream length (seed 000 sec. 14).
+// stream length (docs/SAU.md, "State and its digest").
 //
 // Each decayed statistic is a pair (value, compensation) whose sum is the compensated value:
 // R/R_c (r x d_v, row-major), s/s_c (r), H/H_c (r x r_v). Plain value type: copying it is how a
@@ -25,14 +25,14 @@ struct SauState {
   explicit SauState(const SauSpec& spec);
 
   uint64_t events = 0;
-  std::vector<double> R, R_c;  // eq. (6)
-  std::vector<double> s, s_c;  // eq. (7)
-  std::vector<double> H, H_c;  // eq. (8), empty when r_v == 0
-  WhiteningStats whitening;    // eqs. (9)-(10)
-  MixtureEProcess eprocess;    // eqs. (29)-(37)
-  RjWindow rj;                 // sec. 10
-  FloorPolicy floor;           // eq. (28), sec. 10
-  StreamingMedian median_den;  // DESIGN decision 1
+  std::vector<double> R, R_c;  // docs/SAU.md (6)
+  std::vector<double> s, s_c;  // (7)
+  std::vector<double> H, H_c;  // (8), empty when r_v == 0
+  WhiteningStats whitening;    // (9)-(10)
+  MixtureEProcess eprocess;    // (30)-(38)
+  RjWindow rj;                 // (39)
+  FloorPolicy floor;           // (28)
+  StreamingMedian median_den;  // docs/DECISIONS.md 1
   double lambda_star = 0;      // in force for the next event / query
   uint64_t clipped = 0;        // clipped log-features at ingest
   uint64_t features = 0;       // log-features computed at ingest

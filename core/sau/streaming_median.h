@@ -1,5 +1,5 @@
 // StreamingMedian: an O(1)-memory running median of positive values (the "running median raw
-// denominator" of DESIGN decision 1 and seed 001 C3).
+// denominator" of docs/DECISIONS.md 1 and docs/SAU.md C3).
 //
 // A multiplicative stochastic-approximation median: the estimate starts at the first positive
 // value and moves by a factor (1 + eta) towards each new value. Its fixed point is the median;

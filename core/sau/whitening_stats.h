@@ -1,5 +1,5 @@
-// WhiteningStats: per-coordinate EWM mean and variance of phi_t (seed 000 eqs. (9)-(10)),
-// applied at query time only (eq. (11)).
+// WhiteningStats: per-coordinate EWM mean and variance of phi_t (docs/SAU.md (9)-(10)),
+// applied at query time only (docs/SAU.md (11)).
 //
 // Rates are max(beta, 1/n) for the n-th event, so the first 1/beta events get exact running
 // moments instead of a ramp up from zero; the variance uses the West form
@@ -35,7 +35,7 @@ class WhiteningStats {
     }
   }
 
-  // out[i] = phi[i] / sqrt(sig2_i + eps)  (eq. (11)).
+  // out[i] = phi[i] / sqrt(sig2_i + eps)  (docs/SAU.md (11)).
   void Whiten(const double* phi, double* out) const {
     for (size_t i = 0; i < mu_.size(); ++i) out[i] = phi[i] / std::sqrt(sig2_[i] + eps_);
   }
