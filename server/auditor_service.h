@@ -1,9 +1,9 @@
 // AuditorService: the gRPC adapter of the Auditor service (audit.proto) over the shards'
-// audit chains (server/persistence.h, docs/AUDIT.md).
+// audit chains (server/storage/persistence.h, docs/AUDIT.md).
 //
 //   Append  validates a client's JSON object (RFC 8259, <= 64 KiB, <= 16 levels; otherwise
 //           INVALID_ARGUMENT naming the byte offset), checks a "certificate" member against
-//           seed 000 eqs. (43)-(45) (INVALID_ARGUMENT naming the failing condition), then
+//           docs/AUDIT.md (43)-(45) (INVALID_ARGUMENT naming the failing condition), then
 //           appends {"kind":"append","payload":<object>} to the chain of (model, shard), on
 //           disk before the reply. A refused append leaves the chain unchanged.
 //   Read    streams records from an index, in chunks (FAILED_PRECONDITION without a data_dir:

@@ -1,7 +1,7 @@
 // Metrics: the server's Prometheus metrics, one Registry, and an optional HTTP exposer.
 //
-// Names start with streamlearn_ and carry their unit (DESIGN: observability). Per-model
-// series are labelled {model, shard} only, never by key; the RPC series are labelled
+// Names start with streamlearn_ and carry their unit (docs/DECISIONS.md, "Observability").
+// Per-model series are labelled {model, shard} only, never by key; the RPC series are labelled
 // {method, code}, both from small fixed sets. docs/OPERATIONS.md explains each one.
 //
 //   streamlearn_rpc_total{method,code}            counter: unary RPCs and Ingest batches
@@ -75,8 +75,8 @@ class Exposer;
 
 namespace streamlearn::server {
 
-// The health of one shard's Fuse and control plane after a step (seed 002 sec. 4-6, 11), as
-// RecordFuse exports it.
+// The health of one shard's Fuse and control plane after a step (docs/FUSE.md, "The control
+// plane"), as RecordFuse exports it.
 struct FuseHealth {
   double gate = 0;         // Gate in force
   double g_min = 0;        // its clamp bounds g_min(m_t), g_max(m_t)

@@ -19,7 +19,7 @@
 //   ...
 //   server.Shutdown(absl::Seconds(10));
 //
-// With a data_dir, learned state is durable (server/persistence.h): Start() recovers every
+// With a data_dir, learned state is durable (server/storage/persistence.h): Start() recovers every
 // stored model (newest valid snapshot + log replay) before it listens, acks follow the store
 // write, and snapshots are taken in the background. Without one, state lives in memory only.
 // Thread safety: Start() once, before anything else; Shutdown() and the accessors are
@@ -69,7 +69,7 @@ class Server {
     size_t max_message_bytes = 16 << 20;   // larger requests get RESOURCE_EXHAUSTED
     std::string lmu_secret_file;           // empty = <data_dir>/lmu.secret
     std::optional<lmu::HashSecret> lmu_secret;  // wins over the file; for in-process tests
-    // Persistence (server/persistence.h; used only with a data_dir unless noted).
+    // Persistence (server/storage/persistence.h; used only with a data_dir unless noted).
     storage::Durability durability = storage::Durability::kProcess;
     std::string audit_key_file;            // empty = <data_dir>/audit.key (or a process key)
     uint64_t audit_checkpoint_every = 1024;  // also without a data_dir

@@ -113,7 +113,7 @@ absl::Status RunFusePhase(Client& client, const FusePhaseOptions& o, std::ostrea
   const std::string model = info->spec().name();
   const v1::FuseSpec& fs = info->spec().fuse();
   out << fmt::format(
-      "\nFuse phase: the worked scenario of seed 002 sec. 15 (client/lib/scenario.h, seed {}) "
+      "\nFuse phase: the worked scenario of docs/FUSE.md (client/lib/scenario.h, seed {}) "
       "on a new fused model '{}' (run {}; each run starts a fresh model so the three phases "
       "show from a fresh learner{})\n",
       so.seed, model, run,

@@ -41,8 +41,8 @@ ABSL_FLAG(std::string, routing_key, "demo", "routing key of every event");
 ABSL_FLAG(uint64_t, lmu_samples, 30000,
           "samples for the LMU phase (model <model>-lmu) after the SAU phase; 0 skips it");
 ABSL_FLAG(bool, fuse, true,
-          "run the Fuse phase after the LMU phase: seed 002's worked scenario on a new fused "
-          "model <model>-fuse-<run>");
+          "run the Fuse phase after the LMU phase: the worked scenario of docs/FUSE.md on a "
+          "new fused model <model>-fuse-<run>");
 ABSL_FLAG(uint64_t, fuse_seed, 2, "seed of the Fuse phase's scenario");
 ABSL_FLAG(uint32_t, fuse_batch, 25, "samples per Fuse.Learn batch");
 

@@ -1,10 +1,10 @@
-// Scenario: the worked scenario of seed 002 sec. 15 ("drift with novelty bursts") as a
+// Scenario: the worked scenario of docs/FUSE.md (drift with novelty bursts) as a
 // reproducible stream of fused samples (t, sparse x, q, y), and the fused model spec it is
 // tuned for. Pure C++ over the core (no gRPC): the demo (client/demo/fuse_phase.cc), the shape
 // tests (tests/scenario_shape_test.cc in process, tests/server_scenario_test.cc through a
 // server) and the benchmarks draw the same samples from the same seed.
 //
-//   client::Scenario scenario(client::ScenarioOptions{});     // the seed 002 defaults
+//   client::Scenario scenario(client::ScenarioOptions{});     // the defaults (docs/FUSE.md)
 //   absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> unit =
 //       fuse::FuseUnit::Create(client::ScenarioFuseSpec(scenario.options()), secret);
 //   while (!scenario.done()) {
@@ -28,7 +28,7 @@
 // learns l and, through the segment ids, the segment's mean of a, so its error is at least
 // the within-segment variance of a (value_scale^2 / 5 with 4 clusters in 2 segments).
 //
-// Phases (seed 002 sec. 15):
+// Phases (docs/FUSE.md, "The worked scenario", S1-S3):
 //   1 steady (`steady` samples): fixed centres on the first coordinate axes, stable ids only.
 //     Attention is the better part (Gate high, RJ green); the LMU's keys are a fixed set, so
 //     after one rebuild its delta only fills up to its first tau_low and its ring stays empty.
@@ -72,7 +72,7 @@ inline constexpr ScenarioPhase kScenarioPhases[] = {
 std::string_view PhaseName(ScenarioPhase phase);  // "steady", "novelty", "stabilization"
 
 struct ScenarioOptions {
-  // seed 002. The figures in tests/scenario_shape_test.cc and docs are for this seed; other
+  // RNG seed 2. The figures in tests/scenario_shape_test.cc and docs are for this seed; other
   // seeds give the same three phases, but with some (3, 7, 11 of those tried) one cluster's
   // steady RJ gap sits near its threshold under this feature draw, and phase 1 has a few red
   // windows (6 to 71 red steps) and clamps.
@@ -152,13 +152,13 @@ class Scenario {
   std::vector<bool> segment_seen_;
 };
 
-// The fused model the scenario is tuned for and the demo creates: linear-as-gate (seed 002
-// sec. 5); an SAU over q with a local kernel (d = options.d, d_v = 1, r = 512, tau = 0.15 on
-// unit-norm inputs: orthogonal centres are e^(1/0.15) ~ 800 apart in kernel weight, so the
-// readout separates the clusters; r = 512 keeps the steady RJ gap well under its threshold);
-// an LMU (lr 0.05) whose delta holds the burst between rebuilds (C = 2048; C (tau_high -
-// tau_low) = 410 >= 5*10^4 new ids/s x 4 ms + 128), rebuilding in the background as in
-// production (predictions and state do not depend on when a rebuild publishes,
+// The fused model the scenario is tuned for and the demo creates: linear-as-gate (docs/FUSE.md,
+// "The patterns"); an SAU over q with a local kernel (d = options.d, d_v = 1, r = 512,
+// tau = 0.15 on unit-norm inputs: orthogonal centres are e^(1/0.15) ~ 800 apart in kernel
+// weight, so the readout separates the clusters; r = 512 keeps the steady RJ gap well under its
+// threshold); an LMU (lr 0.05) whose delta holds the burst between rebuilds (C = 2048;
+// C (tau_high - tau_low) = 410 >= 5*10^4 new ids/s x 4 ms + 128), rebuilding in the background
+// as in production (predictions and state do not depend on when a rebuild publishes,
 // docs/FUSE.md); the gate and control plane at their defaults (an alarm or RJ red clamps the
 // gate to 0.4 for 50 samples, then it recovers by 0.95 per sample).
 fuse::FuseSpec ScenarioFuseSpec(const ScenarioOptions& options);

@@ -1,7 +1,7 @@
-// FuseDgp: a reproducible synthetic stream for the fused learner (seed 002 sec. 5, 15): the
-// target is the sum of an attention-like part that depends on the query q alone and a sparse
-// linear part that depends on the features x alone, so neither the SAU nor the LMU can predict
-// it by itself and a fusion can.
+// FuseDgp: a reproducible synthetic stream for the fused learner (docs/FUSE.md, "The patterns"
+// and "The worked scenario"): the target is the sum of an attention-like part that depends on
+// the query q alone and a sparse linear part that depends on the features x alone, so neither
+// the SAU nor the LMU can predict it by itself and a fusion can.
 //
 //   cluster c ~ uniform{0..K-1} per event (i.i.d., so a running mean cannot track it)
 //   q  = centre_c + key_spread * N(0, I_d),   centre_c = (+-1) e_axis(c)

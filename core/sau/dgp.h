@@ -1,5 +1,5 @@
-// The synthetic streams of seed 000 sec. 16, reproducible from a seed (CounterRng), for tests,
-// benchmarks, calibration and the demo.
+// The synthetic streams of docs/SAU.md, "Reference streams and the error measure",
+// reproducible from a seed (CounterRng), for tests, benchmarks, calibration and the demo.
 //   DGP-A  k ~ N(0, I_d), v ~ N(0, I_{d_v}).
 //   DGP-B  k ~ N(0, I_d), v = U* c with U* orthonormal (d_v x r_v), c ~ N(0, I_{r_v}).
 //   DGP-C  K cluster centres mu_c ~ N(0, I_d) and value means m_c ~ value_mean_scale *

@@ -1,4 +1,4 @@
-// The audit records of a fused shard's steps (DESIGN decision 5; seed 002 sec. 8; docs/FUSE.md
+// The audit records of a fused shard's steps (docs/DECISIONS.md 5; docs/FUSE.md
 // "The audit body" and "Service"), as canonical JSON bodies ready for the Merkle chain.
 //
 //   fuse_learn    one per applied sample: the FuseUnit's body (t, pattern, input_digest,

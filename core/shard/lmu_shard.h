@@ -1,4 +1,4 @@
-// LmuShard: one shard's LMU (seed 002) with a single writer, lock-free predictions, batch
+// LmuShard: one shard's LMU (docs/LMU.md) with a single writer, lock-free predictions, batch
 // validation and sequence numbers, mirroring SauShard.
 //
 // A batch is checked whole before anything is applied (empty x, NaN/Inf, wrong y size, bad

@@ -1,4 +1,5 @@
-// ModelRegistry: the named models of one server process and their shards (DESIGN: identity).
+// ModelRegistry: the named models of one server process and their shards
+// (docs/DECISIONS.md, "Identity and routing").
 //
 //   ModelRegistry reg;
 //   auto model = reg.Create(spec);        // INVALID_ARGUMENT / ALREADY_EXISTS

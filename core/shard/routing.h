@@ -1,4 +1,5 @@
-// Routing: which shard of a model a routing key belongs to (DESIGN: identity).
+// Routing: which shard of a model a routing key belongs to (docs/DECISIONS.md, "Identity and
+// routing").
 //
 //   shard = BE64(SHA-256(routing_key)[0..8)) mod shards
 //

@@ -10,7 +10,7 @@
 // greater than the shard's last applied t (or a previous t in the same batch) are duplicates:
 // acknowledged, not applied.
 //
-// Persistence (server/shard_journal.h) plugs in through a commit hook: Ingest calls it with
+// Persistence (server/storage/shard_writer.h) plugs in through a commit hook: Ingest calls it with
 // the batch, the per-event diagnostics and the new state after applying the batch to the
 // private copy and before publishing it. If the hook fails (the write to the store failed),
 // nothing is published and the shard is unchanged. Every published batch that applied at

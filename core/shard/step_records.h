@@ -1,5 +1,6 @@
-// The audit records the service writes for each state-changing step (DESIGN decision 5;
-// seed 000 sec. 15; seed 002 sec. 8), as canonical JSON bodies ready for the Merkle chain.
+// The audit records the service writes for each state-changing step (docs/DECISIONS.md 5;
+// docs/AUDIT.md, "What the server writes"), as canonical JSON bodies ready for the Merkle
+// chain.
 //
 // Record kinds and their fields (all bodies are canonical: keys sorted, no whitespace):
 //   sau_event    one per applied SAU event: t, log_seq, ver_sau, margin, log_e_mix, epoch,

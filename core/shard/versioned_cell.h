@@ -1,5 +1,5 @@
 // VersionedCell<T>: one writer publishes immutable versions of a value; readers pin the current
-// version without locks and never wait (DESIGN: Versions).
+// version without locks and never wait (docs/DECISIONS.md, "Versions").
 //
 //   VersionedCell<State> cell(initial);
 //   { auto pin = cell.Read(); Use(*pin); }      // any thread, lock-free

@@ -5,7 +5,7 @@
 // The chain verifier (core/audit/verifier.h) proves that the records were not altered since
 // they were signed; replay proves that the records describe the state the logged batches
 // produce. For each part of the shard:
-//   1. check the OLDEST snapshot of the part's manifest (server/persistence.h): its blob's
+//   1. check the OLDEST snapshot of the part's manifest (manifest.h): its blob's
 //      SHA-256 must equal the manifest's and the blob_digest of the chain's snapshot record at
 //      the manifest's audit_index (whose merkle_curr must be the manifest's audit_head), and
 //      the restored state's digest that record's state_digest. Replay starts from it once the

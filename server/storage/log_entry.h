@@ -1,4 +1,4 @@
-// Log entries: one acknowledged batch as it is kept in the store's log (server/store.h) until
+// Log entries: one acknowledged batch as it is kept in the store's log (store.h) until
 // a snapshot covers it, and replayed at recovery.
 //
 // The entry holds the batch exactly as received (duplicates included): replaying it through

@@ -81,7 +81,7 @@ absl::Status ShardWriter::CommitSau(const SauCommit& c, Receipt* receipt) {
                        .batch_digest = i == 0 ? &batch_digest : nullptr,
                        .state = digest_due && i + 1 == c.applied.size() ? &summary : nullptr},
         bodies.Add());
-    // The alarm's policy action, right after the alarm (DESIGN decision 6).
+    // The alarm's policy action, right after the alarm (docs/DECISIONS.md 6).
     if (d.alarm) AppendSauAlarmBody(t, c.log_seq, d, bodies.Add());
   }
   return CommitBatch(PartKind::kSau, c.log_seq, entry, bodies, c.applied.size(), receipt);
@@ -135,7 +135,7 @@ absl::Status ShardWriter::CommitFuse(const FuseCommit& c, Receipt* receipt) {
         !s.ok()) {
       return s;
     }
-    // The alarm's actions right after the alarm (DESIGN decision 6; fuse_records.h).
+    // The alarm's actions right after the alarm (docs/DECISIONS.md 6; fuse_records.h).
     if (a.negative_margin) {
       if (absl::Status s = AppendFuseControlBody(c.batch[a.index].t, c.log_seq, a.next_actions,
                                                  bodies.Add());

@@ -1,4 +1,5 @@
-// Store: the one RocksDB database of a server process (DESIGN: persistence; issue 4).
+// Store: the one RocksDB database of a server process (docs/DECISIONS.md, "Persistence";
+// docs/DURABILITY.md).
 //
 // Column families and keys (model names match [A-Za-z0-9_.-]{1,64}, so they hold no NUL;
 // integers are big-endian so that key order is numeric order):
