@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/common/status_macros.h"
+#include "server/batch_step.h"
 #include "server/model_lookup.h"
 #include "server/status_conversion.h"
 
@@ -86,21 +88,12 @@ absl::Status FuseRequestHandler::Learn(const v1::LearnRequest& request, LearnSes
 
 absl::Status FuseRequestHandler::LearnBatch(const v1::LearnRequest& request,
                                             LearnSession* session, v1::LearnAck* ack) {
-  if (absl::Status s = BindStreamModel(*registry_, persistence_, request.model(), ModelPart::kFuse,
-                                       &session->model, &session->logs);
-      !s.ok()) {
-    return s;
-  }
-  Model& model = *session->model;
-  const uint32_t shard = model.ShardOf(request.routing_key());
-  ack->set_shard(shard);
-
-  // Checked before any copy, so that a flood of samples in one message costs nothing.
+  // Routed and counted before any copy, so that a flood of samples in one message costs
+  // nothing.
   const size_t n = static_cast<size_t>(request.samples_size());
-  if (n > max_batch_) {
-    return absl::InvalidArgumentError(absl::StrCat("batch has ", n, " samples; the limit is ",
-                                                   max_batch_, " per request (max_batch)"));
-  }
+  ASSIGN_OR_RETURN(const BatchRoute route,
+                   RouteBatch(*registry_, persistence_, request.model(), request.routing_key(),
+                              PartKind::kFuse, n, max_batch_, &session->binding, ack));
   size_t total = 0;
   for (size_t i = 0; i < n; ++i) {
     const v1::FuseSample& s = request.samples(static_cast<int>(i));
@@ -129,30 +122,10 @@ absl::Status FuseRequestHandler::LearnBatch(const v1::LearnRequest& request,
     });
   }
 
-  FuseShard& fuse_shard = model.fuse(shard);
-  if (persistence_ != nullptr && fuse_shard.fenced()) {
-    // A failed write left the shard fenced; it resumes from the store's committed state.
-    if (absl::Status s = persistence_->ReinstateFenced(model, shard, PartKind::kFuse,
-                                                       registry_->secret());
-        !s.ok()) {
-      return s;
-    }
-  }
-  // Committed with its audit records and log entry before this ack (server/persistence.h).
-  storage::Receipt receipt;
-  FuseCommitHook hook;
-  if (session->logs != nullptr) {
-    storage::ShardWriter* log = &session->logs->shard(shard);
-    hook = [log, &receipt](const FuseCommit& c) { return log->CommitFuse(c, &receipt); };
-  }
-  absl::StatusOr<FuseLearnOutcome> outcome =
-      fuse_shard.Learn(views, max_batch_, hook ? &hook : nullptr);
-  if (!outcome.ok()) return outcome.status();
-  if (session->logs != nullptr) {
-    storage::SetAckAuditHead(session->logs->shard(shard).chain(),
-                    outcome->applied > 0 ? &receipt : nullptr, ack);
-  }
-
+  ASSIGN_OR_RETURN(const storage::DurableStep<FuseShard> step,
+                   ApplyBatch(route.model->fuse(route.shard), route,
+                              std::span<const FuseSampleView>(views), max_batch_, ack));
+  const FuseLearnOutcome* outcome = &step.outcome;
   ack->set_applied(outcome->applied);
   ack->mutable_duplicate_t()->Add(outcome->duplicates.begin(), outcome->duplicates.end());
   for (const FuseApplied& a : outcome->steps) {
@@ -164,7 +137,7 @@ absl::Status FuseRequestHandler::LearnBatch(const v1::LearnRequest& request,
   if (outcome->has_last) {
     HealthToProto(*outcome, ack->mutable_health());
     const FuseShardHealth& h = outcome->last;
-    metrics_->RecordFuse(model.spec().name, shard,
+    metrics_->RecordFuse(route.model->spec().name, route.shard,
                          FuseHealth{.gate = h.gate,
                                     .g_min = h.g_min,
                                     .g_max = h.g_max,
@@ -183,7 +156,7 @@ absl::Status FuseRequestHandler::LearnBatch(const v1::LearnRequest& request,
 absl::Status FuseRequestHandler::Predict(const v1::FusePredictRequest& request,
                                          v1::FusePredictResponse* response) const {
   absl::StatusOr<std::shared_ptr<Model>> model =
-      FindModelWithPart(*registry_, request.model(), ModelPart::kFuse);
+      FindModelWithPart(*registry_, request.model(), PartKind::kFuse);
   if (!model.ok()) return model.status();
   if (absl::Status s = CheckParallel(request.ids_size(), request.vals_size(), ""); !s.ok()) {
     return s;

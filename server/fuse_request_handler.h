@@ -36,6 +36,7 @@
 #include "core/shard/model_registry.h"
 #include "fuse.pb.h"
 #include "server/metrics.h"
+#include "server/batch_step.h"
 #include "server/storage/persistence.h"
 
 namespace streamlearn::server {
@@ -44,8 +45,7 @@ class FuseRequestHandler {
  public:
   // Per-stream scratch, reused from batch to batch.
   struct LearnSession {
-    std::shared_ptr<Model> model;
-    std::shared_ptr<storage::ModelWriters> logs;  // the model's audit chains and store hooks
+    StreamBinding binding;  // the model of the previous batch and its writers
     std::vector<lmu::Feature> features;
     std::vector<FuseSampleView> views;
   };

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/common/status_macros.h"
+#include "server/batch_step.h"
 #include "server/model_lookup.h"
 #include "server/status_conversion.h"
 
@@ -45,21 +47,12 @@ absl::Status LmuRequestHandler::Update(const v1::UpdateRequest& request, UpdateS
 
 absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
                                             UpdateSession* session, v1::UpdateAck* ack) {
-  if (absl::Status s = BindStreamModel(*registry_, persistence_, request.model(), ModelPart::kLmu,
-                                       &session->model, &session->logs);
-      !s.ok()) {
-    return s;
-  }
-  Model& model = *session->model;
-  const uint32_t shard = model.ShardOf(request.routing_key());
-  ack->set_shard(shard);
-
-  // Checked before any copy, so that a flood of samples in one message costs nothing.
+  // Routed and counted before any copy, so that a flood of samples in one message costs
+  // nothing.
   const size_t n = static_cast<size_t>(request.samples_size());
-  if (n > max_batch_) {
-    return absl::InvalidArgumentError(absl::StrCat("batch has ", n, " samples; the limit is ",
-                                                   max_batch_, " per request (max_batch)"));
-  }
+  ASSIGN_OR_RETURN(const BatchRoute route,
+                   RouteBatch(*registry_, persistence_, request.model(), request.routing_key(),
+                              PartKind::kLmu, n, max_batch_, &session->binding, ack));
   size_t total = 0;
   for (size_t i = 0; i < n; ++i) {
     const v1::Sample& s = request.samples(static_cast<int>(i));
@@ -89,30 +82,10 @@ absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
     });
   }
 
-  LmuShard& lmu_shard = model.lmu(shard);
-  if (persistence_ != nullptr && lmu_shard.fenced()) {
-    // A failed write left the shard fenced; it resumes from the store's committed state.
-    if (absl::Status s = persistence_->ReinstateFenced(model, shard, PartKind::kLmu,
-                                                       registry_->secret());
-        !s.ok()) {
-      return s;
-    }
-  }
-  // Committed with its audit record and log entry before this ack (server/persistence.h).
-  storage::Receipt receipt;
-  LmuCommitHook hook;
-  if (session->logs != nullptr) {
-    storage::ShardWriter* log = &session->logs->shard(shard);
-    hook = [log, &receipt](const LmuCommit& c) { return log->CommitLmu(c, &receipt); };
-  }
-  absl::StatusOr<UpdateOutcome> outcome =
-      lmu_shard.Update(views, max_batch_, hook ? &hook : nullptr);
-  if (!outcome.ok()) return outcome.status();
-  if (session->logs != nullptr) {
-    storage::SetAckAuditHead(session->logs->shard(shard).chain(),
-                    outcome->applied > 0 ? &receipt : nullptr, ack);
-  }
-
+  LmuShard& part = route.model->lmu(route.shard);
+  ASSIGN_OR_RETURN(const storage::DurableStep<LmuShard> step,
+                   ApplyBatch(part, route, std::span<const SampleView>(views), max_batch_, ack));
+  const UpdateOutcome* outcome = &step.outcome;
   ack->set_ver_base(outcome->ver_base);
   ack->set_ver_delta(outcome->ver_delta);
   ack->set_applied(outcome->applied);
@@ -124,14 +97,14 @@ absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
     ack->mutable_last_prediction()->Add(outcome->last_prediction.begin(),
                                         outcome->last_prediction.end());
   }
-  metrics_->RecordUpdate(model.spec().name, shard, *outcome, lmu_shard.TableStats());
+  metrics_->RecordUpdate(route.model->spec().name, route.shard, *outcome, part.TableStats());
   return absl::OkStatus();
 }
 
 absl::Status LmuRequestHandler::Predict(const v1::PredictRequest& request,
                                         v1::PredictResponse* response) const {
   absl::StatusOr<std::shared_ptr<Model>> model =
-      FindModelWithPart(*registry_, request.model(), ModelPart::kLmu);
+      FindModelWithPart(*registry_, request.model(), PartKind::kLmu);
   if (!model.ok()) return model.status();
   if (absl::Status s = CheckParallel(request.ids_size(), request.vals_size(), ""); !s.ok()) {
     return s;

@@ -30,6 +30,7 @@
 #include "core/shard/model_registry.h"
 #include "lmu.pb.h"
 #include "server/metrics.h"
+#include "server/batch_step.h"
 #include "server/storage/persistence.h"
 
 namespace streamlearn::server {
@@ -39,8 +40,7 @@ class LmuRequestHandler {
   // Per-stream scratch, reused from batch to batch: the model of the previous batch (models
   // are never removed, so it stays valid), the features of the batch and its sample views.
   struct UpdateSession {
-    std::shared_ptr<Model> model;
-    std::shared_ptr<storage::ModelWriters> logs;  // the model's audit chains and store hooks
+    StreamBinding binding;  // the model of the previous batch and its writers
     std::vector<lmu::Feature> features;
     std::vector<SampleView> views;
   };

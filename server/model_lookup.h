@@ -1,7 +1,7 @@
 // Model lookup for the data-plane services: the named model, refused unless it has the part
 // the service serves (a model has an SAU part, an LMU part, or both; or a fuse part alone).
 //
-//   absl::StatusOr<std::shared_ptr<Model>> m = FindModelWithPart(registry, "clicks", ModelPart::kLmu);
+//   absl::StatusOr<std::shared_ptr<Model>> m = FindModelWithPart(registry, "clicks", PartKind::kLmu);
 //   // NOT_FOUND "model 'clicks' not found"
 //   // FAILED_PRECONDITION "model 'clicks' has no lmu part"
 //   // FAILED_PRECONDITION "model 'f' is a fused model (a fuse part alone): use the Fuse
@@ -17,25 +17,15 @@
 
 #include "absl/status/statusor.h"
 #include "core/shard/model_registry.h"
-#include "server/storage/persistence.h"
 
 namespace streamlearn::server {
 
-enum class ModelPart { kSau, kLmu, kFuse };
-
 // FAILED_PRECONDITION naming the model and the part if `model` lacks it.
-absl::Status RequirePart(const Model& model, ModelPart part);
+absl::Status RequirePart(const Model& model, PartKind part);
 
 // Errors: NOT_FOUND (no such model), FAILED_PRECONDITION (the model lacks the part).
 absl::StatusOr<std::shared_ptr<Model>> FindModelWithPart(const ModelRegistry& registry,
-                                                         std::string_view name, ModelPart part);
-
-// A data stream's model, looked up once and kept while its batches name the same model, with
-// the model's logs (null without persistence). Errors as FindModelWithPart; on an error the
-// session keeps what it had.
-absl::Status BindStreamModel(const ModelRegistry& registry, const storage::Persistence* persistence,
-                             const std::string& name, ModelPart part,
-                             std::shared_ptr<Model>* model, std::shared_ptr<storage::ModelWriters>* logs);
+                                                         std::string_view name, PartKind part);
 
 }  // namespace streamlearn::server
 

@@ -4,6 +4,8 @@
 #include <span>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "server/batch_step.h"
 #include "server/model_lookup.h"
 #include "server/status_conversion.h"
 
@@ -70,58 +72,32 @@ absl::Status SauRequestHandler::Ingest(const v1::IngestRequest& request, IngestS
 
 absl::Status SauRequestHandler::IngestBatch(const v1::IngestRequest& request,
                                             IngestSession* session, v1::IngestAck* ack) {
-  if (absl::Status s = BindStreamModel(*registry_, persistence_, request.model(), ModelPart::kSau,
-                                       &session->model, &session->logs);
-      !s.ok()) {
-    return s;
-  }
-  Model& model = *session->model;
-  const uint32_t shard = model.ShardOf(request.routing_key());
-  ack->set_shard(shard);
-
-  // The shard checks the count too; checking it here first keeps a flood of tiny events in
-  // one message from costing a view each before it is refused.
   const size_t n = static_cast<size_t>(request.events_size());
-  if (n > max_batch_) {
-    return absl::InvalidArgumentError(absl::StrCat("batch has ", n, " events; the limit is ",
-                                                   max_batch_, " per request (max_batch)"));
-  }
+  ASSIGN_OR_RETURN(const BatchRoute route,
+                   RouteBatch(*registry_, persistence_, request.model(), request.routing_key(),
+                              PartKind::kSau, n, max_batch_, &session->binding, ack));
   std::vector<EventView>& views = session->views;
   views.clear();
   views.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const v1::Event& e = request.events(static_cast<int>(i));
+  for (const v1::Event& e : request.events()) {
     views.push_back(EventView{.t = e.t(), .k = Span(e.k()), .v = Span(e.v())});
   }
-
-  // The batch, its audit records and its log entry are committed together before the shard
-  // publishes it and before this ack is sent (server/persistence.h).
-  storage::Receipt receipt;
-  SauCommitHook hook;
-  if (session->logs != nullptr) {
-    storage::ShardWriter* log = &session->logs->shard(shard);
-    hook = [log, &receipt](const SauCommit& c) { return log->CommitSau(c, &receipt); };
-  }
-  absl::StatusOr<IngestOutcome> outcome =
-      model.sau(shard).Ingest(views, max_batch_, hook ? &hook : nullptr);
-  if (!outcome.ok()) return outcome.status();
-  if (session->logs != nullptr) {
-    storage::SetAckAuditHead(session->logs->shard(shard).chain(),
-                    outcome->applied > 0 ? &receipt : nullptr, ack);
-  }
-
-  ack->set_ver_sau(outcome->version);
-  ack->set_applied(outcome->applied);
-  ack->mutable_duplicate_t()->Add(outcome->duplicates.begin(), outcome->duplicates.end());
-  if (outcome->has_last) DiagnosticsToProto(outcome->last, ack->mutable_last());
-  metrics_->RecordIngest(model.spec().name, shard, *outcome);
+  ASSIGN_OR_RETURN(const storage::DurableStep<SauShard> step,
+                   ApplyBatch(route.model->sau(route.shard), route,
+                              std::span<const EventView>(views), max_batch_, ack));
+  const IngestOutcome& outcome = step.outcome;
+  ack->set_ver_sau(outcome.version);
+  ack->set_applied(outcome.applied);
+  ack->mutable_duplicate_t()->Add(outcome.duplicates.begin(), outcome.duplicates.end());
+  if (outcome.has_last) DiagnosticsToProto(outcome.last, ack->mutable_last());
+  metrics_->RecordIngest(route.model->spec().name, route.shard, outcome);
   return absl::OkStatus();
 }
 
 absl::Status SauRequestHandler::Query(const v1::QueryRequest& request,
                                       v1::QueryResponse* response) const {
   absl::StatusOr<std::shared_ptr<Model>> model =
-      FindModelWithPart(*registry_, request.model(), ModelPart::kSau);
+      FindModelWithPart(*registry_, request.model(), PartKind::kSau);
   if (!model.ok()) return model.status();
   absl::StatusOr<sau::ReadoutPath> path = ReadoutPathFromProto(request.path());
   if (!path.ok()) return path.status();

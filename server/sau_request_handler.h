@@ -26,6 +26,7 @@
 #include "core/shard/sau_shard.h"
 #include "sau.pb.h"
 #include "server/metrics.h"
+#include "server/batch_step.h"
 #include "server/storage/persistence.h"
 
 namespace streamlearn::server {
@@ -35,8 +36,7 @@ class SauRequestHandler {
   // Per-stream scratch: the model of the previous batch (models are never removed, so it
   // stays valid) and the EventView buffer, reused from batch to batch.
   struct IngestSession {
-    std::shared_ptr<Model> model;
-    std::shared_ptr<storage::ModelWriters> logs;  // the model's audit chains and store hooks
+    StreamBinding binding;  // the model of the previous batch and its writers
     std::vector<EventView> views;
   };
 

@@ -1,8 +1,9 @@
 // PartCodec<ShardT>: what storage needs of each kind of shard part beyond the ShardPart
-// interface (core/shard/shard_part.h): a fresh part from the model's spec, a part restored
-// from a snapshot blob, and one log entry (log_entry.h) decoded and applied to it. With
-// VisitPart, recovery, reinstatement and the offline replay are written once, as templates
-// over the part type, instead of once per part.
+// interface (core/shard/shard_part.h): its batch types and batch method, the ShardWriter hook
+// that commits a batch, a fresh part from the model's spec, a part restored from a snapshot
+// blob, and one log entry (log_entry.h) decoded and applied to it. With VisitPart and
+// ApplyDurably (below), recovery, reinstatement, the offline replay and the request handlers
+// are written once, as templates over the part type, instead of once per part.
 //
 //   VisitPart(PartKind::kLmu, [&]<typename ShardT>(PartType<ShardT>) {
 //     absl::StatusOr<uint64_t> steps = PartCodec<ShardT>::Apply(shard, entry_bytes);
@@ -13,7 +14,10 @@
 #define STREAMLEARN_SERVER_STORAGE_PART_CODEC_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -21,6 +25,7 @@
 #include "core/lmu/keyed_hash.h"
 #include "core/shard/model_registry.h"
 #include "server/storage/log_entry.h"
+#include "server/storage/shard_writer.h"
 
 namespace streamlearn::storage {
 
@@ -29,6 +34,18 @@ struct PartCodec;
 
 template <>
 struct PartCodec<SauShard> {
+  using View = EventView;
+  using Outcome = IngestOutcome;
+  using Commit = SauCommit;
+  static constexpr std::string_view kItems = "events";
+  static absl::StatusOr<Outcome> Run(SauShard& part, std::span<const View> batch,
+                                     size_t max_batch,
+                                     const std::function<absl::Status(const Commit&)>* hook) {
+    return part.Ingest(batch, max_batch, hook);
+  }
+  static absl::Status CommitTo(ShardWriter& writer, const Commit& c, Receipt* receipt) {
+    return writer.CommitSau(c, receipt);
+  }
   static absl::StatusOr<std::unique_ptr<SauShard>> Fresh(const ModelSpec& spec,
                                                          const lmu::HashSecret&) {
     absl::StatusOr<sau::SauEstimator> est = sau::SauEstimator::Create(spec.sau);
@@ -52,6 +69,18 @@ struct PartCodec<SauShard> {
 
 template <>
 struct PartCodec<LmuShard> {
+  using View = SampleView;
+  using Outcome = UpdateOutcome;
+  using Commit = LmuCommit;
+  static constexpr std::string_view kItems = "samples";
+  static absl::StatusOr<Outcome> Run(LmuShard& part, std::span<const View> batch,
+                                     size_t max_batch,
+                                     const std::function<absl::Status(const Commit&)>* hook) {
+    return part.Update(batch, max_batch, hook);
+  }
+  static absl::Status CommitTo(ShardWriter& writer, const Commit& c, Receipt* receipt) {
+    return writer.CommitLmu(c, receipt);
+  }
   static absl::StatusOr<std::unique_ptr<LmuShard>> Fresh(const ModelSpec& spec,
                                                          const lmu::HashSecret& secret) {
     return std::make_unique<LmuShard>(spec.lmu, secret);
@@ -72,6 +101,18 @@ struct PartCodec<LmuShard> {
 
 template <>
 struct PartCodec<FuseShard> {
+  using View = FuseSampleView;
+  using Outcome = FuseLearnOutcome;
+  using Commit = FuseCommit;
+  static constexpr std::string_view kItems = "samples";
+  static absl::StatusOr<Outcome> Run(FuseShard& part, std::span<const View> batch,
+                                     size_t max_batch,
+                                     const std::function<absl::Status(const Commit&)>* hook) {
+    return part.Learn(batch, max_batch, hook);
+  }
+  static absl::Status CommitTo(ShardWriter& writer, const Commit& c, Receipt* receipt) {
+    return writer.CommitFuse(c, receipt);
+  }
   static absl::StatusOr<std::unique_ptr<FuseShard>> Fresh(const ModelSpec& spec,
                                                           const lmu::HashSecret& secret) {
     absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> unit = fuse::FuseUnit::Create(spec.fuse, secret);
@@ -91,6 +132,42 @@ struct PartCodec<FuseShard> {
     return o->applied;
   }
 };
+
+// One batch applied to a part: its outcome, and the receipt of its commit (absent when nothing
+// was committed: no writer, or every item a duplicate).
+template <typename ShardT>
+struct DurableStep {
+  typename PartCodec<ShardT>::Outcome outcome;
+  std::optional<Receipt> receipt;
+};
+
+// Applies `batch` to `part` whole or not at all; with a writer (may be null: not durable) the
+// batch is committed with its audit records before it becomes visible or is acknowledged
+// (core/shard/*_shard.h, "commit hook"). Errors: the part's (INVALID_ARGUMENT, UNAVAILABLE
+// when fenced) or the commit's.
+template <typename ShardT>
+absl::StatusOr<DurableStep<ShardT>> ApplyDurably(ShardT& part, ShardWriter* writer,
+                                                 std::span<const typename PartCodec<ShardT>::View>
+                                                     batch,
+                                                 size_t max_batch) {
+  using Codec = PartCodec<ShardT>;
+  Receipt receipt;
+  bool committed = false;
+  std::function<absl::Status(const typename Codec::Commit&)> hook;
+  if (writer != nullptr) {
+    hook = [&](const typename Codec::Commit& c) {
+      absl::Status s = Codec::CommitTo(*writer, c, &receipt);
+      committed = s.ok();
+      return s;
+    };
+  }
+  absl::StatusOr<typename Codec::Outcome> out =
+      Codec::Run(part, batch, max_batch, writer != nullptr ? &hook : nullptr);
+  if (!out.ok()) return out.status();
+  DurableStep<ShardT> step{.outcome = *std::move(out), .receipt = std::nullopt};
+  if (committed) step.receipt = receipt;
+  return step;
+}
 
 // A tag that carries a part type into a generic lambda.
 template <typename ShardT>

@@ -1,0 +1,37 @@
+#include "server/batch_step.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/model_lookup.h"
+
+namespace streamlearn::server {
+
+absl::StatusOr<BatchRoute> RouteBatch(const ModelRegistry& registry,
+                                      storage::Persistence* persistence,
+                                      const std::string& model_name,
+                                      const std::string& routing_key, PartKind kind, size_t n,
+                                      size_t max_batch, StreamBinding* binding,
+                                      uint32_t* shard_out) {
+  if (binding->model == nullptr || binding->model->spec().name != model_name) {
+    absl::StatusOr<std::shared_ptr<Model>> found = FindModelWithPart(registry, model_name, kind);
+    if (!found.ok()) return found.status();
+    binding->model = *std::move(found);
+    binding->writers = persistence != nullptr ? persistence->Find(model_name) : nullptr;
+  }
+  BatchRoute route;
+  route.model = binding->model.get();
+  route.shard = route.model->ShardOf(routing_key);
+  *shard_out = route.shard;
+  // The part checks the count too; checking it here first keeps a flood of tiny items in one
+  // message from costing a view each before it is refused.
+  if (n > max_batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch has ", n, " ", kind == PartKind::kSau ? "events" : "samples",
+                     "; the limit is ", max_batch, " per request (max_batch)"));
+  }
+  route.persistence = persistence;
+  route.secret = &registry.secret();
+  if (binding->writers != nullptr) route.writer = &binding->writers->shard(route.shard);
+  return route;
+}
+
+}  // namespace streamlearn::server
