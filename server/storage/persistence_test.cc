@@ -1,0 +1,805 @@
+// Persistence over FakeStorage (tests/fake_storage.h), without a server: batches go through
+// the shards' commit hooks exactly as the request handlers send them, and the tests restart
+// (a second Persistence over the same store), fail writes and reads, and corrupt snapshots.
+// What they check: recovery is bit-identical (state digests, log_seq, audit chain heads), a
+// failed write changes nothing visible (SAU) or fences the part until the store heals (LMU),
+// recovery falls back past corrupt snapshots and reports DATA_LOSS when it cannot, a read
+// error is returned and registers nothing, and a failed snapshot leaves the manifest as it was.
+//
+// The inputs are pseudo-random from one seed, printed with every failure; set
+// STREAMLEARN_TEST_SEED to replay another one.
+#include "server/storage/persistence.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "core/common/digest.h"
+#include "core/shard/model_registry.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/storage/manifest.h"
+#include "server/storage/shard_chain.h"
+#include "server/storage/shard_writer.h"
+#include "tests/fake_storage.h"
+
+namespace streamlearn::storage {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kModel[] = "demo";
+constexpr uint32_t kShards = 2;
+constexpr int kD = 8;
+constexpr int kDv = 3;
+constexpr int kM = 2;
+constexpr int kFeatures = 3;  // per LMU sample
+constexpr int kBatch = 12;    // events / samples per batch
+constexpr size_t kMaxBatch = 4096;
+
+uint64_t TestSeed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("STREAMLEARN_TEST_SEED");
+    const uint64_t s =
+        env != nullptr && *env != '\0' ? std::strtoull(env, nullptr, 10) : 20240611;
+    std::cout << "persistence_test: STREAMLEARN_TEST_SEED=" << s << std::endl;
+    return s;
+  }();
+  return seed;
+}
+
+// splitmix64: the same numbers on every platform.
+class Inputs {
+ public:
+  explicit Inputs(uint64_t seed) : state_(seed) {}
+  uint64_t Next64() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double Uniform() { return static_cast<double>(Next64() >> 11) * 0x1.0p-52 - 1.0; }  // [-1, 1)
+
+ private:
+  uint64_t state_;
+};
+
+// A batch and the memory its views point into (moving it keeps the views valid).
+struct SauBatch {
+  std::vector<double> k, v;
+  std::vector<EventView> views;
+};
+struct LmuBatch {
+  std::vector<lmu::Feature> x;
+  std::vector<double> y;
+  std::vector<SampleView> views;
+};
+
+ModelSpec Spec() {
+  ModelSpec s;
+  s.name = kModel;
+  s.shards = kShards;
+  s.has_sau = true;
+  s.sau.d = kD;
+  s.sau.d_v = kDv;
+  s.sau.r = 32;
+  s.sau.seed = 5;
+  s.has_lmu = true;
+  s.lmu.m = kM;
+  s.lmu.schedule = lmu::LrSchedule::kInverseSqrt;
+  s.lmu.l2 = 0.001;
+  s.lmu.delta_buckets = 64;  // C = 256: rebuilds within a few batches
+  s.lmu.lambda_max = 10;
+  s.lmu.margin = 16;
+  s.lmu.background_rebuild = false;  // the table layout depends on the samples alone
+  return s;
+}
+
+PersistenceOptions Options() {
+  PersistenceOptions o;
+  o.checkpoint_every = 16;  // signed checkpoints inside the chains
+  o.sau_digest_every = 40;
+  o.lmu_digest_every = 50;
+  o.snapshot_every_steps = 0;  // snapshots on demand only
+  o.snapshot_interval = absl::ZeroDuration();
+  o.keep_snapshots = 2;
+  return o;
+}
+
+std::string Name(PartKind kind) { return std::string(PartName(kind)); }
+
+lmu::HashSecret Secret() {
+  lmu::HashSecret s{};
+  for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<uint8_t>(7 * i + 1);
+  return s;
+}
+
+// One store and what a test does with it: open Persistence over it (each Open is a restart),
+// create the model, send batches through the commit hooks, read states and chain heads.
+class World {
+ public:
+  World() : trace_(__FILE__, __LINE__, absl::StrCat("STREAMLEARN_TEST_SEED=", TestSeed())) {}
+
+  FakeStorage& fake() { return fake_; }
+
+  std::unique_ptr<Persistence> Open() {
+    absl::StatusOr<std::unique_ptr<Persistence>> p =
+        Persistence::OpenWith(Options(), fake_.Share(), nullptr);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *std::move(p) : nullptr;
+  }
+
+  std::shared_ptr<Model> Create(Persistence& p, ModelRegistry& registry) {
+    absl::StatusOr<std::shared_ptr<Model>> m = registry.Create(
+        Spec(), [&p](const std::shared_ptr<Model>& model) { return p.OnCreate(model); });
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? *m : nullptr;
+  }
+
+  SauBatch NextSau(uint32_t shard) {
+    SauBatch b;
+    for (int i = 0; i < kBatch * kD; ++i) b.k.push_back(inputs_.Uniform());
+    for (int i = 0; i < kBatch * kDv; ++i) b.v.push_back(inputs_.Uniform());
+    for (int i = 0; i < kBatch; ++i) {
+      b.views.push_back(EventView{.t = ++sau_t_[shard],
+                                  .k = std::span<const double>(b.k).subspan(i * kD, kD),
+                                  .v = std::span<const double>(b.v).subspan(i * kDv, kDv)});
+    }
+    return b;
+  }
+  LmuBatch NextLmu(uint32_t shard) {
+    LmuBatch b;
+    for (int i = 0; i < kBatch * kFeatures; ++i) {
+      b.x.push_back({.id = 1 + inputs_.Next64() % 400, .val = inputs_.Uniform()});
+    }
+    for (int i = 0; i < kBatch * kM; ++i) b.y.push_back(inputs_.Uniform());
+    for (int i = 0; i < kBatch; ++i) {
+      b.views.push_back(
+          SampleView{.t = ++lmu_t_[shard],
+                     .x = std::span<const lmu::Feature>(b.x).subspan(i * kFeatures, kFeatures),
+                     .y = std::span<const double>(b.y).subspan(i * kM, kM)});
+    }
+    return b;
+  }
+
+  // As SauRequestHandler::Ingest: the shard's writer commits the batch before it is published.
+  static absl::StatusOr<IngestOutcome> Ingest(Persistence& p, Model& m, uint32_t shard,
+                                              const SauBatch& b) {
+    std::shared_ptr<ModelWriters> writers = p.Find(m.spec().name);
+    if (writers == nullptr) return absl::NotFoundError("no writers");
+    Receipt receipt;
+    ShardWriter* log = &writers->shard(shard);
+    SauCommitHook hook = [log, &receipt](const SauCommit& c) { return log->CommitSau(c, &receipt); };
+    return m.sau(shard).Ingest(b.views, kMaxBatch, &hook);
+  }
+  // As LmuRequestHandler::Update: a fenced part is reinstated first.
+  static absl::StatusOr<UpdateOutcome> Update(Persistence& p, ModelRegistry& registry, Model& m,
+                                              uint32_t shard, const LmuBatch& b) {
+    std::shared_ptr<ModelWriters> writers = p.Find(m.spec().name);
+    if (writers == nullptr) return absl::NotFoundError("no writers");
+    LmuShard& lmu = m.lmu(shard);
+    if (lmu.fenced()) {
+      if (absl::Status s = p.ReinstateFenced(m, shard, PartKind::kLmu, registry.secret());
+          !s.ok()) {
+        return s;
+      }
+    }
+    Receipt receipt;
+    ShardWriter* log = &writers->shard(shard);
+    LmuCommitHook hook = [log, &receipt](const LmuCommit& c) { return log->CommitLmu(c, &receipt); };
+    return lmu.Update(b.views, kMaxBatch, &hook);
+  }
+
+  // `rounds` rounds of one SAU and one LMU batch to every shard; each must be applied whole.
+  void Feed(Persistence& p, ModelRegistry& registry, Model& m, int rounds) {
+    for (int r = 0; r < rounds; ++r) {
+      for (uint32_t i = 0; i < kShards; ++i) {
+        absl::StatusOr<IngestOutcome> in = Ingest(p, m, i, NextSau(i));
+        ASSERT_TRUE(in.ok()) << in.status();
+        ASSERT_EQ(in->applied, static_cast<uint32_t>(kBatch));
+        absl::StatusOr<UpdateOutcome> up = Update(p, registry, m, i, NextLmu(i));
+        ASSERT_TRUE(up.ok()) << up.status();
+        ASSERT_EQ(up->applied, static_cast<uint32_t>(kBatch));
+      }
+    }
+  }
+
+ private:
+  const ::testing::ScopedTrace trace_;
+  FakeStorage fake_;
+  Inputs inputs_{TestSeed()};
+  uint64_t sau_t_[kShards] = {};
+  uint64_t lmu_t_[kShards] = {};
+};
+
+// "shard 0 sau log_seq 7 digest <hex>" for every part.
+std::vector<std::string> States(const Model& m) {
+  std::vector<std::string> out;
+  for (uint32_t i = 0; i < m.num_shards(); ++i) {
+    for (const ShardPart* part : m.parts(i)) {
+      out.push_back(absl::StrCat("shard ", i, " ", Name(part->kind()), " log_seq ",
+                                 part->log_seq(), " digest ", ToHex(part->StateDigest())));
+    }
+  }
+  return out;
+}
+
+// "shard 0 chain next 45 head <hex>" for every shard.
+std::vector<std::string> Heads(const Persistence& p, const Model& m) {
+  std::vector<std::string> out;
+  std::shared_ptr<ModelWriters> writers = p.Find(m.spec().name);
+  if (writers == nullptr) return {"no writers"};
+  for (uint32_t i = 0; i < writers->num_shards(); ++i) {
+    const ChainHead h = writers->shard(i).chain().head();
+    out.push_back(absl::StrCat("shard ", i, " chain next ", h.next_index, " head ",
+                               ToHex(h.head)));
+  }
+  return out;
+}
+
+std::vector<uint64_t> Seqs(uint64_t first, uint64_t last) {
+  std::vector<uint64_t> out;
+  for (uint64_t s = first; s <= last; ++s) out.push_back(s);
+  return out;
+}
+
+// The snapshot seqs a stored manifest lists, newest first.
+std::vector<uint64_t> ManifestSeqs(const std::optional<std::string>& bytes) {
+  if (!bytes.has_value()) return {};
+  absl::StatusOr<std::vector<ManifestEntry>> m = DecodeManifest(*bytes);
+  EXPECT_TRUE(m.ok()) << m.status();
+  std::vector<uint64_t> out;
+  if (m.ok()) {
+    for (const ManifestEntry& e : *m) out.push_back(e.snapshot_seq);
+  }
+  return out;
+}
+
+// The snapshot seqs the writer's bookkeeping lists, newest first.
+std::vector<uint64_t> WriterManifestSeqs(Persistence& p, uint32_t shard, PartKind part) {
+  std::shared_ptr<ModelWriters> writers = p.Find(kModel);
+  if (writers == nullptr) return {};
+  ShardWriter& w = writers->shard(shard);
+  std::lock_guard<std::mutex> lock(w.snapshot_mu());
+  std::vector<uint64_t> out;
+  for (const ManifestEntry& e : w.part(part).manifest) out.push_back(e.snapshot_seq);
+  return out;
+}
+
+void ExpectAllTaken(const absl::StatusOr<std::vector<SnapshotInfo>>& infos,
+                    uint64_t snapshot_seq) {
+  ASSERT_TRUE(infos.ok()) << infos.status();
+  ASSERT_EQ(infos->size(), kShards * 2);
+  for (const SnapshotInfo& info : *infos) {
+    SCOPED_TRACE(absl::StrCat("shard ", info.shard, " ", Name(info.part)));
+    EXPECT_TRUE(info.taken);
+    EXPECT_EQ(info.snapshot_seq, snapshot_seq);
+  }
+}
+
+constexpr PartKind kParts[] = {PartKind::kSau, PartKind::kLmu};
+
+TEST(PersistenceTest, RestartRecoversBitIdenticalStateAndChainHeadsWithAnyNumberOfSnapshots) {
+  struct Case {
+    const char* name;
+    int snapshots;          // each after 3 rounds; 2 more rounds follow the last
+    uint64_t first_logged;  // the oldest log entry kept (the log is trimmed once 2 exist)
+  };
+  const Case cases[] = {
+      {"no snapshot: the whole log replays", 0, 1},
+      {"one snapshot: the log is kept whole", 1, 1},
+      {"two snapshots: the log is trimmed through the older", 2, 4},
+      {"three snapshots: the oldest is dropped", 3, 7},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    World w;
+    std::unique_ptr<Persistence> p1 = w.Open();
+    ASSERT_NE(p1, nullptr);
+    ModelRegistry reg1(Secret());
+    std::shared_ptr<Model> m1 = w.Create(*p1, reg1);
+    ASSERT_NE(m1, nullptr);
+    for (int s = 0; s < c.snapshots; ++s) {
+      ASSERT_NO_FATAL_FAILURE(w.Feed(*p1, reg1, *m1, 3));
+      ExpectAllTaken(p1->SnapshotModel(*m1), static_cast<uint64_t>(s + 1));
+    }
+    ASSERT_NO_FATAL_FAILURE(w.Feed(*p1, reg1, *m1, 2));
+    const uint64_t last = static_cast<uint64_t>(3 * c.snapshots + 2);
+    const std::vector<std::string> states = States(*m1);
+    const std::vector<std::string> heads = Heads(*p1, *m1);
+    std::vector<uint64_t> kept_snapshots;  // oldest first
+    for (int s = std::max(1, c.snapshots - 1); s <= c.snapshots; ++s) {
+      kept_snapshots.push_back(static_cast<uint64_t>(s));
+    }
+    for (uint32_t i = 0; i < kShards; ++i) {
+      for (PartKind part : kParts) {
+        SCOPED_TRACE(absl::StrCat("shard ", i, " ", Name(part)));
+        EXPECT_EQ(m1->part(i, part)->log_seq(), last);
+        EXPECT_EQ(w.fake().LogSeqs(kModel, i, part), Seqs(c.first_logged, last));
+        EXPECT_EQ(w.fake().SnapshotSeqs(kModel, i, part), kept_snapshots);
+      }
+    }
+    p1.reset();  // the "process" ends; the store stays
+
+    std::unique_ptr<Persistence> p2 = w.Open();
+    ASSERT_NE(p2, nullptr);
+    ModelRegistry reg2(Secret());
+    const absl::Status recovered = p2->Recover(&reg2);
+    ASSERT_TRUE(recovered.ok()) << recovered;
+    absl::StatusOr<std::shared_ptr<Model>> m2 = reg2.Find(kModel);
+    ASSERT_TRUE(m2.ok()) << m2.status();
+    EXPECT_EQ(States(**m2), states);
+    EXPECT_EQ(Heads(*p2, **m2), heads);
+    for (uint32_t i = 0; i < kShards; ++i) {
+      for (PartKind part : kParts) {
+        SCOPED_TRACE(absl::StrCat("shard ", i, " ", Name(part)));
+        EXPECT_FALSE((*m2)->part(i, part)->fenced());
+        EXPECT_THAT(WriterManifestSeqs(*p2, i, part),
+                    ElementsAreArray(kept_snapshots.rbegin(), kept_snapshots.rend()));
+      }
+    }
+    // The recovered model takes the next batch as the next log entry (the fake refuses a seq
+    // that does not follow the part's last one).
+    const uint64_t commits = w.fake().commits();
+    ASSERT_NO_FATAL_FAILURE(w.Feed(*p2, reg2, **m2, 1));
+    EXPECT_EQ(w.fake().commits(), commits + 2 * kShards);
+    EXPECT_EQ(w.fake().LogSeqs(kModel, 1, PartKind::kLmu), Seqs(c.first_logged, last + 1));
+  }
+}
+
+TEST(PersistenceTest, FailedSauWriteChangesNothingAndTheNextBatchCommitsOnceHealed) {
+  struct Case {
+    const char* name;
+    uint64_t commits_before;  // batches that still commit after the fault is armed
+    bool once;                // a transient fault: the next write succeeds without healing
+  };
+  const Case cases[] = {{"writes fail at once", 0, false},
+                        {"writes fail after two commits", 2, false},
+                        {"one write fails (transient)", 0, true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    World w;
+    std::unique_ptr<Persistence> p = w.Open();
+    ASSERT_NE(p, nullptr);
+    ModelRegistry reg(Secret());
+    std::shared_ptr<Model> m = w.Create(*p, reg);
+    ASSERT_NE(m, nullptr);
+    absl::StatusOr<sau::SauEstimator> est = sau::SauEstimator::Create(m->spec().sau);
+    ASSERT_TRUE(est.ok()) << est.status();
+    SauShard reference(*est);  // sees the committed batches of shard 0 only
+
+    for (int b = 0; b < 3; ++b) {
+      SauBatch batch = w.NextSau(0);
+      ASSERT_TRUE(World::Ingest(*p, *m, 0, batch).ok());
+      ASSERT_TRUE(reference.Ingest(batch.views, kMaxBatch).ok());
+    }
+    const absl::Status injected = absl::UnavailableError("injected: no space left on device");
+    if (c.once) {
+      w.fake().FailWriteOnce(c.commits_before, injected);
+    } else {
+      w.fake().FailWritesAfter(c.commits_before, injected);
+    }
+    for (uint64_t b = 0; b < c.commits_before; ++b) {
+      SauBatch batch = w.NextSau(0);
+      ASSERT_TRUE(World::Ingest(*p, *m, 0, batch).ok());
+      ASSERT_TRUE(reference.Ingest(batch.views, kMaxBatch).ok());
+    }
+    const ShardStats before = m->sau(0).Stats();
+    const uint64_t log_seq = m->sau(0).log_seq();
+    const std::vector<std::string> heads = Heads(*p, *m);
+    const uint64_t audit = w.fake().AuditSize(kModel, 0);
+    const uint64_t commits = w.fake().commits();
+    ASSERT_EQ(log_seq, 3 + c.commits_before);
+    ASSERT_EQ(before.digest, reference.Stats().digest);
+
+    const SauBatch failing = w.NextSau(0);
+    absl::StatusOr<IngestOutcome> out = World::Ingest(*p, *m, 0, failing);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr("no space left on device"));
+    const ShardStats after = m->sau(0).Stats();
+    EXPECT_EQ(after.version, before.version);
+    EXPECT_EQ(after.events, before.events);
+    EXPECT_EQ(after.last_t, before.last_t);
+    EXPECT_EQ(after.digest, before.digest);
+    EXPECT_EQ(m->sau(0).log_seq(), log_seq);
+    EXPECT_EQ(Heads(*p, *m), heads);
+    EXPECT_EQ(w.fake().LogSeqs(kModel, 0, PartKind::kSau), Seqs(1, log_seq));
+    EXPECT_EQ(w.fake().AuditSize(kModel, 0), audit);
+    EXPECT_EQ(w.fake().commits(), commits);
+    EXPECT_EQ(w.fake().failed_writes(), 1u);
+
+    if (!c.once) w.fake().HealWrites();
+    out = World::Ingest(*p, *m, 0, failing);  // the client's retry
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->applied, static_cast<uint32_t>(kBatch));
+    EXPECT_EQ(out->version, before.version + 1);
+    EXPECT_EQ(m->sau(0).log_seq(), log_seq + 1);
+    ASSERT_TRUE(reference.Ingest(failing.views, kMaxBatch).ok());
+    EXPECT_EQ(m->sau(0).Stats().digest, reference.Stats().digest);
+    EXPECT_EQ(w.fake().LogSeqs(kModel, 0, PartKind::kSau), Seqs(1, log_seq + 1));
+    EXPECT_GT(w.fake().AuditSize(kModel, 0), audit);
+    EXPECT_NE(Heads(*p, *m), heads);
+  }
+}
+
+TEST(PersistenceTest, FailedLmuWriteFencesThePartUntilTheStoreHealsThenItResumesFromTheStore) {
+  struct Case {
+    const char* name;
+    bool reinstate_explicitly;  // false: the next Update reinstates it (the handler's path)
+  };
+  const Case cases[] = {{"ReinstateFenced after healing", true},
+                        {"the next batch after healing reinstates", false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    World w;
+    std::unique_ptr<Persistence> p = w.Open();
+    ASSERT_NE(p, nullptr);
+    ModelRegistry reg(Secret());
+    std::shared_ptr<Model> m = w.Create(*p, reg);
+    ASSERT_NE(m, nullptr);
+    LmuShard reference(m->spec().lmu, reg.secret());  // the committed batches of shard 0 only
+
+    for (int b = 0; b < 4; ++b) {
+      LmuBatch batch = w.NextLmu(0);
+      ASSERT_TRUE(World::Update(*p, reg, *m, 0, batch).ok());
+      ASSERT_TRUE(reference.Update(batch.views, kMaxBatch).ok());
+    }
+    LmuShard& lmu = m->lmu(0);
+    ASSERT_EQ(lmu.log_seq(), 4u);
+    ASSERT_EQ(lmu.StateDigest(), reference.StateDigest());
+    const std::vector<std::string> heads = Heads(*p, *m);
+
+    w.fake().FailWrites(absl::UnavailableError("injected: no space left on device"));
+    const LmuBatch failing = w.NextLmu(0);
+    absl::StatusOr<UpdateOutcome> out = World::Update(*p, reg, *m, 0, failing);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr("no space left on device"));
+    EXPECT_TRUE(lmu.fenced());
+    EXPECT_EQ(lmu.log_seq(), 4u);
+    // The batch was applied in place before its commit failed: that is what the fence hides.
+    EXPECT_NE(lmu.StateDigest(), reference.StateDigest());
+    EXPECT_EQ(Heads(*p, *m), heads);
+    EXPECT_EQ(w.fake().LogSeqs(kModel, 0, PartKind::kLmu), Seqs(1, 4));
+    EXPECT_FALSE(m->lmu(1).fenced());
+
+    // While the store still fails, neither path lifts the fence.
+    absl::Status st = p->ReinstateFenced(*m, 0, PartKind::kLmu, reg.secret());
+    EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(st.message()), HasSubstr("no space left on device"));
+    EXPECT_TRUE(lmu.fenced());
+    out = World::Update(*p, reg, *m, 0, failing);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_TRUE(lmu.fenced());
+    absl::StatusOr<std::vector<SnapshotInfo>> snap = p->SnapshotModel(*m);
+    EXPECT_EQ(snap.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_TRUE(lmu.fenced());
+
+    w.fake().HealWrites();
+    if (c.reinstate_explicitly) {
+      st = p->ReinstateFenced(*m, 0, PartKind::kLmu, reg.secret());
+      ASSERT_TRUE(st.ok()) << st;
+      EXPECT_FALSE(lmu.fenced());
+      EXPECT_EQ(lmu.log_seq(), 4u);
+      EXPECT_EQ(lmu.StateDigest(), reference.StateDigest());
+    }
+    out = World::Update(*p, reg, *m, 0, failing);  // the client's retry
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->applied, static_cast<uint32_t>(kBatch));
+    EXPECT_FALSE(lmu.fenced());
+    ASSERT_TRUE(reference.Update(failing.views, kMaxBatch).ok());
+    EXPECT_EQ(lmu.log_seq(), 5u);
+    EXPECT_EQ(lmu.StateDigest(), reference.StateDigest());
+    EXPECT_EQ(w.fake().LogSeqs(kModel, 0, PartKind::kLmu), Seqs(1, 5));
+  }
+}
+
+// Three rounds, a snapshot, three rounds, a snapshot (the log is trimmed through 3), two
+// rounds: every part at log_seq 8, snapshots 1 (log_seq 3) and 2 (log_seq 6), log 4..8.
+struct TwoSnapshots {
+  std::unique_ptr<Persistence> p;
+  std::unique_ptr<ModelRegistry> reg;
+  std::shared_ptr<Model> m;
+};
+void MakeTwoSnapshots(World& w, TwoSnapshots* out, int snapshots = 2) {
+  out->p = w.Open();
+  ASSERT_NE(out->p, nullptr);
+  out->reg = std::make_unique<ModelRegistry>(Secret());
+  out->m = w.Create(*out->p, *out->reg);
+  ASSERT_NE(out->m, nullptr);
+  for (int s = 1; s <= snapshots; ++s) {
+    ASSERT_NO_FATAL_FAILURE(w.Feed(*out->p, *out->reg, *out->m, 3));
+    ExpectAllTaken(out->p->SnapshotModel(*out->m), static_cast<uint64_t>(s));
+  }
+  ASSERT_NO_FATAL_FAILURE(w.Feed(*out->p, *out->reg, *out->m, 2));
+}
+
+TEST(PersistenceTest, CorruptNewestSnapshotFallsBackToTheOlderOneAndReachesTheSameState) {
+  struct Corruption {
+    const char* name;
+    std::function<bool(FakeStorage&, uint32_t, PartKind)> apply;  // to snapshot 2
+  };
+  const Corruption corruptions[] = {
+      {"a flipped byte",
+       [](FakeStorage& f, uint32_t shard, PartKind part) {
+         std::optional<std::string> blob = f.Snapshot(kModel, shard, part, 2);
+         if (!blob.has_value() || blob->empty()) return false;
+         (*blob)[blob->size() / 2] ^= 0x01;
+         return f.CorruptSnapshot(kModel, shard, part, 2, *blob);
+       }},
+      {"truncated",
+       [](FakeStorage& f, uint32_t shard, PartKind part) {
+         std::optional<std::string> blob = f.Snapshot(kModel, shard, part, 2);
+         if (!blob.has_value()) return false;
+         return f.CorruptSnapshot(kModel, shard, part, 2, blob->substr(0, blob->size() / 2));
+       }},
+      {"missing",
+       [](FakeStorage& f, uint32_t shard, PartKind part) {
+         return f.DeleteSnapshot(kModel, shard, part, 2);
+       }},
+  };
+  for (const Corruption& c : corruptions) {
+    for (PartKind part : kParts) {
+      const uint32_t shard = 1;
+      SCOPED_TRACE(absl::StrCat(c.name, ", shard ", shard, " ", Name(part)));
+      World w;
+      TwoSnapshots before;
+      ASSERT_NO_FATAL_FAILURE(MakeTwoSnapshots(w, &before));
+      const std::vector<std::string> states = States(*before.m);
+      const std::vector<std::string> heads = Heads(*before.p, *before.m);
+      before.p.reset();
+      ASSERT_TRUE(c.apply(w.fake(), shard, part));
+
+      std::unique_ptr<Persistence> p2 = w.Open();
+      ASSERT_NE(p2, nullptr);
+      ModelRegistry reg2(Secret());
+      const absl::Status recovered = p2->Recover(&reg2);
+      ASSERT_TRUE(recovered.ok()) << recovered;
+      absl::StatusOr<std::shared_ptr<Model>> m2 = reg2.Find(kModel);
+      ASSERT_TRUE(m2.ok()) << m2.status();
+      EXPECT_EQ(States(**m2), states);
+      EXPECT_EQ(Heads(*p2, **m2), heads);
+      // The writer forgot the corrupt snapshot; the others keep both.
+      for (uint32_t i = 0; i < kShards; ++i) {
+        for (PartKind k : kParts) {
+          SCOPED_TRACE(absl::StrCat("writer of shard ", i, " ", Name(k)));
+          if (i == shard && k == part) {
+            EXPECT_THAT(WriterManifestSeqs(*p2, i, k), ElementsAre(1));
+          } else {
+            EXPECT_THAT(WriterManifestSeqs(*p2, i, k), ElementsAre(2, 1));
+          }
+        }
+      }
+
+      // The next snapshot of that part takes seq 2 again and replaces the corrupt blob; a
+      // restart from it reaches the same state.
+      ASSERT_NO_FATAL_FAILURE(w.Feed(*p2, reg2, **m2, 1));
+      absl::StatusOr<std::vector<SnapshotInfo>> infos = p2->SnapshotModel(**m2);
+      ASSERT_TRUE(infos.ok()) << infos.status();
+      EXPECT_THAT(ManifestSeqs(w.fake().Manifest(kModel, shard, part)), ElementsAre(2, 1));
+      EXPECT_EQ(w.fake().LogSeqs(kModel, shard, part), Seqs(4, 9));
+      const std::vector<std::string> states2 = States(**m2);
+      p2.reset();
+      std::unique_ptr<Persistence> p3 = w.Open();
+      ASSERT_NE(p3, nullptr);
+      ModelRegistry reg3(Secret());
+      ASSERT_TRUE(p3->Recover(&reg3).ok());
+      absl::StatusOr<std::shared_ptr<Model>> m3 = reg3.Find(kModel);
+      ASSERT_TRUE(m3.ok()) << m3.status();
+      EXPECT_EQ(States(**m3), states2);
+      EXPECT_THAT(WriterManifestSeqs(*p3, shard, part), ElementsAre(2, 1));
+    }
+  }
+}
+
+TEST(PersistenceTest, EverySnapshotCorruptIsDataLossNamingThePartOnceTheLogIsTrimmed) {
+  struct Case {
+    const char* name;
+    int snapshots;    // 1: the log is kept whole (the manifest is not full)
+    bool data_loss;
+  };
+  const Case cases[] = {
+      {"one snapshot, log whole: replays from seq 1", 1, false},
+      {"two snapshots, log trimmed through 3: DATA_LOSS", 2, true},
+  };
+  for (const Case& c : cases) {
+    for (uint32_t shard = 0; shard < kShards; ++shard) {
+      for (PartKind part : kParts) {
+        SCOPED_TRACE(absl::StrCat(c.name, "; shard ", shard, " ", Name(part)));
+        World w;
+        TwoSnapshots before;
+        ASSERT_NO_FATAL_FAILURE(MakeTwoSnapshots(w, &before, c.snapshots));
+        const std::vector<std::string> states = States(*before.m);
+        before.p.reset();
+        ASSERT_EQ(w.fake().LogSeqs(kModel, shard, part).front(), c.data_loss ? 4u : 1u);
+        for (int s = 1; s <= c.snapshots; ++s) {
+          ASSERT_TRUE(w.fake().CorruptSnapshot(kModel, shard, part, static_cast<uint64_t>(s),
+                                               "not a snapshot"));
+        }
+
+        std::unique_ptr<Persistence> p2 = w.Open();
+        ASSERT_NE(p2, nullptr);
+        ModelRegistry reg2(Secret());
+        const absl::Status recovered = p2->Recover(&reg2);
+        if (!c.data_loss) {
+          ASSERT_TRUE(recovered.ok()) << recovered;
+          absl::StatusOr<std::shared_ptr<Model>> m2 = reg2.Find(kModel);
+          ASSERT_TRUE(m2.ok()) << m2.status();
+          EXPECT_EQ(States(**m2), states);
+          EXPECT_THAT(WriterManifestSeqs(*p2, shard, part), IsEmpty());
+          continue;
+        }
+        EXPECT_EQ(recovered.code(), absl::StatusCode::kDataLoss);
+        EXPECT_THAT(std::string(recovered.message()),
+                    HasSubstr(absl::StrFormat("model '%s' shard %d %s", kModel, shard,
+                                              Name(part))));
+        EXPECT_THAT(std::string(recovered.message()), HasSubstr("trimmed"));
+        EXPECT_THAT(reg2.List(), IsEmpty());
+        EXPECT_EQ(p2->Find(kModel), nullptr);
+      }
+    }
+  }
+}
+
+TEST(PersistenceTest, ReadErrorAtAnyPointOfRecoveryIsReturnedAndRegistersNothing) {
+  World w;
+  TwoSnapshots before;
+  ASSERT_NO_FATAL_FAILURE(MakeTwoSnapshots(w, &before));
+  const std::vector<std::string> states = States(*before.m);
+  before.p.reset();
+
+  // How many reads a clean recovery makes.
+  const uint64_t reads_before = w.fake().reads();
+  {
+    std::unique_ptr<Persistence> p = w.Open();
+    ASSERT_NE(p, nullptr);
+    ModelRegistry reg(Secret());
+    ASSERT_TRUE(p->Recover(&reg).ok());
+    absl::StatusOr<std::shared_ptr<Model>> m = reg.Find(kModel);
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_EQ(States(**m), states);
+  }
+  const uint64_t reads = w.fake().reads() - reads_before;
+  // At least: the specs, and per shard its chain's last record and per part its manifest, a
+  // snapshot and its log.
+  ASSERT_GE(reads, 1 + kShards * (1 + 2 * 3));
+
+  // The read after n good ones fails: alone (a read error swallowed anywhere would let the
+  // recovery succeed), or with every later one.
+  struct Case {
+    const char* name;
+    bool once;
+    absl::Status injected;
+  };
+  const Case cases[] = {
+      {"that read alone fails", true, absl::UnavailableError("injected: I/O error")},
+      {"that read alone fails", true, absl::DataLossError("injected: checksum mismatch")},
+      {"every read from it on fails", false, absl::UnavailableError("injected: I/O error")},
+  };
+  for (const Case& c : cases) {
+    const absl::Status& injected = c.injected;
+    for (uint64_t n = 0; n < reads; ++n) {
+      SCOPED_TRACE(absl::StrCat(c.name, ", ", injected.ToString(), "; after ", n,
+                                " good reads of ", reads));
+      if (c.once) {
+        w.fake().FailReadOnce(n, injected);
+      } else {
+        w.fake().FailReadsAfter(n, injected);
+      }
+      std::unique_ptr<Persistence> p = w.Open();
+      ASSERT_NE(p, nullptr);
+      ModelRegistry reg(Secret());
+      const absl::Status recovered = p->Recover(&reg);
+      EXPECT_EQ(recovered.code(), injected.code());
+      EXPECT_THAT(std::string(recovered.message()), HasSubstr(std::string(injected.message())));
+      EXPECT_THAT(reg.List(), IsEmpty());
+      EXPECT_EQ(p->Find(kModel), nullptr);
+      w.fake().HealReads();
+    }
+  }
+  // The store itself is unchanged: a recovery after the errors reaches the same state.
+  std::unique_ptr<Persistence> p = w.Open();
+  ASSERT_NE(p, nullptr);
+  ModelRegistry reg(Secret());
+  ASSERT_TRUE(p->Recover(&reg).ok());
+  absl::StatusOr<std::shared_ptr<Model>> m = reg.Find(kModel);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(States(**m), states);
+}
+
+TEST(PersistenceTest, FailedSnapshotWriteLeavesTheManifestAsItWasAndALaterSnapshotSucceeds) {
+  // SnapshotModel goes shard 0 sau, shard 0 lmu, shard 1 sau, shard 1 lmu; the write of the
+  // (n+1)-th fails, the n before it commit.
+  struct Target {
+    uint32_t shard;
+    PartKind part;
+  };
+  const Target order[] = {{0, PartKind::kSau}, {0, PartKind::kLmu}, {1, PartKind::kSau},
+                          {1, PartKind::kLmu}};
+  for (uint64_t n : {0, 1, 3}) {
+    SCOPED_TRACE(absl::StrCat(n, " snapshot write(s) commit before the failure"));
+    World w;
+    std::unique_ptr<Persistence> p = w.Open();
+    ASSERT_NE(p, nullptr);
+    ModelRegistry reg(Secret());
+    std::shared_ptr<Model> m = w.Create(*p, reg);
+    ASSERT_NE(m, nullptr);
+    ASSERT_NO_FATAL_FAILURE(w.Feed(*p, reg, *m, 3));
+    ExpectAllTaken(p->SnapshotModel(*m), 1);
+    ASSERT_NO_FATAL_FAILURE(w.Feed(*p, reg, *m, 2));
+    std::vector<std::optional<std::string>> manifests;
+    for (const Target& t : order) manifests.push_back(w.fake().Manifest(kModel, t.shard, t.part));
+    const std::vector<std::string> states = States(*m);
+
+    w.fake().FailWritesAfter(n, absl::UnavailableError("injected: no space left on device"));
+    absl::StatusOr<std::vector<SnapshotInfo>> infos = p->SnapshotModel(*m);
+    EXPECT_EQ(infos.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(infos.status().message()), HasSubstr("no space left on device"));
+    EXPECT_THAT(std::string(infos.status().message()),
+                HasSubstr(absl::StrFormat("snapshot of model '%s' shard %d %s", kModel,
+                                          order[n].shard, Name(order[n].part))));
+    for (size_t i = 0; i < std::size(order); ++i) {
+      const Target& t = order[i];
+      SCOPED_TRACE(absl::StrCat("shard ", t.shard, " ", Name(t.part)));
+      if (i < n) {  // committed before the failure
+        EXPECT_THAT(ManifestSeqs(w.fake().Manifest(kModel, t.shard, t.part)), ElementsAre(2, 1));
+        EXPECT_EQ(w.fake().SnapshotSeqs(kModel, t.shard, t.part), Seqs(1, 2));
+        EXPECT_THAT(WriterManifestSeqs(*p, t.shard, t.part), ElementsAre(2, 1));
+        EXPECT_EQ(w.fake().LogSeqs(kModel, t.shard, t.part), Seqs(4, 5));
+      } else {
+        EXPECT_EQ(w.fake().Manifest(kModel, t.shard, t.part), manifests[i]);
+        EXPECT_EQ(w.fake().SnapshotSeqs(kModel, t.shard, t.part), Seqs(1, 1));
+        EXPECT_THAT(WriterManifestSeqs(*p, t.shard, t.part), ElementsAre(1));
+        EXPECT_EQ(w.fake().LogSeqs(kModel, t.shard, t.part), Seqs(1, 5));
+      }
+    }
+    EXPECT_EQ(States(*m), states);  // a failed snapshot fences nothing
+    for (uint32_t i = 0; i < kShards; ++i) EXPECT_FALSE(m->lmu(i).fenced());
+
+    w.fake().HealWrites();
+    infos = p->SnapshotModel(*m);
+    ASSERT_TRUE(infos.ok()) << infos.status();
+    ASSERT_EQ(infos->size(), std::size(order));
+    for (size_t i = 0; i < std::size(order); ++i) {
+      const Target& t = order[i];
+      SCOPED_TRACE(absl::StrCat("shard ", t.shard, " ", Name(t.part)));
+      EXPECT_EQ((*infos)[i].taken, i >= n);  // nothing new where it committed before
+      EXPECT_EQ((*infos)[i].snapshot_seq, 2u);
+      EXPECT_EQ((*infos)[i].log_seq, 5u);
+      EXPECT_THAT(ManifestSeqs(w.fake().Manifest(kModel, t.shard, t.part)), ElementsAre(2, 1));
+      EXPECT_EQ(w.fake().SnapshotSeqs(kModel, t.shard, t.part), Seqs(1, 2));
+      EXPECT_EQ(w.fake().LogSeqs(kModel, t.shard, t.part), Seqs(4, 5));
+    }
+
+    // A restart recovers the same state from the new snapshots.
+    const std::vector<std::string> heads = Heads(*p, *m);
+    p.reset();
+    std::unique_ptr<Persistence> p2 = w.Open();
+    ASSERT_NE(p2, nullptr);
+    ModelRegistry reg2(Secret());
+    const absl::Status recovered = p2->Recover(&reg2);
+    ASSERT_TRUE(recovered.ok()) << recovered;
+    absl::StatusOr<std::shared_ptr<Model>> m2 = reg2.Find(kModel);
+    ASSERT_TRUE(m2.ok()) << m2.status();
+    EXPECT_EQ(States(**m2), states);
+    EXPECT_EQ(Heads(*p2, **m2), heads);
+  }
+}
+
+}  // namespace
+}  // namespace streamlearn::storage
