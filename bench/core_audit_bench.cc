@@ -32,9 +32,9 @@
 #include "core/audit/ed25519_key.h"
 #include "core/common/byte_codec.h"
 #include "core/common/digest.h"
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 #include "core/sau/sau_estimator.h"
-#include "core/shard/step_records.h"
+#include "core/audit/step_records.h"
 
 namespace streamlearn::bench {
 namespace {

@@ -14,7 +14,7 @@
 //   BM_FusePredict/2             FuseUnit::Predict (linear-as-gate), beside
 //   BM_SauQueryLmuPredict        SauEstimator::Query + LmuLearner::Predict
 //
-// Dimensions: those of the worked scenario's model (client/lib/scenario.cc ScenarioFuseSpec;
+// Dimensions: those of the worked scenario's model (core/workloads/scenario.cc ScenarioFuseSpec;
 // repeated here because the core benchmarks link the core only): SAU d = 8, d_v = 1, r = 512,
 // tau = 0.15; LMU m = 1, lr 0.05, C = 2048, background rebuilds; samples from FuseDgp with
 // 12 features over 2000 ids (the scenario's samples carry 9 to 13). 4096 samples generated
@@ -34,7 +34,7 @@
 
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
-#include "core/fuse/fuse_dgp.h"
+#include "core/workloads/fuse_dgp.h"
 #include "core/fuse/fuse_features.h"
 #include "core/fuse/fuse_spec.h"
 #include "core/fuse/fuse_unit.h"

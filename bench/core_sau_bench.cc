@@ -23,11 +23,11 @@
 
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 #include "core/sau/exact_attention.h"
 #include "core/sau/kernels.h"
 #include "core/sau/sau_estimator.h"
-#include "core/shard/versioned_cell.h"
+#include "core/common/versioned_cell.h"
 
 namespace streamlearn::bench {
 namespace {

@@ -40,7 +40,7 @@
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
 #include "core/common/digest.h"
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 #include "core/sau/sau_estimator.h"
 #include "core/shard/model_registry.h"
 #include "core/shard/sau_shard.h"

@@ -33,7 +33,7 @@
 #include "admin.grpc.pb.h"
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 #include "sau.grpc.pb.h"
 #include "server/server.h"
 #include "server/storage/store.h"

@@ -16,7 +16,7 @@
 //   calls: Fuse.Predict, SAU.Query (stabilized), LMU.Predict, and an empty Fuse.Predict handler
 //   that returns a response of the same size.
 //
-// Samples: 4096 from the scenario's steady phase (client/lib/scenario.h: 9 features each),
+// Samples: 4096 from the scenario's steady phase (core/workloads/scenario.h: 9 features each),
 // generated once and cycled; every model is warmed up on the pool once before timing so that
 // its ids are known. The server under test is streamlearn::server::Server in-process on
 // 127.0.0.1:0, in memory (no data_dir), no metrics exposer; client and servers share the
@@ -41,7 +41,7 @@
 #include "absl/time/time.h"
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
-#include "client/lib/scenario.h"
+#include "core/workloads/scenario.h"
 #include "core/shard/model_registry.h"
 #include "fuse.grpc.pb.h"
 #include "lmu.grpc.pb.h"
@@ -90,7 +90,7 @@ class EmptyFuseService final : public v1::Fuse::Service {
 };
 
 struct Fixture {
-  std::vector<client::ScenarioSample> samples;
+  std::vector<workloads::ScenarioSample> samples;
   std::unique_ptr<server::Server> server;
   EmptyFuseService empty_service;
   std::unique_ptr<grpc::Server> empty_server;
@@ -122,7 +122,7 @@ std::vector<v1::LearnRequest> FuseRequests(const Fixture& f, size_t batch, const
     out[b].set_model(model);
     out[b].set_routing_key(kRoutingKey);
     for (size_t i = 0; i < batch; ++i) {
-      const client::ScenarioSample& s = f.samples[b * batch + i];
+      const workloads::ScenarioSample& s = f.samples[b * batch + i];
       v1::FuseSample* o = out[b].add_samples();
       for (const lmu::Feature& x : s.x) {
         o->add_ids(x.id);
@@ -141,7 +141,7 @@ std::vector<v1::IngestRequest> SauRequests(const Fixture& f, size_t batch) {
     out[b].set_model(kSauModel);
     out[b].set_routing_key(kRoutingKey);
     for (size_t i = 0; i < batch; ++i) {
-      const client::ScenarioSample& s = f.samples[b * batch + i];
+      const workloads::ScenarioSample& s = f.samples[b * batch + i];
       v1::Event* e = out[b].add_events();
       e->mutable_k()->Add(s.q.begin(), s.q.end());
       e->mutable_v()->Add(s.y.begin(), s.y.end());
@@ -156,7 +156,7 @@ std::vector<v1::UpdateRequest> LmuRequests(const Fixture& f, size_t batch) {
     out[b].set_model(kLmuModel);
     out[b].set_routing_key(kRoutingKey);
     for (size_t i = 0; i < batch; ++i) {
-      const client::ScenarioSample& s = f.samples[b * batch + i];
+      const workloads::ScenarioSample& s = f.samples[b * batch + i];
       v1::Sample* o = out[b].add_samples();
       for (const lmu::Feature& x : s.x) {
         o->add_ids(x.id);
@@ -237,9 +237,9 @@ grpc::Status LmuStream(v1::LMU::Stub& stub, std::vector<v1::UpdateRequest>& requ
 Fixture& GetFixture() {
   if (g_fixture != nullptr) return *g_fixture;
   auto* f = new Fixture;
-  client::ScenarioOptions so;
+  workloads::ScenarioOptions so;
   so.steady = static_cast<int>(kPool);
-  client::Scenario scenario(so);
+  workloads::Scenario scenario(so);
   for (size_t i = 0; i < kPool; ++i) f->samples.push_back(scenario.Next());
 
   server::Server::Options options;
@@ -249,7 +249,7 @@ Fixture& GetFixture() {
   f->server = std::make_unique<server::Server>(options);
   absl::StatusOr<int> port = f->server->Start();
   if (!port.ok()) Die("Server::Start: " + port.status().ToString());
-  const fuse::FuseSpec fs = client::ScenarioFuseSpec(so);
+  const fuse::FuseSpec fs = workloads::ScenarioFuseSpec(so);
   ModelSpec fuse_model;
   fuse_model.name = kFuseModel;
   fuse_model.has_sau = false;
@@ -403,7 +403,7 @@ void RunFusePredict(benchmark::State& state, bool empty) {
   Fixture& f = GetFixture();
   std::vector<v1::FusePredictRequest> requests(256);
   for (size_t i = 0; i < requests.size(); ++i) {
-    const client::ScenarioSample& s = f.samples[i];
+    const workloads::ScenarioSample& s = f.samples[i];
     requests[i].set_model(kFuseModel);
     requests[i].set_routing_key(kRoutingKey);
     for (const lmu::Feature& x : s.x) {

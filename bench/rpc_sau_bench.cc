@@ -31,7 +31,7 @@
 #include "absl/time/time.h"
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 #include "core/sau/sau_estimator.h"
 #include "core/shard/model_registry.h"
 #include "core/shard/sau_shard.h"

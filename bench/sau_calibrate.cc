@@ -13,7 +13,7 @@
 #include <numbers>
 #include <vector>
 
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 #include "core/sau/exact_attention.h"
 #include "core/sau/sau_estimator.h"
 

@@ -15,7 +15,7 @@
 #include "client/lib/lmu_update_session.h"
 #include "client/lib/sample_file.h"
 #include "client/lib/sample_parsers.h"
-#include "core/shard/routing.h"
+#include "core/common/routing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/server.h"

@@ -8,7 +8,7 @@
 
 #include "client/lib/client.h"
 #include "client/lib/ingest_session.h"
-#include "core/shard/routing.h"
+#include "core/common/routing.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "tests/test_server.h"

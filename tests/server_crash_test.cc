@@ -54,7 +54,7 @@
 #include "core/audit/verifier.h"
 #include "core/common/digest.h"
 #include "core/shard/model_registry.h"
-#include "core/shard/routing.h"
+#include "core/common/routing.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/storage/lmu_secret.h"

@@ -19,7 +19,7 @@
 #include "admin.grpc.pb.h"
 #include "core/common/digest.h"
 #include "core/sau/sau_estimator.h"
-#include "core/shard/routing.h"
+#include "core/common/routing.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"

@@ -41,7 +41,7 @@
 #include "core/audit/ed25519_key.h"
 #include "core/audit/verifier.h"
 #include "core/common/digest.h"
-#include "core/fuse/fuse_dgp.h"
+#include "core/workloads/fuse_dgp.h"
 #include "core/fuse/fuse_spec.h"
 #include "core/fuse/fuse_unit.h"
 #include "fuse.grpc.pb.h"

@@ -18,7 +18,7 @@
 #include "admin.grpc.pb.h"
 #include "core/common/digest.h"
 #include "core/lmu/lmu_learner.h"
-#include "core/shard/routing.h"
+#include "core/common/routing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lmu.grpc.pb.h"

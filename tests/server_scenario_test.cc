@@ -1,4 +1,4 @@
-// The worked scenario of docs/FUSE.md (client/lib/scenario.h) end to end: an in-process
+// The worked scenario of docs/FUSE.md (core/workloads/scenario.h) end to end: an in-process
 // server with a data directory, the fused model the demo creates (Admin.CreateModel with
 // ScenarioModelSpec), the samples over one Fuse.Learn stream through the client library, one
 // batch in flight. Asserted from the acks alone: the shape of tests/scenario_shape_test.cc
@@ -28,9 +28,9 @@
 
 #include "client/lib/client.h"
 #include "client/lib/fuse_session.h"
-#include "client/lib/scenario.h"
-#include "client/lib/scenario_tally.h"
-#include "client/lib/scenario_wire.h"
+#include "core/workloads/scenario.h"
+#include "core/workloads/scenario_tally.h"
+#include "client/demo/scenario_wire.h"
 #include "core/fuse/fuse_unit.h"
 #include "gtest/gtest.h"
 #include "tests/test_server.h"
@@ -38,11 +38,11 @@
 namespace streamlearn {
 namespace {
 
-using client::PhaseFigures;
-using client::Scenario;
-using client::ScenarioOptions;
-using client::ScenarioPhase;
-using client::ScenarioSample;
+using workloads::PhaseFigures;
+using workloads::Scenario;
+using workloads::ScenarioOptions;
+using workloads::ScenarioPhase;
+using workloads::ScenarioSample;
 
 // The 1-minute load average, or 0 if unknown.
 double LoadAverage() {
@@ -105,7 +105,7 @@ TEST_F(ServerScenarioTest, LearnStreamFollowsTheWorkedScenario) {
 
   // The same scenario in process, for the bit-for-bit comparison.
   absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> unit =
-      fuse::FuseUnit::Create(client::ScenarioFuseSpec(options), Secret());
+      fuse::FuseUnit::Create(workloads::ScenarioFuseSpec(options), Secret());
   ASSERT_TRUE(unit.ok()) << unit.status();
 
   absl::StatusOr<std::unique_ptr<FuseLearnSession>> session =
@@ -114,7 +114,7 @@ TEST_F(ServerScenarioTest, LearnStreamFollowsTheWorkedScenario) {
 
   const double load_before = LoadAverage();
   Scenario scenario(options);
-  client::ScenarioTally tally(scenario);
+  workloads::ScenarioTally tally(scenario);
   std::array<std::vector<double>, 3> latency_ms, core_ms;
   std::array<uint64_t, 3> rebuilds{};
   std::array<double, 3> min_tau_low{1, 1, 1};
@@ -176,7 +176,7 @@ TEST_F(ServerScenarioTest, LearnStreamFollowsTheWorkedScenario) {
   std::printf("[ scenario ] %-13s %7s %6s %6s %5s %6s %6s %9s %7s %7s %7s %4s %8s %8s %8s %6s %11s\n",
               "phase", "samples", "gate", "tail", "red", "alarms", "g_max", "floor", "fused",
               "SAU", "LMU", "ring", "rebuilds", "p50 ms", "p99 ms", "p99/50", "core p99/50");
-  for (ScenarioPhase phase : client::kScenarioPhases) {
+  for (ScenarioPhase phase : workloads::kScenarioPhases) {
     const PhaseFigures& f = tally.phase(phase);
     const size_t i = static_cast<size_t>(phase) - 1;
     const double p50 = Percentile(latency_ms[i], 0.5), p99 = Percentile(latency_ms[i], 0.99);
@@ -235,7 +235,7 @@ TEST_F(ServerScenarioTest, LearnStreamFollowsTheWorkedScenario) {
   }
   EXPECT_EQ(steady.max_ring_used, 0u);
   EXPECT_GT(rebuilds[1], 0u);
-  for (ScenarioPhase phase : client::kScenarioPhases) {
+  for (ScenarioPhase phase : workloads::kScenarioPhases) {
     SCOPED_TRACE(PhaseName(phase));
     const size_t i = static_cast<size_t>(phase) - 1;
     EXPECT_LE(Percentile(latency_ms[i], 0.99), 2 * Percentile(latency_ms[i], 0.5))

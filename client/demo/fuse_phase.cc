@@ -7,19 +7,19 @@
 #include <vector>
 
 #include "client/lib/fuse_session.h"
-#include "client/lib/scenario.h"
-#include "client/lib/scenario_tally.h"
-#include "client/lib/scenario_wire.h"
+#include "core/workloads/scenario.h"
+#include "core/workloads/scenario_tally.h"
+#include "client/demo/scenario_wire.h"
 #include "fmt/format.h"
 
 namespace streamlearn::demo {
 
 namespace {
 
-using client::PhaseFigures;
-using client::Scenario;
-using client::ScenarioPhase;
-using client::ScenarioSample;
+using workloads::PhaseFigures;
+using workloads::Scenario;
+using workloads::ScenarioPhase;
+using workloads::ScenarioSample;
 
 // Nearest-rank percentile; 0 for an empty set.
 double Percentile(std::vector<double> v, double p) {
@@ -54,7 +54,7 @@ uint64_t RunNumber(const std::string& name, const std::string& prefix) {
 // Creates <prefix>-<n>, n = 1 + the highest run on the server (a few retries if another
 // client takes that name first).
 absl::StatusOr<v1::ModelInfo> CreateFreshModel(Client& client, const std::string& prefix,
-                                               const client::ScenarioOptions& so,
+                                               const workloads::ScenarioOptions& so,
                                                uint64_t* run) {
   absl::StatusOr<std::vector<v1::ModelInfo>> models = client.ListModels();
   if (!models.ok()) return models.status();
@@ -81,7 +81,7 @@ struct Window {
   std::vector<double> latency_ms;
 };
 
-std::string PhaseStory(ScenarioPhase p, const client::ScenarioOptions& o) {
+std::string PhaseStory(ScenarioPhase p, const workloads::ScenarioOptions& o) {
   switch (p) {
     case ScenarioPhase::kSteady:
       return fmt::format(
@@ -104,7 +104,7 @@ std::string PhaseStory(ScenarioPhase p, const client::ScenarioOptions& o) {
 }  // namespace
 
 absl::Status RunFusePhase(Client& client, const FusePhaseOptions& o, std::ostream& out) {
-  client::ScenarioOptions so;
+  workloads::ScenarioOptions so;
   so.seed = o.seed;
   if (o.batch == 0) return absl::InvalidArgumentError("--fuse_batch must be >= 1");
   uint64_t run = 0;
@@ -113,7 +113,7 @@ absl::Status RunFusePhase(Client& client, const FusePhaseOptions& o, std::ostrea
   const std::string model = info->spec().name();
   const v1::FuseSpec& fs = info->spec().fuse();
   out << fmt::format(
-      "\nFuse phase: the worked scenario of docs/FUSE.md (client/lib/scenario.h, seed {}) "
+      "\nFuse phase: the worked scenario of docs/FUSE.md (core/workloads/scenario.h, seed {}) "
       "on a new fused model '{}' (run {}; each run starts a fresh model so the three phases "
       "show from a fresh learner{})\n",
       so.seed, model, run,
@@ -142,7 +142,7 @@ absl::Status RunFusePhase(Client& client, const FusePhaseOptions& o, std::ostrea
       client.OpenFuseLearn(model, o.routing_key, /*window=*/1);
   if (!session.ok()) return session.status();
 
-  client::ScenarioTally tally(scenario, fs.control().alarm_g_max());
+  workloads::ScenarioTally tally(scenario, fs.control().alarm_g_max());
   std::vector<double> phase_latency_ms;
   Window w;
   const std::string header = fmt::format(

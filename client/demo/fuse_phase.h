@@ -1,4 +1,4 @@
-// The demo's Fuse phase: the worked scenario of docs/FUSE.md (client/lib/scenario.h)
+// The demo's Fuse phase: the worked scenario of docs/FUSE.md (core/workloads/scenario.h)
 // against a fused model (linear-as-gate) over the Fuse.Learn stream. It prints a live table
 // (the gate, its clamp, the margin, RJ, beta_floor, lambda_*, the LMU's ring and delta load,
 // the round-trip latency of the Learn batches) and per phase the fused error beside the SAU's

@@ -1,5 +1,5 @@
 // Workload: the demo's synthetic event stream, DGP-A then DGP-C (docs/SAU.md), drawn by
-// the core's generators (core/sau/dgp.h, hence CounterRng) so that the demo, the tests and the
+// the core's generators (core/workloads/dgp.h, hence CounterRng) so that the demo, the tests and the
 // benchmarks share one definition of each stream.
 //
 //   Phase A (events [0, phase_a_events)): a Dgp of kind kA seeded `seed`:
@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 
 namespace streamlearn::demo {
 

@@ -10,7 +10,7 @@
 // status in its ack; the stream stays usable, and nothing of that batch was applied.
 //
 // The session also computes each batch's shard exactly as the server does
-// (core/shard/routing.h, with the model's shard count read at open) and checks the ack
+// (core/common/routing.h, with the model's shard count read at open) and checks the ack
 // against it, so a client that routes shards to processes can trust ShardOf().
 //
 // A service plugs in with a traits type:

@@ -10,7 +10,7 @@
 
 #include "client/lib/batch_session.h"
 #include "client/lib/grpc_status.h"
-#include "core/shard/routing.h"
+#include "core/common/routing.h"
 
 namespace streamlearn {
 

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "client/lib/grpc_status.h"
-#include "core/shard/routing.h"
+#include "core/common/routing.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"

@@ -8,7 +8,7 @@
 // bidi stream per session.
 //
 // Routing: a model's state is split into shards, shard = ShardFor(routing key, shards)
-// (core/shard/routing.h, the function the server uses). ShardOf() reads a model's shard count
+// (core/common/routing.h, the function the server uses). ShardOf() reads a model's shard count
 // once with GetModel and caches it (shard counts never change), so a deployment with one
 // process per group of shards can route every request to its owner.
 //
@@ -45,7 +45,7 @@
 #include "client/lib/ingest_session.h"
 #include "client/lib/lmu_update_session.h"
 #include "grpcpp/channel.h"
-#include "core/lmu/lmu_learner.h"
+#include "core/lmu/feature.h"
 #include "fuse.grpc.pb.h"
 #include "lmu.grpc.pb.h"
 #include "sau.grpc.pb.h"

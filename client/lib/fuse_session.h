@@ -31,7 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/lib/batch_session.h"
-#include "core/lmu/lmu_learner.h"
+#include "core/lmu/feature.h"
 #include "fuse.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "client/lib/number_parse.h"
-#include "core/shard/routing.h"
+#include "core/common/routing.h"
 
 namespace streamlearn {
 namespace {

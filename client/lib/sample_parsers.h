@@ -41,7 +41,7 @@ struct SampleRecord {
 };
 
 // The stable 64-bit id of a string feature: the first 8 bytes, read big-endian, of
-// SHA-256(ns + "^" + feature) (the routing hash of that string, core/shard/routing.h).
+// SHA-256(ns + "^" + feature) (the routing hash of that string, core/common/routing.h).
 uint64_t FeatureHash(std::string_view ns, std::string_view feature);
 
 class SampleLineParser {

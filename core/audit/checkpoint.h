@@ -55,7 +55,7 @@ class AuditLogWriter {
   // Appends the canonical envelope line of `body`, then a checkpoint line when one is due.
   // On an error nothing is appended and the writer is unchanged.
   absl::Status Append(const AuditRecord& body, std::vector<std::string>* lines);
-  // The same for a body already in canonical form (core/shard/step_records.h).
+  // The same for a body already in canonical form (core/audit/step_records.h).
   absl::Status AppendCanonical(std::string_view canonical_body, std::vector<std::string>* lines);
 
   // Continues a stored chain: `size` is the next index, `head` the last merkle_curr and

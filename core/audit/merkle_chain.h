@@ -72,7 +72,7 @@ class MerkleChain {
   // unchanged.
   absl::StatusOr<ChainEntry> Append(const AuditRecord& body);
   // The fast path for bodies already in canonical form (the caller guarantees it, e.g. the
-  // step-record encoders of core/shard/step_records.h): appends and returns the envelope's
+  // step-record encoders of core/audit/step_records.h): appends and returns the envelope's
   // canonical line, byte-identical to EncodeCanonical(Append(parsed body)->envelope).
   std::string AppendCanonical(std::string_view canonical_body);
 

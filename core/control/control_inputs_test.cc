@@ -9,7 +9,7 @@
 #include "core/lmu/lmu_learner.h"
 #include "core/lmu/lmu_snapshot.h"
 #include "core/sau/counter_rng.h"
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 #include "core/sau/sau_estimator.h"
 #include "core/sau/sau_snapshot.h"
 #include "gtest/gtest.h"

@@ -7,8 +7,8 @@
 
 #include "core/audit/merkle_chain.h"
 #include "core/audit/verifier.h"
-#include "core/fuse/fuse_dgp.h"
-#include "core/fuse/fuse_test_util.h"
+#include "core/workloads/fuse_dgp.h"
+#include "tests/fuse_test_util.h"
 #include "core/fuse/fuse_unit.h"
 #include "gtest/gtest.h"
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/fuse/fuse_dgp.h"
-#include "core/fuse/fuse_test_util.h"
+#include "core/workloads/fuse_dgp.h"
+#include "tests/fuse_test_util.h"
 #include "gtest/gtest.h"
 
 namespace streamlearn::fuse {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/fuse/fuse_dgp.h"
-#include "core/fuse/fuse_test_util.h"
+#include "core/workloads/fuse_dgp.h"
+#include "tests/fuse_test_util.h"
 #include "core/lmu/lmu_learner.h"
 #include "core/sau/sau_estimator.h"
 #include "gtest/gtest.h"

@@ -23,15 +23,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/lmu/feature.h"
 #include "core/common/digest.h"
 #include "core/lmu/lmu_table.h"
 
 namespace streamlearn::lmu {
-
-struct Feature {
-  uint64_t id = 0;
-  double val = 0;
-};
 
 struct StepResult {
   int max_locate_probes = 0;  // over the sample's features

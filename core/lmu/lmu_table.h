@@ -42,7 +42,7 @@
 #include "core/lmu/lmu_base.h"
 #include "core/lmu/lmu_spec.h"
 #include "core/lmu/weight_arena.h"
-#include "core/shard/versioned_cell.h"
+#include "core/common/versioned_cell.h"
 
 namespace streamlearn::lmu {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 #include "core/sau/sau_estimator.h"
 #include "gtest/gtest.h"
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <numeric>
 
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 #include "core/sau/exact_attention.h"
 #include "core/sau/kernels.h"
 #include "core/sau/sau_estimator.h"

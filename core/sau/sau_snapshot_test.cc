@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 #include "gtest/gtest.h"
 
 namespace streamlearn::sau {

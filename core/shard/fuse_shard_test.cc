@@ -19,10 +19,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/fuse/fuse_dgp.h"
-#include "core/fuse/fuse_test_util.h"
+#include "core/workloads/fuse_dgp.h"
+#include "tests/fuse_test_util.h"
 #include "core/fuse/fuse_unit.h"
-#include "core/shard/fuse_records.h"
+#include "core/audit/fuse_records.h"
 #include "gtest/gtest.h"
 
 namespace streamlearn {

@@ -4,7 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/quote.h"
 #include "core/fuse/fuse_unit.h"
-#include "core/shard/routing.h"
+#include "core/common/routing.h"
 
 namespace streamlearn {
 

@@ -90,7 +90,7 @@ class Model {
   const Digest& w_digest() const { return w_digest_; }
   size_t state_bytes() const { return state_bytes_; }
 
-  // The shard a routing key maps to (core/shard/routing.h).
+  // The shard a routing key maps to (core/common/routing.h).
   uint32_t ShardOf(std::string_view routing_key) const;
 
   // Recovery (server/storage/recovery.h): replaces a part by one restored from a snapshot.

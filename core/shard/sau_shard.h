@@ -35,7 +35,7 @@
 #include "core/common/digest.h"
 #include "core/shard/shard_part.h"
 #include "core/sau/sau_estimator.h"
-#include "core/shard/versioned_cell.h"
+#include "core/common/versioned_cell.h"
 
 namespace streamlearn {
 

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "core/sau/counter_rng.h"
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 #include "core/sau/sau_snapshot.h"
 #include "core/shard/model_registry.h"
-#include "core/shard/routing.h"
+#include "core/common/routing.h"
 #include "gtest/gtest.h"
 
 namespace streamlearn {

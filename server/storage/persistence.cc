@@ -11,7 +11,7 @@
 #include "admin.pb.h"
 #include "core/audit/audit_record.h"
 #include "core/audit/merkle_chain.h"
-#include "core/shard/step_records.h"
+#include "core/audit/step_records.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/storage/audit_key.h"
 #include "server/storage/data_dir.h"

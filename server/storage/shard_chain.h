@@ -1,7 +1,7 @@
 // ShardChain: the audit chain of one (model, shard) and its commits to the store.
 //
 // Every state-changing step of a shard ends in one Commit: its audit record bodies (already
-// canonical, core/shard/step_records.h), the log entry of the batch when there is one, and any
+// canonical, core/audit/step_records.h), the log entry of the batch when there is one, and any
 // extra operations (a snapshot and its manifest) go into ONE ShardWrite (shard_store.h),
 // committed atomically. The batch is acknowledged only after that commit returns, so an
 // acknowledged batch always has its events and its audit records stored together

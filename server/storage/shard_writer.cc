@@ -4,8 +4,8 @@
 
 #include "core/audit/audit_record.h"
 #include "core/common/digest.h"
-#include "core/shard/fuse_records.h"
-#include "core/shard/step_records.h"
+#include "core/audit/fuse_records.h"
+#include "core/audit/step_records.h"
 #include "server/storage/log_entry.h"
 
 namespace streamlearn::storage {

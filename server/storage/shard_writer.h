@@ -3,7 +3,7 @@
 // call before a batch is published (Fuse: after it was applied, core/shard/fuse_shard.h). A
 // hook encodes the batch as a log entry (log_entry.h), builds the audit records (one per SAU
 // event, one per LMU batch, one per fused sample, a control record after an alarm:
-// core/shard/step_records.h, fuse_records.h) and commits entry + records as one ShardWrite;
+// core/audit/step_records.h, fuse_records.h) and commits entry + records as one ShardWrite;
 // the ack follows. It also keeps each part's snapshot bookkeeping (manifest, steps since the
 // last snapshot) for the snapshotter (snapshotter.h) and recovery (recovery.h).
 //

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/common/digest.h"
-#include "core/shard/step_records.h"
+#include "core/audit/step_records.h"
 #include "server/storage/failpoint.h"
 #include "server/storage/manifest.h"
 

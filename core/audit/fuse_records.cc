@@ -1,4 +1,4 @@
-#include "core/shard/fuse_records.h"
+#include "core/audit/fuse_records.h"
 
 namespace streamlearn {
 

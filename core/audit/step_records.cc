@@ -1,4 +1,4 @@
-#include "core/shard/step_records.h"
+#include "core/audit/step_records.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 
 #include <cmath>
 

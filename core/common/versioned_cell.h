@@ -15,8 +15,8 @@
 //
 // Thread safety: Read() from any thread; BeginWrite/Publish/Current from one writer at a time
 // (callers serialise writers).
-#ifndef STREAMLEARN_CORE_SHARD_VERSIONED_CELL_H_
-#define STREAMLEARN_CORE_SHARD_VERSIONED_CELL_H_
+#ifndef STREAMLEARN_CORE_COMMON_VERSIONED_CELL_H_
+#define STREAMLEARN_CORE_COMMON_VERSIONED_CELL_H_
 
 #include <atomic>
 #include <cassert>
@@ -114,4 +114,4 @@ class VersionedCell {
 
 }  // namespace streamlearn
 
-#endif  // STREAMLEARN_CORE_SHARD_VERSIONED_CELL_H_
+#endif  // STREAMLEARN_CORE_COMMON_VERSIONED_CELL_H_

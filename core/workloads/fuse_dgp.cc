@@ -1,4 +1,4 @@
-#include "core/fuse/fuse_dgp.h"
+#include "core/workloads/fuse_dgp.h"
 
 #include <cmath>
 

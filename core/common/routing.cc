@@ -1,4 +1,4 @@
-#include "core/shard/routing.h"
+#include "core/common/routing.h"
 
 #include "core/common/digest.h"
 

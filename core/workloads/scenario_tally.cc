@@ -1,8 +1,8 @@
-#include "client/lib/scenario_tally.h"
+#include "core/workloads/scenario_tally.h"
 
 #include <algorithm>
 
-namespace streamlearn::client {
+namespace streamlearn::workloads {
 
 ScenarioTally::ScenarioTally(const Scenario& scenario, double alarm_g_max, double tail_fraction)
     : scenario_(scenario), alarm_g_max_(alarm_g_max), tail_fraction_(tail_fraction) {}
@@ -67,4 +67,4 @@ PhaseFigures ScenarioTally::Total() const {
   return t;
 }
 
-}  // namespace streamlearn::client
+}  // namespace streamlearn::workloads

@@ -1,4 +1,4 @@
-#include "core/shard/versioned_cell.h"
+#include "core/common/versioned_cell.h"
 
 #include <atomic>
 #include <chrono>

@@ -25,8 +25,8 @@
 // committed once, by the genesis record's model_spec; they are not repeated per step.
 //
 // Thread safety: free functions over plain data.
-#ifndef STREAMLEARN_CORE_SHARD_STEP_RECORDS_H_
-#define STREAMLEARN_CORE_SHARD_STEP_RECORDS_H_
+#ifndef STREAMLEARN_CORE_AUDIT_STEP_RECORDS_H_
+#define STREAMLEARN_CORE_AUDIT_STEP_RECORDS_H_
 
 #include <cstdint>
 #include <optional>
@@ -97,4 +97,4 @@ std::string_view RjLevelName(sau::RjLevel level);
 
 }  // namespace streamlearn
 
-#endif  // STREAMLEARN_CORE_SHARD_STEP_RECORDS_H_
+#endif  // STREAMLEARN_CORE_AUDIT_STEP_RECORDS_H_

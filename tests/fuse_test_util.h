@@ -1,13 +1,13 @@
 // Shared by the fuse tests: a small fused model and its stream (FuseDgp), fixed seeds.
-#ifndef STREAMLEARN_CORE_FUSE_FUSE_TEST_UTIL_H_
-#define STREAMLEARN_CORE_FUSE_FUSE_TEST_UTIL_H_
+#ifndef STREAMLEARN_TESTS_FUSE_TEST_UTIL_H_
+#define STREAMLEARN_TESTS_FUSE_TEST_UTIL_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "core/audit/audit_record.h"
-#include "core/fuse/fuse_dgp.h"
+#include "core/workloads/fuse_dgp.h"
 #include "core/fuse/fuse_spec.h"
 #include "core/fuse/fuse_unit.h"
 #include "gtest/gtest.h"
@@ -94,4 +94,4 @@ inline bool HasAction(const AuditRecord& r, std::string_view action, std::string
 
 }  // namespace streamlearn::fuse::testing
 
-#endif  // STREAMLEARN_CORE_FUSE_FUSE_TEST_UTIL_H_
+#endif  // STREAMLEARN_TESTS_FUSE_TEST_UTIL_H_

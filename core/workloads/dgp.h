@@ -11,8 +11,8 @@
 // m_1, ..., mu_{K-1}, m_{K-1} (DGP-C); then each Next() draws k (d normals) and then v (d_v
 // normals; DGP-B: c, r_v normals), and Gaussian(n) draws n normals at the point it is called.
 // Not thread-safe.
-#ifndef STREAMLEARN_CORE_SAU_DGP_H_
-#define STREAMLEARN_CORE_SAU_DGP_H_
+#ifndef STREAMLEARN_CORE_WORKLOADS_DGP_H_
+#define STREAMLEARN_CORE_WORKLOADS_DGP_H_
 
 #include <cstdint>
 #include <vector>
@@ -55,4 +55,4 @@ class Dgp {
 
 }  // namespace streamlearn::sau
 
-#endif  // STREAMLEARN_CORE_SAU_DGP_H_
+#endif  // STREAMLEARN_CORE_WORKLOADS_DGP_H_

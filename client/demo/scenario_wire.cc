@@ -1,4 +1,4 @@
-#include "client/lib/scenario_wire.h"
+#include "client/demo/scenario_wire.h"
 
 #include <cmath>
 
@@ -19,8 +19,8 @@ v1::FusePattern PatternToProto(fuse::FusePattern p) {
 
 }  // namespace
 
-v1::ModelSpec ScenarioModelSpec(const std::string& name, const ScenarioOptions& options) {
-  const fuse::FuseSpec s = ScenarioFuseSpec(options);
+v1::ModelSpec ScenarioModelSpec(const std::string& name, const workloads::ScenarioOptions& options) {
+  const fuse::FuseSpec s = workloads::ScenarioFuseSpec(options);
   v1::ModelSpec spec;
   spec.set_name(name);
   spec.set_shards(1);
@@ -47,8 +47,8 @@ v1::ModelSpec ScenarioModelSpec(const std::string& name, const ScenarioOptions& 
   return spec;
 }
 
-absl::Status CheckScenarioModel(const v1::ModelInfo& info, const ScenarioOptions& options) {
-  const fuse::FuseSpec s = ScenarioFuseSpec(options);
+absl::Status CheckScenarioModel(const v1::ModelInfo& info, const workloads::ScenarioOptions& options) {
+  const fuse::FuseSpec s = workloads::ScenarioFuseSpec(options);
   const std::string& name = info.spec().name();
   if (!info.spec().has_fuse()) {
     return absl::FailedPreconditionError(
@@ -80,19 +80,19 @@ int CountActions(const v1::FuseHealth& health, std::string_view action_and_cause
   return n;
 }
 
-void TallyAck(const v1::LearnAck& ack, std::span<const ScenarioSample> batch,
-              ScenarioTally* tally) {
+void TallyAck(const v1::LearnAck& ack, std::span<const workloads::ScenarioSample> batch,
+              workloads::ScenarioTally* tally) {
   const v1::FuseHealth& h = ack.health();
   const int n = std::min(ack.predictions_size(), static_cast<int>(batch.size()));
   for (int i = 0; i < n; ++i) {
     const v1::FusePrediction& p = ack.predictions(i);
-    const ScenarioSample& s = batch[static_cast<size_t>(i)];
+    const workloads::ScenarioSample& s = batch[static_cast<size_t>(i)];
     if (p.y_hat_size() < 1 || p.y_hat_sau_size() < 1 || p.y_hat_lmu_size() < 1) continue;
     tally->AddPrediction(s.t, s.y[0], p.y_hat(0), p.y_hat_sau(0), p.y_hat_lmu(0), p.gate(),
                          i + 1 == n ? h.g_max() : NAN);
   }
   if (n == 0) return;
-  HealthPoint hp;
+  workloads::HealthPoint hp;
   hp.g_max = h.g_max();
   hp.red_steps = static_cast<uint64_t>(CountActions(h, "raise_beta_floor:rj_red"));
   hp.alarms = static_cast<uint64_t>(CountActions(h, "restart_eprocess:alarm"));

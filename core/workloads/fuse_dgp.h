@@ -18,8 +18,8 @@
 // the SAU must forget. Every draw comes from one CounterRng(seed, 0xf05e) stream: the cluster
 // values first, then per event the cluster, q, and the features (with a weight drawn at an
 // id's first use), then the noise. Not thread-safe.
-#ifndef STREAMLEARN_CORE_FUSE_FUSE_DGP_H_
-#define STREAMLEARN_CORE_FUSE_FUSE_DGP_H_
+#ifndef STREAMLEARN_CORE_WORKLOADS_FUSE_DGP_H_
+#define STREAMLEARN_CORE_WORKLOADS_FUSE_DGP_H_
 
 #include <cstdint>
 #include <vector>
@@ -70,4 +70,4 @@ class FuseDgp {
 
 }  // namespace streamlearn::fuse
 
-#endif  // STREAMLEARN_CORE_FUSE_FUSE_DGP_H_
+#endif  // STREAMLEARN_CORE_WORKLOADS_FUSE_DGP_H_

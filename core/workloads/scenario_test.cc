@@ -1,4 +1,4 @@
-// The worked scenario of docs/FUSE.md (client/lib/scenario.h) run through a FuseUnit in
+// The worked scenario of docs/FUSE.md (core/workloads/scenario.h) run through a FuseUnit in
 // process with the spec the demo creates (ScenarioFuseSpec: linear-as-gate; the LMU rebuilds
 // inline here, see RunScenario): the shape the demo shows, asserted per phase.
 // tests/server_scenario_test.cc asserts the same shape through a server.
@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/lib/scenario.h"
-#include "client/lib/scenario_tally.h"
+#include "core/workloads/scenario.h"
+#include "core/workloads/scenario_tally.h"
 #include "core/audit/audit_record.h"
 #include "core/fuse/fuse_unit.h"
 #include "gtest/gtest.h"
 
-namespace streamlearn::client {
+namespace streamlearn::workloads {
 namespace {
 
 lmu::HashSecret TestSecret() {
@@ -241,4 +241,4 @@ TEST(ScenarioShapeTest, FuseUnitFollowsTheWorkedScenario) {
 }
 
 }  // namespace
-}  // namespace streamlearn::client
+}  // namespace streamlearn::workloads

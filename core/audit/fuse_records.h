@@ -17,8 +17,8 @@
 //                 snapshot record or the end of the chain.
 //
 // Thread safety: free functions over plain data.
-#ifndef STREAMLEARN_CORE_SHARD_FUSE_RECORDS_H_
-#define STREAMLEARN_CORE_SHARD_FUSE_RECORDS_H_
+#ifndef STREAMLEARN_CORE_AUDIT_FUSE_RECORDS_H_
+#define STREAMLEARN_CORE_AUDIT_FUSE_RECORDS_H_
 
 #include <cstdint>
 #include <span>
@@ -49,4 +49,4 @@ absl::Status AppendFuseControlBody(uint64_t t, uint64_t log_seq,
 
 }  // namespace streamlearn
 
-#endif  // STREAMLEARN_CORE_SHARD_FUSE_RECORDS_H_
+#endif  // STREAMLEARN_CORE_AUDIT_FUSE_RECORDS_H_

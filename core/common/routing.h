@@ -5,8 +5,8 @@
 //
 // i.e. the first 8 bytes of the SHA-256 of the key's bytes, read big-endian, modulo the
 // shard count. Any client in any language computes the same shard from a standard SHA-256.
-#ifndef STREAMLEARN_CORE_SHARD_ROUTING_H_
-#define STREAMLEARN_CORE_SHARD_ROUTING_H_
+#ifndef STREAMLEARN_CORE_COMMON_ROUTING_H_
+#define STREAMLEARN_CORE_COMMON_ROUTING_H_
 
 #include <cstdint>
 #include <string_view>
@@ -22,4 +22,4 @@ inline uint32_t ShardFor(std::string_view routing_key, uint32_t shards) {
 
 }  // namespace streamlearn
 
-#endif  // STREAMLEARN_CORE_SHARD_ROUTING_H_
+#endif  // STREAMLEARN_CORE_COMMON_ROUTING_H_

@@ -50,8 +50,8 @@
 // drift step (phase 2: d normals per direction), the cluster, q (d normals), the stable ids
 // and values (a weight drawn at an id's first use, right after its value), the burst ids and
 // values likewise, then the noise. Not thread-safe.
-#ifndef STREAMLEARN_CLIENT_LIB_SCENARIO_H_
-#define STREAMLEARN_CLIENT_LIB_SCENARIO_H_
+#ifndef STREAMLEARN_CORE_WORKLOADS_SCENARIO_H_
+#define STREAMLEARN_CORE_WORKLOADS_SCENARIO_H_
 
 #include <cstdint>
 #include <string_view>
@@ -62,7 +62,7 @@
 #include "core/lmu/lmu_learner.h"
 #include "core/sau/counter_rng.h"
 
-namespace streamlearn::client {
+namespace streamlearn::workloads {
 
 inline constexpr uint64_t kScenarioStream = 0x5ce2;
 
@@ -163,6 +163,6 @@ class Scenario {
 // gate to 0.4 for 50 samples, then it recovers by 0.95 per sample).
 fuse::FuseSpec ScenarioFuseSpec(const ScenarioOptions& options);
 
-}  // namespace streamlearn::client
+}  // namespace streamlearn::workloads
 
-#endif  // STREAMLEARN_CLIENT_LIB_SCENARIO_H_
+#endif  // STREAMLEARN_CORE_WORKLOADS_SCENARIO_H_

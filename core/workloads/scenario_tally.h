@@ -1,4 +1,4 @@
-// ScenarioTally: the per-phase figures of a scenario run (client/lib/scenario.h) from what a
+// ScenarioTally: the per-phase figures of a scenario run (core/workloads/scenario.h) from what a
 // fused learner reports: each sample's prequential predictions (y_hat, y_hat_sau, y_hat_lmu,
 // Gate) and its health (the gate clamp g_max, RJ red steps, alarms, beta_floor, lambda_*, the
 // LMU's delta load and ring). The shape tests assert these figures and the demo prints them;
@@ -11,17 +11,17 @@
 //   f.MseFused(), f.MseSau(), f.MseLmu(), f.MeanGate(), f.TailGate(), f.red_steps, ...
 //
 // Pure C++; not thread-safe.
-#ifndef STREAMLEARN_CLIENT_LIB_SCENARIO_TALLY_H_
-#define STREAMLEARN_CLIENT_LIB_SCENARIO_TALLY_H_
+#ifndef STREAMLEARN_CORE_WORKLOADS_SCENARIO_TALLY_H_
+#define STREAMLEARN_CORE_WORKLOADS_SCENARIO_TALLY_H_
 
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
-#include "client/lib/scenario.h"
+#include "core/workloads/scenario.h"
 
-namespace streamlearn::client {
+namespace streamlearn::workloads {
 
 struct PhaseFigures {
   // Predictions (m = 1), squared errors summed.
@@ -88,6 +88,6 @@ class ScenarioTally {
   std::array<PhaseFigures, 3> phases_;
 };
 
-}  // namespace streamlearn::client
+}  // namespace streamlearn::workloads
 
-#endif  // STREAMLEARN_CLIENT_LIB_SCENARIO_TALLY_H_
+#endif  // STREAMLEARN_CORE_WORKLOADS_SCENARIO_TALLY_H_

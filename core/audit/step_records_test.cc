@@ -2,7 +2,7 @@
 // a log written the way the server writes it (SAU events, alarm controls, LMU updates, signed
 // checkpoints, all in one per-shard chain) passes the one-pass verifier, while each kind of
 // tampering is caught at the right record by the right rule.
-#include "core/shard/step_records.h"
+#include "core/audit/step_records.h"
 
 #include <algorithm>
 #include <cctype>
@@ -21,7 +21,7 @@
 #include "core/audit/merkle_chain.h"
 #include "core/audit/verifier.h"
 #include "core/sau/counter_rng.h"
-#include "core/sau/dgp.h"
+#include "core/workloads/dgp.h"
 #include "core/shard/lmu_shard.h"
 #include "core/shard/sau_shard.h"
 #include "gtest/gtest.h"

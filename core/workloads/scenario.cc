@@ -1,4 +1,4 @@
-#include "client/lib/scenario.h"
+#include "core/workloads/scenario.h"
 
 #include <algorithm>
 #include <cassert>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace streamlearn::client {
+namespace streamlearn::workloads {
 
 std::string_view PhaseName(ScenarioPhase phase) {
   switch (phase) {
@@ -197,4 +197,4 @@ fuse::FuseSpec ScenarioFuseSpec(const ScenarioOptions& options) {
   return s;
 }
 
-}  // namespace streamlearn::client
+}  // namespace streamlearn::workloads
