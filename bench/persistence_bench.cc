@@ -124,7 +124,9 @@ Durable OpenDurable(const std::string& dir, const ModelShape& shape, bool create
   d.registry = std::make_unique<ModelRegistry>(lmu::HashSecret{});
   if (create) {
     absl::StatusOr<std::shared_ptr<Model>> m = d.registry->Create(
-        SpecOf(shape), [&](const std::shared_ptr<Model>& m) { return d.persistence->OnCreate(m); });
+        SpecOf(shape), [&](const std::shared_ptr<Model>& m) {
+          return d.persistence->OnCreate(m, d.registry->secret());
+        });
     if (!m.ok()) Die("Create: " + m.status().ToString());
   } else if (absl::Status s = d.persistence->Recover(d.registry.get()); !s.ok()) {
     Die("Recover: " + s.ToString());

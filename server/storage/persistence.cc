@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "admin.pb.h"
 #include "core/audit/audit_record.h"
 #include "core/audit/merkle_chain.h"
@@ -16,6 +17,7 @@
 #include "server/storage/audit_key.h"
 #include "server/storage/data_dir.h"
 #include "server/storage/file_io.h"
+#include "server/storage/part_codec.h"
 #include "server/storage/recovery.h"
 #include "server/storage/spec_conversion.h"
 #include "spdlog/spdlog.h"
@@ -41,6 +43,29 @@ absl::Status CheckOptions(const PersistenceOptions& options) {
   }
   if (options.keep_snapshots < 1) {
     return absl::InvalidArgumentError("keep_snapshots must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
+// Recovery rebuilds a model from its stored spec (the wire form) and restores its parts'
+// snapshots under it: a part that does not restore under the round-tripped spec would come
+// back different. The fresh parts of shard 0 are snapshotted and restored under it now.
+absl::Status CheckSpecSurvivesStore(const Model& model, const v1::ModelSpec& wire,
+                                    const lmu::HashSecret& secret) {
+  const auto refuse = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", model.spec().name, "': the spec cannot be stored as given (a restart would "
+        "rebuild it differently): ", why, "; give the parameters the ModelSpec message holds"));
+  };
+  absl::StatusOr<ModelSpec> stored = ModelSpecFromProto(wire);
+  if (!stored.ok()) return refuse(stored.status().message());
+  for (const ShardPart* part : model.parts(0)) {
+    absl::StatusOr<PartSnapshot> snap = part->TakeSnapshot();
+    if (!snap.ok()) return snap.status();
+    absl::Status restored = VisitPart(part->kind(), [&]<typename ShardT>(PartType<ShardT>) {
+      return PartCodec<ShardT>::Restore(*stored, secret, snap->blob).status();
+    });
+    if (!restored.ok()) return refuse(restored.message());
   }
   return absl::OkStatus();
 }
@@ -137,9 +162,11 @@ std::shared_ptr<ModelWriters> Persistence::Find(const std::string& name) const {
   return it == writers_.end() ? nullptr : it->second;
 }
 
-absl::Status Persistence::OnCreate(const std::shared_ptr<Model>& model) {
+absl::Status Persistence::OnCreate(const std::shared_ptr<Model>& model,
+                                   const lmu::HashSecret& secret) {
   const ModelSpec& spec = model->spec();
   const v1::ModelSpec wire = ModelSpecToProto(spec);
+  if (absl::Status s = CheckSpecSurvivesStore(*model, wire, secret); !s.ok()) return s;
   std::shared_ptr<ModelWriters> writers = MakeWriters(*model);
   // Genesis records and the spec in one write: a model exists on disk with its chains or not
   // at all. Each genesis names its (model, shard), so no chain passes as another's.

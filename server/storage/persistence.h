@@ -65,8 +65,10 @@ class Persistence {
   absl::Status Recover(ModelRegistry* registry);
 
   // The commit for ModelRegistry::Create: stores the spec and each shard's genesis record in
-  // one write, then makes the model's ShardWriters.
-  absl::Status OnCreate(const std::shared_ptr<Model>& model);
+  // one write, then makes the model's ShardWriters. INVALID_ARGUMENT, naming the parameter,
+  // when the spec would not come back the same from the store (a parameter the stored form
+  // cannot hold: a recovery would rebuild the model differently); `secret` is the registry's.
+  absl::Status OnCreate(const std::shared_ptr<Model>& model, const lmu::HashSecret& secret);
 
   // The model's writers; null for a model this object does not know.
   std::shared_ptr<ModelWriters> Find(const std::string& name) const;

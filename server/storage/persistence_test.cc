@@ -147,7 +147,9 @@ class World {
 
   std::shared_ptr<Model> Create(Persistence& p, ModelRegistry& registry) {
     absl::StatusOr<std::shared_ptr<Model>> m = registry.Create(
-        Spec(), [&p](const std::shared_ptr<Model>& model) { return p.OnCreate(model); });
+        Spec(), [&p, &registry](const std::shared_ptr<Model>& model) {
+          return p.OnCreate(model, registry.secret());
+        });
     EXPECT_TRUE(m.ok()) << m.status();
     return m.ok() ? *m : nullptr;
   }
@@ -798,6 +800,42 @@ TEST(PersistenceTest, FailedSnapshotWriteLeavesTheManifestAsItWasAndALaterSnapsh
     ASSERT_TRUE(m2.ok()) << m2.status();
     EXPECT_EQ(States(**m2), states);
     EXPECT_EQ(Heads(*p2, **m2), heads);
+  }
+}
+
+// The stored spec is the wire form (ModelSpec proto): a parameter it cannot hold would come
+// back as its default after a restart, and recovery would rebuild a different model. Such a
+// spec is refused at creation, naming the parameter, and nothing is stored.
+TEST(PersistenceTest, SpecTheStoreCannotHoldIsRefusedAtCreationNamingTheParameter) {
+  struct Case {
+    const char* name;
+    void (*edit)(ModelSpec&);
+    const char* parameter;
+  };
+  const Case cases[] = {
+      {"sau warmup (not in the wire spec)", [](ModelSpec& s) { s.sau.warmup = 20; }, "warmup"},
+      {"sau epoch_length", [](ModelSpec& s) { s.sau.epoch_length = 77; }, "epoch_length"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    FakeStorage fake;
+    absl::StatusOr<std::unique_ptr<Persistence>> p =
+        Persistence::OpenWith(Options(), fake.Share(), nullptr);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ModelRegistry registry(Secret());
+    ModelSpec spec = Spec();
+    c.edit(spec);
+    absl::StatusOr<std::shared_ptr<Model>> m =
+        registry.Create(spec, [&](const std::shared_ptr<Model>& model) {
+          return (*p)->OnCreate(model, registry.secret());
+        });
+    ASSERT_TRUE(absl::IsInvalidArgument(m.status())) << m.status();
+    EXPECT_THAT(std::string(m.status().message()), HasSubstr(c.parameter));
+    EXPECT_THAT(std::string(m.status().message()), HasSubstr("cannot be stored as given"));
+    absl::StatusOr<std::vector<std::pair<std::string, std::string>>> specs = fake.ListSpecs();
+    ASSERT_TRUE(specs.ok()) << specs.status();
+    EXPECT_TRUE(specs->empty());
+    EXPECT_FALSE(registry.Find(kModel).ok());
   }
 }
 
