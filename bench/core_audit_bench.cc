@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
 #include "core/audit/checkpoint.h"
@@ -287,14 +288,6 @@ class AuditReporter : public RatioReporter {
 }  // namespace streamlearn::bench
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  streamlearn::bench::AuditReporter reporter(
-      isatty(fileno(stdout)) ? benchmark::ConsoleReporter::OO_ColorTabular
-                             : benchmark::ConsoleReporter::OO_Tabular,
-      streamlearn::bench::RatioReporter::TimeBase::kCpu);  // every benchmark is single-threaded
-  streamlearn::bench::AddRatios(reporter);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+  streamlearn::bench::AuditReporter reporter(streamlearn::bench::ConsoleOptions(), streamlearn::bench::RatioReporter::TimeBase::kCpu);
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios);
 }

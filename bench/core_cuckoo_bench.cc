@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "bench/bench_main.h"
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
 #include "core/lmu/cuckoo_delta.h"
@@ -202,14 +203,6 @@ void AddRatios(RatioReporter& rep) {
 }  // namespace streamlearn::bench
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  streamlearn::bench::RatioReporter reporter(
-      isatty(fileno(stdout)) ? benchmark::ConsoleReporter::OO_ColorTabular
-                             : benchmark::ConsoleReporter::OO_Tabular,
-      streamlearn::bench::RatioReporter::TimeBase::kCpu);  // every benchmark is single-threaded
-  streamlearn::bench::AddRatios(reporter);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+  streamlearn::bench::RatioReporter reporter(streamlearn::bench::ConsoleOptions(), streamlearn::bench::RatioReporter::TimeBase::kCpu);
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios);
 }

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
 #include "core/workloads/fuse_dgp.h"
@@ -47,11 +48,6 @@ namespace {
 constexpr size_t kPool = 4096;
 constexpr int kWarmup = 2000;
 constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
-
-void Die(const std::string& what) {
-  std::fprintf(stderr, "core_fuse_bench: %s\n", what.c_str());
-  std::exit(1);
-}
 
 fuse::FuseSpec Spec(fuse::FusePattern pattern) {
   fuse::FuseSpec s;
@@ -273,14 +269,6 @@ void AddRatios(RatioReporter& rep) {
 }  // namespace streamlearn::bench
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  streamlearn::bench::RatioReporter reporter(
-      isatty(fileno(stdout)) ? benchmark::ConsoleReporter::OO_ColorTabular
-                             : benchmark::ConsoleReporter::OO_Tabular,
-      streamlearn::bench::RatioReporter::TimeBase::kCpu);
-  streamlearn::bench::AddRatios(reporter);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+  streamlearn::bench::RatioReporter reporter(streamlearn::bench::ConsoleOptions(), streamlearn::bench::RatioReporter::TimeBase::kCpu);
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios);
 }

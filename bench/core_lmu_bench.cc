@@ -59,6 +59,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
+#include "bench/bench_main.h"
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
 #include "core/lmu/keyed_hash.h"
@@ -120,11 +121,6 @@ struct Rng {
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "core_lmu_bench: %s\n", what.c_str());
-  std::exit(1);
 }
 
 std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
@@ -1225,14 +1221,6 @@ class LmuReporter : public RatioReporter {
 }  // namespace streamlearn::bench
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  streamlearn::bench::LmuReporter reporter(
-      isatty(fileno(stdout)) ? benchmark::ConsoleReporter::OO_ColorTabular
-                             : benchmark::ConsoleReporter::OO_Tabular,
-      streamlearn::bench::RatioReporter::TimeBase::kCpu);
-  streamlearn::bench::AddRatios(reporter);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+  streamlearn::bench::LmuReporter reporter(streamlearn::bench::ConsoleOptions(), streamlearn::bench::RatioReporter::TimeBase::kCpu);
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios);
 }

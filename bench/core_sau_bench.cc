@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
 #include "core/workloads/dgp.h"
@@ -446,15 +447,10 @@ int main(int argc, char** argv) {
     }
   }
   argc = kept;
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   if (state_table) streamlearn::bench::PrintStateTable();
+  // Every benchmark is single-threaded: CPU time.
   streamlearn::bench::RatioReporter reporter(
-      isatty(fileno(stdout)) ? benchmark::ConsoleReporter::OO_ColorTabular
-                             : benchmark::ConsoleReporter::OO_Tabular,
-      streamlearn::bench::RatioReporter::TimeBase::kCpu);  // every benchmark is single-threaded
-  streamlearn::bench::AddRatios(reporter);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+      streamlearn::bench::ConsoleOptions(), streamlearn::bench::RatioReporter::TimeBase::kCpu);
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter,
+                                                streamlearn::bench::AddRatios);
 }

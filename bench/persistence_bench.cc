@@ -1,5 +1,5 @@
 // Snapshot, recovery and reader latency of the persistence layer (docs/DURABILITY.md;
-// server/persistence.h), in-process (no gRPC), each beside its baseline in the same run:
+// server/storage/persistence.h), in-process (no gRPC), each beside its baseline in the same run:
 //
 // Per 10^6 logged events (model d = 16, d_v = 8, r = 64, one shard, batches of 256):
 //   BM_BareIngest1M          SauShard::Ingest of 10^6 events, no hook: the baseline.
@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
 #include "core/common/digest.h"
@@ -62,11 +63,6 @@ struct ModelShape {
 };
 constexpr ModelShape kLogModel{16, 8, 64};
 constexpr ModelShape kLargeModel{16, 256, 2048};
-
-void Die(const std::string& what) {
-  std::fprintf(stderr, "persistence_bench: %s\n", what.c_str());
-  std::exit(1);
-}
 
 ModelSpec SpecOf(const ModelShape& m) {
   ModelSpec spec;
@@ -415,15 +411,10 @@ void AddRatios(RatioReporter& rep) {
 }  // namespace
 }  // namespace streamlearn::bench
 
+void RemoveRoot() { std::filesystem::remove_all(streamlearn::bench::Root()); }
+
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  streamlearn::bench::RatioReporter reporter(isatty(fileno(stdout))
-                                                 ? benchmark::ConsoleReporter::OO_ColorTabular
-                                                 : benchmark::ConsoleReporter::OO_Tabular);
-  streamlearn::bench::AddRatios(reporter);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  std::filesystem::remove_all(streamlearn::bench::Root());
-  benchmark::Shutdown();
-  return 0;
+  streamlearn::bench::RatioReporter reporter(streamlearn::bench::ConsoleOptions());
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter,
+                                                streamlearn::bench::AddRatios, RemoveRoot);
 }

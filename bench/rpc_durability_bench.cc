@@ -31,7 +31,9 @@
 
 #include "absl/time/time.h"
 #include "admin.grpc.pb.h"
+#include "bench/bench_main.h"
 #include "bench/ratio_reporter.h"
+#include "bench/rpc_fixture.h"
 #include "benchmark/benchmark.h"
 #include "core/workloads/dgp.h"
 #include "sau.grpc.pb.h"
@@ -52,11 +54,6 @@ constexpr char kRoutingKey[] = "bench-key";
 
 enum Mode { kMemory = 0, kProcess = 1, kMachine = 2 };
 constexpr const char* kModeNames[] = {"memory", "process", "machine"};
-
-void Die(const std::string& what) {
-  std::fprintf(stderr, "rpc_durability_bench: %s\n", what.c_str());
-  std::exit(1);
-}
 
 // Batches per iteration: 4096 events (and >= 64 batches); a machine stream at batch 1 does
 // 256 fsync'ed batches.
@@ -80,18 +77,6 @@ struct Fixture {
 
 Fixture* g_fixture = nullptr;
 
-std::shared_ptr<grpc::Channel> Connect(int port) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(16 << 20);
-  args.SetMaxSendMessageSize(16 << 20);
-  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
-                                           grpc::InsecureChannelCredentials(), args);
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
-    Die("cannot connect to 127.0.0.1:" + std::to_string(port));
-  }
-  return channel;
-}
-
 Fixture& GetFixture() {
   if (g_fixture != nullptr) return *g_fixture;
   auto* f = new Fixture;
@@ -102,9 +87,7 @@ Fixture& GetFixture() {
   sau::Dgp dgp(sau::Dgp::Options{.kind = sau::Dgp::Kind::kA, .d = kD, .d_v = kDv}, 7);
   for (size_t i = 0; i < kPoolEvents; ++i) f->events.push_back(dgp.Next());
   for (Mode mode : {kMemory, kProcess, kMachine}) {
-    server::Server::Options options;
-    options.listen = "127.0.0.1:0";
-    options.metrics = "";
+    server::Server::Options options = LocalServerOptions();
     options.lmu_secret = lmu::HashSecret{};
     if (mode != kMemory) {
       options.data_dir = f->root + "/" + kModeNames[mode];
@@ -112,10 +95,9 @@ Fixture& GetFixture() {
           mode == kMachine ? storage::Durability::kMachine : storage::Durability::kProcess;
     }
     ServerUnderTest& t = f->targets[mode];
-    t.server = std::make_unique<server::Server>(options);
-    absl::StatusOr<int> port = t.server->Start();
-    if (!port.ok()) Die("Server::Start: " + port.status().ToString());
-    auto channel = Connect(*port);
+    int port = 0;
+    t.server = StartLocalServer(options, &port);
+    auto channel = Connect(port);
     v1::CreateModelRequest req;
     req.mutable_spec()->set_name(kModel);
     req.mutable_spec()->set_shards(1);
@@ -248,14 +230,6 @@ void AddRatios(RatioReporter& rep) {
 }  // namespace streamlearn::bench
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  streamlearn::bench::RatioReporter reporter(isatty(fileno(stdout))
-                                                 ? benchmark::ConsoleReporter::OO_ColorTabular
-                                                 : benchmark::ConsoleReporter::OO_Tabular);
-  streamlearn::bench::AddRatios(reporter);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  streamlearn::bench::TearDownFixture();
-  benchmark::Shutdown();
-  return 0;
+  streamlearn::bench::RatioReporter reporter(streamlearn::bench::ConsoleOptions());
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios, streamlearn::bench::TearDownFixture);
 }

@@ -39,7 +39,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "bench/bench_main.h"
 #include "bench/ratio_reporter.h"
+#include "bench/rpc_fixture.h"
 #include "benchmark/benchmark.h"
 #include "core/workloads/scenario.h"
 #include "core/shard/model_registry.h"
@@ -59,11 +61,6 @@ constexpr char kLmuModel[] = "lmu";
 constexpr char kRoutingKey[] = "bench-key";
 constexpr int kPredictWarmup = 200;
 constexpr int kPredictCalls = 2000;
-
-void Die(const std::string& what) {
-  std::fprintf(stderr, "rpc_fuse_bench: %s\n", what.c_str());
-  std::exit(1);
-}
 
 size_t BatchesPerIteration(size_t batch) { return std::max<size_t>(kPool, 64 * batch) / batch; }
 size_t Window(size_t batch) { return std::clamp<size_t>(2048 / batch, 4, 64); }
@@ -102,18 +99,6 @@ struct Fixture {
 };
 
 Fixture* g_fixture = nullptr;
-
-std::shared_ptr<grpc::Channel> Connect(int port) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(16 << 20);
-  args.SetMaxSendMessageSize(16 << 20);
-  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
-                                           grpc::InsecureChannelCredentials(), args);
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
-    Die("cannot connect to 127.0.0.1:" + std::to_string(port));
-  }
-  return channel;
-}
 
 // Requests of `batch` items cut from the pool (t set at send time).
 std::vector<v1::LearnRequest> FuseRequests(const Fixture& f, size_t batch, const char* model) {
@@ -242,13 +227,10 @@ Fixture& GetFixture() {
   workloads::Scenario scenario(so);
   for (size_t i = 0; i < kPool; ++i) f->samples.push_back(scenario.Next());
 
-  server::Server::Options options;
-  options.listen = "127.0.0.1:0";
-  options.metrics = "";
+  server::Server::Options options = LocalServerOptions();
   options.max_batch = kMaxBatch;
-  f->server = std::make_unique<server::Server>(options);
-  absl::StatusOr<int> port = f->server->Start();
-  if (!port.ok()) Die("Server::Start: " + port.status().ToString());
+  int port = 0;
+  f->server = StartLocalServer(options, &port);
   const fuse::FuseSpec fs = workloads::ScenarioFuseSpec(so);
   ModelSpec fuse_model;
   fuse_model.name = kFuseModel;
@@ -269,15 +251,10 @@ Fixture& GetFixture() {
     }
   }
 
-  grpc::ServerBuilder builder;
   int empty_port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &empty_port);
-  builder.SetMaxReceiveMessageSize(16 << 20);
-  builder.RegisterService(&f->empty_service);
-  f->empty_server = builder.BuildAndStart();
-  if (f->empty_server == nullptr || empty_port == 0) Die("cannot start the empty server");
+  f->empty_server = StartEmptyServer(&f->empty_service, &empty_port);
 
-  auto channel = Connect(*port);
+  auto channel = Connect(port);
   f->fuse = v1::Fuse::NewStub(channel);
   f->sau = v1::SAU::NewStub(channel);
   f->lmu = v1::LMU::NewStub(channel);
@@ -496,14 +473,6 @@ void AddRatios(RatioReporter& rep) {
 }  // namespace streamlearn::bench
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  streamlearn::bench::RatioReporter reporter(isatty(fileno(stdout))
-                                                 ? benchmark::ConsoleReporter::OO_ColorTabular
-                                                 : benchmark::ConsoleReporter::OO_Tabular);
-  streamlearn::bench::AddRatios(reporter);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  streamlearn::bench::TearDownFixture();
-  benchmark::Shutdown();
-  return 0;
+  streamlearn::bench::RatioReporter reporter(streamlearn::bench::ConsoleOptions());
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios, streamlearn::bench::TearDownFixture);
 }

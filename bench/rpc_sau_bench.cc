@@ -29,7 +29,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "bench/bench_main.h"
 #include "bench/ratio_reporter.h"
+#include "bench/rpc_fixture.h"
 #include "benchmark/benchmark.h"
 #include "core/workloads/dgp.h"
 #include "core/sau/sau_estimator.h"
@@ -50,11 +52,6 @@ constexpr char kModel[] = "bench";
 constexpr char kRoutingKey[] = "bench-key";
 constexpr int kQueryWarmup = 200;
 constexpr int kQueryCalls = 2000;
-
-void Die(const std::string& what) {
-  std::fprintf(stderr, "rpc_sau_bench: %s\n", what.c_str());
-  std::exit(1);
-}
 
 sau::SauSpec BenchSpec() {
   sau::SauSpec spec;
@@ -111,18 +108,6 @@ struct Fixture {
 
 Fixture* g_fixture = nullptr;
 
-std::shared_ptr<grpc::Channel> Connect(int port) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(16 << 20);
-  args.SetMaxSendMessageSize(16 << 20);
-  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
-                                           grpc::InsecureChannelCredentials(), args);
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
-    Die("cannot connect to 127.0.0.1:" + std::to_string(port));
-  }
-  return channel;
-}
-
 Fixture& GetFixture() {
   if (g_fixture != nullptr) return *g_fixture;
   auto* f = new Fixture;
@@ -130,13 +115,10 @@ Fixture& GetFixture() {
   for (size_t i = 0; i < kPoolEvents; ++i) f->events.push_back(dgp.Next());
   for (int i = 0; i < 256; ++i) f->queries.push_back(dgp.Gaussian(kD));
 
-  server::Server::Options options;
-  options.listen = "127.0.0.1:0";
-  options.metrics = "";
+  server::Server::Options options = LocalServerOptions();
   options.max_batch = kMaxBatch;
-  f->server = std::make_unique<server::Server>(options);
-  absl::StatusOr<int> port = f->server->Start();
-  if (!port.ok()) Die("Server::Start: " + port.status().ToString());
+  int port = 0;
+  f->server = StartLocalServer(options, &port);
   ModelSpec spec;
   spec.name = kModel;
   spec.shards = 1;
@@ -145,15 +127,10 @@ Fixture& GetFixture() {
     Die("registry Create: " + m.status().ToString());
   }
 
-  grpc::ServerBuilder builder;
   int empty_port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &empty_port);
-  builder.SetMaxReceiveMessageSize(16 << 20);
-  builder.RegisterService(&f->empty_service);
-  f->empty_server = builder.BuildAndStart();
-  if (f->empty_server == nullptr || empty_port == 0) Die("cannot start the empty server");
+  f->empty_server = StartEmptyServer(&f->empty_service, &empty_port);
 
-  f->server_stub = v1::SAU::NewStub(Connect(*port));
+  f->server_stub = v1::SAU::NewStub(Connect(port));
   f->empty_stub = v1::SAU::NewStub(Connect(empty_port));
   g_fixture = f;
   return *f;
@@ -406,14 +383,6 @@ void AddRatios(RatioReporter& rep) {
 }  // namespace streamlearn::bench
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  streamlearn::bench::RatioReporter reporter(isatty(fileno(stdout))
-                                                 ? benchmark::ConsoleReporter::OO_ColorTabular
-                                                 : benchmark::ConsoleReporter::OO_Tabular);
-  streamlearn::bench::AddRatios(reporter);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  streamlearn::bench::TearDownFixture();
-  benchmark::Shutdown();
-  return 0;
+  streamlearn::bench::RatioReporter reporter(streamlearn::bench::ConsoleOptions());
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios, streamlearn::bench::TearDownFixture);
 }

@@ -1,4 +1,4 @@
-// The LMU secret file (server/lmu_secret.h) and how the Server picks its secret.
+// The LMU secret file (server/storage/lmu_secret.h) and how the Server picks its secret.
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -1,14 +1,14 @@
 // The worked scenario of docs/FUSE.md (core/workloads/scenario.h) end to end: an in-process
 // server with a data directory, the fused model the demo creates (Admin.CreateModel with
 // ScenarioModelSpec), the samples over one Fuse.Learn stream through the client library, one
-// batch in flight. Asserted from the acks alone: the shape of tests/scenario_shape_test.cc
+// batch in flight. Asserted from the acks alone: the shape of core/workloads/scenario_test.cc
 // (attention while steady; RJ red, the gate clamped to <= 0.4 and beta_floor raised in the
 // novelty spike; the gate back after it; the fused error within 2% of the better part), the
 // server's predictions equal to an in-process FuseUnit's bit for bit. The figures that depend
 // on how the machine schedules threads are printed always and asserted only on request (see
 // the end of the test): per phase the Learn round trip's p99 <= 2 x p50 (docs/FUSE.md SLO), and,
 // the server's LMU rebuilding in the background, the ring left empty while steady and a
-// rebuild published during the novelty burst (tests/scenario_shape_test.cc asserts those with
+// rebuild published during the novelty burst (core/workloads/scenario_test.cc asserts those with
 // inline rebuilds, where they are functions of the samples).
 #include <unistd.h>
 

@@ -43,7 +43,7 @@ def generate_stubs(proto_dir, out_dir):
 
 
 def shard_for(routing_key, shards):
-    """The server's routing (core/shard/routing.h): BE64(SHA-256(key)[0:8]) mod shards."""
+    """The server's routing (core/common/routing.h): BE64(SHA-256(key)[0:8]) mod shards."""
     digest = hashlib.sha256(routing_key.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % shards
 

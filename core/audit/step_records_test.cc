@@ -277,7 +277,7 @@ struct Journal {
   std::vector<std::string> bodies;
   std::vector<std::string> lines;
 
-  // Like server/shard_journal.h: all of a commit's bodies or none.
+  // Like server/storage/shard_chain.h: all of a commit's bodies or none.
   absl::Status Commit(const std::vector<std::string>& batch) {
     AuditLogWriter next = writer;
     std::vector<std::string> out;

@@ -1,7 +1,7 @@
 // Scenario: the worked scenario of docs/FUSE.md (drift with novelty bursts) as a
 // reproducible stream of fused samples (t, sparse x, q, y), and the fused model spec it is
 // tuned for. Pure C++ over the core (no gRPC): the demo (client/demo/fuse_phase.cc), the shape
-// tests (tests/scenario_shape_test.cc in process, tests/server_scenario_test.cc through a
+// tests (core/workloads/scenario_test.cc in process, tests/server_scenario_test.cc through a
 // server) and the benchmarks draw the same samples from the same seed.
 //
 //   client::Scenario scenario(client::ScenarioOptions{});     // the defaults (docs/FUSE.md)
@@ -72,7 +72,7 @@ inline constexpr ScenarioPhase kScenarioPhases[] = {
 std::string_view PhaseName(ScenarioPhase phase);  // "steady", "novelty", "stabilization"
 
 struct ScenarioOptions {
-  // RNG seed 2. The figures in tests/scenario_shape_test.cc and docs are for this seed; other
+  // RNG seed 2. The figures in core/workloads/scenario_test.cc and docs are for this seed; other
   // seeds give the same three phases, but with some (3, 7, 11 of those tried) one cluster's
   // steady RJ gap sits near its threshold under this feature draw, and phase 1 has a few red
   // windows (6 to 71 red steps) and clamps.

@@ -1,4 +1,4 @@
-// The RocksDB store (server/store.h): round trips, atomic batches, key boundaries, read-only
+// The RocksDB store (server/storage/store.h): round trips, atomic batches, key boundaries, read-only
 // and backup opens, errors, and a batch surviving kill -9 of the writer.
 #include "server/storage/store.h"
 
