@@ -1,6 +1,6 @@
 // What the audit trail costs per SAU event, beside the event itself (docs/AUDIT.md): the work
-// ShardWriter::CommitSau (server/storage/shard_writer.cc) does for every applied event before the store
-// write, on the writer's thread, measured on the core alone:
+// ShardWriter::CommitSau (server/storage/shard_writer.cc) does for every applied event before the
+// store write, on the writer's thread, measured on the core alone:
 //
 //   BM_SauIngestBare        SauEstimator::Ingest of one event: the baseline.
 //   BM_RecordBuild          AppendSauEventBody: the canonical sau_event body (18 numbers
@@ -288,6 +288,8 @@ class AuditReporter : public RatioReporter {
 }  // namespace streamlearn::bench
 
 int main(int argc, char** argv) {
-  streamlearn::bench::AuditReporter reporter(streamlearn::bench::ConsoleOptions(), streamlearn::bench::RatioReporter::TimeBase::kCpu);
-  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios);
+  streamlearn::bench::AuditReporter reporter(streamlearn::bench::ConsoleOptions(),
+                                             streamlearn::bench::RatioReporter::TimeBase::kCpu);
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter,
+                                                streamlearn::bench::AddRatios);
 }

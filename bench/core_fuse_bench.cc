@@ -100,7 +100,8 @@ fuse::FuseSpec Resolved(fuse::FusePattern pattern) {
 }
 
 std::unique_ptr<fuse::FuseUnit> WarmUnit(fuse::FusePattern pattern, uint64_t* t) {
-  absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> u = fuse::FuseUnit::Create(Spec(pattern), Secret());
+  absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> u =
+      fuse::FuseUnit::Create(Spec(pattern), Secret());
   if (!u.ok()) Die(u.status().ToString());
   const auto& pool = Pool();
   for (int i = 0; i < kWarmup; ++i) {
@@ -269,6 +270,8 @@ void AddRatios(RatioReporter& rep) {
 }  // namespace streamlearn::bench
 
 int main(int argc, char** argv) {
-  streamlearn::bench::RatioReporter reporter(streamlearn::bench::ConsoleOptions(), streamlearn::bench::RatioReporter::TimeBase::kCpu);
-  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios);
+  streamlearn::bench::RatioReporter reporter(streamlearn::bench::ConsoleOptions(),
+                                             streamlearn::bench::RatioReporter::TimeBase::kCpu);
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter,
+                                                streamlearn::bench::AddRatios);
 }

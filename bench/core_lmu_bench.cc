@@ -1221,6 +1221,8 @@ class LmuReporter : public RatioReporter {
 }  // namespace streamlearn::bench
 
 int main(int argc, char** argv) {
-  streamlearn::bench::LmuReporter reporter(streamlearn::bench::ConsoleOptions(), streamlearn::bench::RatioReporter::TimeBase::kCpu);
-  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios);
+  streamlearn::bench::LmuReporter reporter(streamlearn::bench::ConsoleOptions(),
+                                           streamlearn::bench::RatioReporter::TimeBase::kCpu);
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter,
+                                                streamlearn::bench::AddRatios);
 }

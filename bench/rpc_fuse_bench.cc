@@ -184,7 +184,8 @@ grpc::Status Pipelined(
       }
       ++totals->acks;
       if (ack.status().code() != 0) {
-        if (totals->rejected++ == 0) std::fprintf(stderr, "rejected: %s\n", ack.status().message().c_str());
+        if (totals->rejected++ == 0)
+          std::fprintf(stderr, "rejected: %s\n", ack.status().message().c_str());
       }
       slots.release();
     }
@@ -358,7 +359,8 @@ void RunLatency(benchmark::State& state, const std::function<void(size_t)>& call
     for (int i = 0; i < kPredictCalls; ++i) {
       const auto start = std::chrono::steady_clock::now();
       call(static_cast<size_t>(i));
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       us[static_cast<size_t>(i)] = s * 1e6;
       total += s;
     }
@@ -454,8 +456,11 @@ void AddRatios(RatioReporter& rep) {
                   {"BM_SauIngest/" + b, ips}, 0, Target::kNone});
     rep.AddRatio({"Fuse.Learn / LMU.Update alone, batch " + b, {"BM_FuseLearn/" + b, ips},
                   {"BM_LmuUpdate/" + b, ips}, 0, Target::kNone});
-    rep.AddRatio({"Fuse.Learn / empty handler, batch " + b, {"BM_FuseLearn/" + b, ips},
-                  {"BM_FuseLearnEmpty/" + b, ips}, 0.5, b == "1" ? Target::kAtLeast : Target::kNone});
+    rep.AddRatio({"Fuse.Learn / empty handler, batch " + b,
+                  {"BM_FuseLearn/" + b, ips},
+                  {"BM_FuseLearnEmpty/" + b, ips},
+                  0.5,
+                  b == "1" ? Target::kAtLeast : Target::kNone});
   }
   rep.AddRatio({"Fuse.Predict p99 / p50", {"BM_FusePredict", "p99_us"},
                 {"BM_FusePredict", "p50_us"}, 2.0, Target::kAtMost});
@@ -474,5 +479,6 @@ void AddRatios(RatioReporter& rep) {
 
 int main(int argc, char** argv) {
   streamlearn::bench::RatioReporter reporter(streamlearn::bench::ConsoleOptions());
-  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios, streamlearn::bench::TearDownFixture);
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios,
+                                                streamlearn::bench::TearDownFixture);
 }

@@ -384,5 +384,6 @@ void AddRatios(RatioReporter& rep) {
 
 int main(int argc, char** argv) {
   streamlearn::bench::RatioReporter reporter(streamlearn::bench::ConsoleOptions());
-  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios, streamlearn::bench::TearDownFixture);
+  return streamlearn::bench::RunRatioBenchmarks(argc, argv, reporter, streamlearn::bench::AddRatios,
+                                                streamlearn::bench::TearDownFixture);
 }

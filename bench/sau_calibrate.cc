@@ -49,8 +49,8 @@ int main(int argc, char** argv) {
         est->features().Condition(e.k, kc.data());
         exact.Add(kc, e.v);
         if (t > 500) {
-          u.push_back(d.rj_gap *
-                      std::sqrt(r / std::log(std::max<double>(t, std::numbers::e) / spec.rj_delta)));
+          u.push_back(d.rj_gap * std::sqrt(r / std::log(std::max<double>(t, std::numbers::e) /
+                                                        spec.rj_delta)));
           red += d.rj_level == RjLevel::kRed;
         }
       }

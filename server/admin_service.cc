@@ -101,9 +101,10 @@ absl::Status AdminService::DoCreateModel(const v1::CreateModelRequest& request,
                                          v1::ModelInfo* response) {
   absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(request.spec());
   if (!spec.ok()) return spec.status();
-  absl::StatusOr<std::shared_ptr<Model>> model =
-      RegisterModel(*std::move(spec), registry_, "Admin.CreateModel",
-                    [this](const std::shared_ptr<Model>& m) { return persistence_->OnCreate(m, registry_->secret()); });
+  absl::StatusOr<std::shared_ptr<Model>> model = RegisterModel(
+      *std::move(spec), registry_, "Admin.CreateModel", [this](const std::shared_ptr<Model>& m) {
+        return persistence_->OnCreate(m, registry_->secret());
+      });
   if (!model.ok()) return model.status();
   // Outside the registry's lock (the commit above runs under it): the marker's floor now
   // names the model. A failure is logged; the model is committed either way.

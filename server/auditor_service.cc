@@ -17,8 +17,8 @@ constexpr size_t kReadChunkBytes = 1 << 20;
 
 }  // namespace
 
-absl::StatusOr<storage::ShardWriter*> AuditorService::FindShard(const std::string& model, uint32_t shard,
-                                                    std::shared_ptr<storage::ModelWriters>* keep) const {
+absl::StatusOr<storage::ShardWriter*> AuditorService::FindShard(
+    const std::string& model, uint32_t shard, std::shared_ptr<storage::ModelWriters>* keep) const {
   absl::StatusOr<std::shared_ptr<Model>> m = registry_->Find(model);
   if (!m.ok()) return m.status();
   if (shard >= (*m)->num_shards()) {

@@ -12,7 +12,7 @@
 // Unknown model: NOT_FOUND; shard out of range: INVALID_ARGUMENT naming the shard count.
 //
 // Ownership: *registry, *persistence and *metrics must outlive the service.
-// Thread safety: gRPC calls the methods concurrently; the journals are thread-safe.
+// Thread safety: gRPC calls the methods concurrently; the shards' chains are thread-safe.
 #ifndef STREAMLEARN_SERVER_AUDITOR_SERVICE_H_
 #define STREAMLEARN_SERVER_AUDITOR_SERVICE_H_
 

@@ -11,9 +11,9 @@
 // RouteBatch binds the stream's model (looked up once per stream while its batches name the
 // same model), maps the routing key to its shard (set in the ack) and refuses an oversize
 // batch before anything is copied. ApplyBatch rebuilds a part a failed write fenced
-// (storage::Persistence::ReinstateFenced), applies the batch durably (committed with its audit records before the ack:
-// storage::ApplyDurably) and fills the ack's audit head from the commit's receipt, or from the
-// chain's head when nothing was committed (an all-duplicate batch).
+// (storage::Persistence::ReinstateFenced), applies the batch durably (committed with its audit
+// records before the ack: storage::ApplyDurably) and fills the ack's audit head from the
+// commit's receipt, or from the chain's head when nothing was committed (all duplicates).
 //
 // Thread safety: a StreamBinding belongs to one stream; the rest is as the parts' methods.
 #ifndef STREAMLEARN_SERVER_BATCH_STEP_H_

@@ -1,7 +1,8 @@
 // Model lookup for the data-plane services: the named model, refused unless it has the part
 // the service serves (a model has an SAU part, an LMU part, or both; or a fuse part alone).
 //
-//   absl::StatusOr<std::shared_ptr<Model>> m = FindModelWithPart(registry, "clicks", PartKind::kLmu);
+//   absl::StatusOr<std::shared_ptr<Model>> m =
+//       FindModelWithPart(registry, "clicks", PartKind::kLmu);
 //   // NOT_FOUND "model 'clicks' not found"
 //   // FAILED_PRECONDITION "model 'clicks' has no lmu part"
 //   // FAILED_PRECONDITION "model 'f' is a fused model (a fuse part alone): use the Fuse

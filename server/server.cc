@@ -186,8 +186,9 @@ absl::Status Server::CreateConfiguredModels() {
       continue;
     }
     absl::StatusOr<std::shared_ptr<Model>> model = RegisterModel(
-        std::move(spec), registry_.get(), origin,
-        [this](const std::shared_ptr<Model>& m) { return persistence_->OnCreate(m, registry_->secret()); });
+        std::move(spec), registry_.get(), origin, [this](const std::shared_ptr<Model>& m) {
+          return persistence_->OnCreate(m, registry_->secret());
+        });
     if (!model.ok()) {
       return absl::Status(model.status().code(), absl::StrCat(origin, ": model \"", name,
                                                               "\": ", model.status().message()));

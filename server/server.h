@@ -7,10 +7,10 @@
 // Also serves grpc.health.v1.Health ("" is SERVING until the drain starts) and server
 // reflection.
 //
-// The LMU hash secret (server/storage/lmu_secret.h) comes from Options::lmu_secret when set (tests),
-// else from Options::lmu_secret_file, else from <data_dir>/lmu.secret; each file is created
-// if missing. With neither a secret, a file nor a data_dir, a random secret lives as long as
-// the process (logged as such).
+// The LMU hash secret (server/storage/lmu_secret.h) comes from Options::lmu_secret when set
+// (tests), else from Options::lmu_secret_file, else from <data_dir>/lmu.secret; each file is
+// created if missing. With neither a secret, a file nor a data_dir, a random secret lives as long
+// as the process (logged as such).
 //
 //   Server::Options options;
 //   options.listen = "127.0.0.1:0";

@@ -37,7 +37,9 @@ using test_util::YamlDocuments;
 // list after by / without / on / ignoring / group_left / group_right. Selectors written
 // only as {__name__="..."} are not seen (the deploy files do not use them).
 
-bool IsIdentStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':'; }
+bool IsIdentStart(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':';
+}
 bool IsIdentChar(char c) { return IsIdentStart(c) || std::isdigit(static_cast<unsigned char>(c)); }
 
 std::string Lower(std::string_view s) {
@@ -86,7 +88,8 @@ class PromqlScanner {
           while (i_ < s_.size() && IsIdentChar(s_[i_])) ++i_;
         }
       } else if (std::isdigit(static_cast<unsigned char>(c)) ||
-                 (c == '.' && i_ + 1 < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_ + 1])))) {
+                 (c == '.' && i_ + 1 < s_.size() &&
+                  std::isdigit(static_cast<unsigned char>(s_[i_ + 1])))) {
         SkipNumber();
       } else if (IsIdentStart(c)) {
         const size_t start = i_;
@@ -156,7 +159,9 @@ class PromqlScanner {
   size_t i_ = 0;
 };
 
-std::set<std::string> MetricNames(std::string_view expr) { return PromqlScanner(expr).MetricNames(); }
+std::set<std::string> MetricNames(std::string_view expr) {
+  return PromqlScanner(expr).MetricNames();
+}
 
 struct ScanCase {
   std::string expr;
@@ -296,15 +301,21 @@ TEST_F(DeployGrafanaTest, ServerExportsTheNewFamilies) {
         "streamlearn_control_actions_total", "streamlearn_sau_rj_red_events_total"}) {
     EXPECT_TRUE(exported_->contains(name)) << name;
   }
-  EXPECT_DOUBLE_EQ(test_util::SeriesValue(*server_, "streamlearn_audit_chain_length", "deploy", 0), 3);
-  EXPECT_DOUBLE_EQ(test_util::SeriesValue(*server_, "streamlearn_control_actions_total", "deploy", 0), 2);
+  EXPECT_DOUBLE_EQ(test_util::SeriesValue(*server_, "streamlearn_audit_chain_length", "deploy", 0),
+                   3);
+  EXPECT_DOUBLE_EQ(
+      test_util::SeriesValue(*server_, "streamlearn_control_actions_total", "deploy", 0), 2);
   EXPECT_DOUBLE_EQ(test_util::SeriesValue(*server_, "streamlearn_fuse_gate", "deploy", 0), 0.7);
   // RecordFuse sets the SAU health gauges of the same shard.
   EXPECT_DOUBLE_EQ(test_util::SeriesValue(*server_, "streamlearn_sau_margin", "deploy", 0), 3);
-  EXPECT_DOUBLE_EQ(test_util::SeriesValue(*server_, "streamlearn_sau_denominator", "deploy", 0), 0.5);
-  EXPECT_DOUBLE_EQ(test_util::SeriesValue(*server_, "streamlearn_recovery_replayed_batches", "deploy", 0), 7);
-  EXPECT_DOUBLE_EQ(test_util::SeriesValue(*server_, "streamlearn_log_backlog_batches", "deploy", 0), 5);
-  EXPECT_DOUBLE_EQ(test_util::SeriesValue(*server_, "streamlearn_snapshot_failures_total", "deploy", 1), 1);
+  EXPECT_DOUBLE_EQ(test_util::SeriesValue(*server_, "streamlearn_sau_denominator", "deploy", 0),
+                   0.5);
+  EXPECT_DOUBLE_EQ(
+      test_util::SeriesValue(*server_, "streamlearn_recovery_replayed_batches", "deploy", 0), 7);
+  EXPECT_DOUBLE_EQ(test_util::SeriesValue(*server_, "streamlearn_log_backlog_batches", "deploy", 0),
+                   5);
+  EXPECT_DOUBLE_EQ(
+      test_util::SeriesValue(*server_, "streamlearn_snapshot_failures_total", "deploy", 1), 1);
 }
 
 TEST_F(DeployGrafanaTest, DashboardHasItsUidAndModelShardVariables) {

@@ -230,7 +230,8 @@ class DurabilityTest : public ::testing::Test {
 
   // Opens the stopped server's store read-write (the test's own hands on the disk).
   std::unique_ptr<storage::Store> OpenStore() {
-    absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::Store::Open({.path = root_ + "/data/db"});
+    absl::StatusOr<std::unique_ptr<storage::Store>> store =
+        storage::Store::Open({.path = root_ + "/data/db"});
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
@@ -243,7 +244,8 @@ class DurabilityTest : public ::testing::Test {
   uint64_t lmu_t_ = 0;
 };
 
-inline std::vector<storage::ManifestEntry> Manifest(const storage::Store& store, uint32_t shard, PartKind part) {
+inline std::vector<storage::ManifestEntry> Manifest(const storage::Store& store, uint32_t shard,
+                                                    PartKind part) {
   absl::StatusOr<std::optional<std::string>> bytes = store.GetManifest(kModel, shard, part);
   EXPECT_TRUE(bytes.ok() && bytes->has_value()) << bytes.status();
   if (!bytes.ok() || !bytes->has_value()) return {};

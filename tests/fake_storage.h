@@ -407,9 +407,9 @@ class FakeStorage final : public StorageBackend {
         auto p = sd->second.parts.find(write.log->part);
         const uint64_t last = p == sd->second.parts.end() ? 0 : p->second.last_appended;
         if (write.log->seq != last + 1) {
-          return absl::InternalError(absl::StrCat(where, " ", std::string(PartName(write.log->part)),
-                                                  ": log seq ", write.log->seq, " after ",
-                                                  last));
+          return absl::InternalError(absl::StrCat(where, " ",
+                                                  std::string(PartName(write.log->part)),
+                                                  ": log seq ", write.log->seq, " after ", last));
         }
       }
       return absl::OkStatus();

@@ -91,7 +91,8 @@ TEST(SpecConversionTest, GivenFieldsAreCopied) {
   EXPECT_EQ(spec->sau.seed, 77u);
   EXPECT_EQ(spec->sau.r_v, 2);
   // Every field given comes back unchanged.
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(storage::ModelSpecToProto(*spec), wire))
+  EXPECT_TRUE(
+      google::protobuf::util::MessageDifferencer::Equals(storage::ModelSpecToProto(*spec), wire))
       << storage::ModelSpecToProto(*spec).DebugString();
 }
 

@@ -424,7 +424,8 @@ class Ledger {
     } else {
       return Fail(absl::StrCat(what, ": partly applied (", applied, " of ", b.n, ")"));
     }
-    if (b.first_t <= l.acked_through) return Fail(absl::StrCat(what, ": acknowledged out of order"));
+    if (b.first_t <= l.acked_through)
+      return Fail(absl::StrCat(what, ": acknowledged out of order"));
     l.acked_through = b.last_t;
     ++acks_;
   }
@@ -712,7 +713,8 @@ void ExpectSnapshotsAndTrimming(const std::string& data_dir, uint32_t shards) {
       SCOPED_TRACE(absl::StrCat(std::string(PartName(part)), " shard ", s));
       absl::StatusOr<std::optional<std::string>> bytes = (*store)->GetManifest(kModel, s, part);
       ASSERT_TRUE(bytes.ok() && bytes->has_value()) << bytes.status();
-      absl::StatusOr<std::vector<storage::ManifestEntry>> manifest = storage::DecodeManifest(**bytes);
+      absl::StatusOr<std::vector<storage::ManifestEntry>> manifest =
+          storage::DecodeManifest(**bytes);
       ASSERT_TRUE(manifest.ok()) << manifest.status();
       ASSERT_EQ(manifest->size(), 2u) << "--keep_snapshots=2 and two snapshots were taken";
       uint64_t first = 0;
@@ -1077,7 +1079,8 @@ TEST(ServerCrashTest, KillNineDuringSnapshotOfLargeStateRecoversTheAcknowledgedS
       ASSERT_GE(parts_with_news, 1);
       const int k = std::min(2, parts_with_news);
       const bool before = round == 1;
-      const std::string fp = absl::StrCat(before ? "snapshot.before_write@" : "snapshot.after_write@", k);
+      const std::string fp =
+          absl::StrCat(before ? "snapshot.before_write@" : "snapshot.after_write@", k);
       EXPECT_EQ(server->Terminate(), 0) << server->Log();
       const std::vector<std::string> manifests = ReadManifests(data_dir, wo.shards);
       restart({"STREAMLEARN_FAILPOINT=" + fp}, "after a clean restart");

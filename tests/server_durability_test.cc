@@ -1,5 +1,5 @@
-// Durability of an in-process server with a data_dir (server/storage/persistence.h): snapshots that no
-// longer verify, clean restarts and the audit chain across them, config-file models meeting
+// Durability of an in-process server with a data_dir (server/storage/persistence.h): snapshots that
+// no longer verify, clean restarts and the audit chain across them, config-file models meeting
 // their stored selves, and bad input with persistence on. (Kill -9 of the real binary is
 // tests/server_crash_test.cc.)
 //

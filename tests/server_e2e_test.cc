@@ -145,8 +145,8 @@ TEST_F(ServerE2eTest, CreateModelThenGetAndListReturnItWithDefaultsFilledIn) {
   expected.sau.d_v = kDv;
   expected.sau.r = 64;
   expected.sau = sau::ResolveDefaults(expected.sau);
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(created.spec(),
-                                                                 storage::ModelSpecToProto(expected)))
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      created.spec(), storage::ModelSpecToProto(expected)))
       << created.spec().DebugString();
   const v1::SauSpec& sau = created.spec().sau();
   EXPECT_EQ(sau.tau(), 4.0);  // sqrt(d)

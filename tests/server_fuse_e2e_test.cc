@@ -115,7 +115,8 @@ std::vector<FuseSample> Samples(fuse::FuseDgp& dgp, uint64_t first_t, int n) {
   std::vector<FuseSample> out;
   for (int i = 0; i < n; ++i) {
     fuse::FuseEvent e = dgp.Next();
-    out.push_back({.t = first_t + i, .x = std::move(e.x), .q = std::move(e.q), .y = std::move(e.y)});
+    out.push_back(
+        {.t = first_t + i, .x = std::move(e.x), .q = std::move(e.q), .y = std::move(e.y)});
   }
   return out;
 }
@@ -131,7 +132,9 @@ bool SameBits(const Repeated& wire, const std::vector<double>& want) {
   return true;
 }
 
-bool SameBits(double a, double b) { return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b); }
+bool SameBits(double a, double b) {
+  return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);
+}
 
 double NumberOf(const AuditRecord& r, std::string_view key) {
   double x = 0;

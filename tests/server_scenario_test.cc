@@ -70,7 +70,9 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::clamp<size_t>(k, 1, v.size()) - 1];
 }
 
-bool SameBits(double a, double b) { return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b); }
+bool SameBits(double a, double b) {
+  return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);
+}
 
 class ServerScenarioTest : public test_util::SharedServerSuite<ServerScenarioTest> {
  public:
@@ -173,9 +175,10 @@ TEST_F(ServerScenarioTest, LearnStreamFollowsTheWorkedScenario) {
   ASSERT_TRUE((*session)->Finish().ok());
   EXPECT_EQ(mismatches, 0u);
 
-  std::printf("[ scenario ] %-13s %7s %6s %6s %5s %6s %6s %9s %7s %7s %7s %4s %8s %8s %8s %6s %11s\n",
-              "phase", "samples", "gate", "tail", "red", "alarms", "g_max", "floor", "fused",
-              "SAU", "LMU", "ring", "rebuilds", "p50 ms", "p99 ms", "p99/50", "core p99/50");
+  std::printf(
+      "[ scenario ] %-13s %7s %6s %6s %5s %6s %6s %9s %7s %7s %7s %4s %8s %8s %8s %6s %11s\n",
+      "phase", "samples", "gate", "tail", "red", "alarms", "g_max", "floor", "fused", "SAU", "LMU",
+      "ring", "rebuilds", "p50 ms", "p99 ms", "p99/50", "core p99/50");
   for (ScenarioPhase phase : workloads::kScenarioPhases) {
     const PhaseFigures& f = tally.phase(phase);
     const size_t i = static_cast<size_t>(phase) - 1;

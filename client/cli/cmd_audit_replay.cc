@@ -1,6 +1,6 @@
 // streamlearn audit replay: recomputes a model's state from the event log of a data
-// directory and checks the chain's batch and state digests (server/storage/audit_replay.h). Reads the
-// store read-only, beside a running server; talks to no server.
+// directory and checks the chain's batch and state digests (server/storage/audit_replay.h). Reads
+// the store read-only, beside a running server; talks to no server.
 
 #include <iostream>
 #include <optional>

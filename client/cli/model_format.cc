@@ -127,10 +127,11 @@ std::string DescribeFuse(const v1::ModelInfo& info) {
                       c.warn_window()));
   row("W digest", info.w_digest());
   for (const v1::FuseShardInfo& sh : info.fuse_shards()) {
-    out += fmt::format("  fuse shard {:<3} steps {}  last_t {}  log_seq {}  ver_sau {}  ver_base {}  "
-                       "ver_delta {}  delta load {:.3f}\n",
-                       sh.shard(), sh.steps(), sh.last_t(), sh.log_seq(), sh.ver_sau(),
-                       sh.ver_base(), sh.ver_delta(), sh.delta_load());
+    out += fmt::format(
+        "  fuse shard {:<3} steps {}  last_t {}  log_seq {}  ver_sau {}  ver_base {}  "
+        "ver_delta {}  delta load {:.3f}\n",
+        sh.shard(), sh.steps(), sh.last_t(), sh.log_seq(), sh.ver_sau(), sh.ver_base(),
+        sh.ver_delta(), sh.delta_load());
     out += fmt::format("                control actions {}  gate clamp {:g}  lmu lr x{:g}  "
                        "tau_low {:g}\n",
                        sh.actions(), sh.g_max(), sh.lmu_lr_scale(), sh.lmu_tau_low());

@@ -19,7 +19,8 @@ v1::FusePattern PatternToProto(fuse::FusePattern p) {
 
 }  // namespace
 
-v1::ModelSpec ScenarioModelSpec(const std::string& name, const workloads::ScenarioOptions& options) {
+v1::ModelSpec ScenarioModelSpec(const std::string& name,
+                                const workloads::ScenarioOptions& options) {
   const fuse::FuseSpec s = workloads::ScenarioFuseSpec(options);
   v1::ModelSpec spec;
   spec.set_name(name);
@@ -47,7 +48,8 @@ v1::ModelSpec ScenarioModelSpec(const std::string& name, const workloads::Scenar
   return spec;
 }
 
-absl::Status CheckScenarioModel(const v1::ModelInfo& info, const workloads::ScenarioOptions& options) {
+absl::Status CheckScenarioModel(const v1::ModelInfo& info,
+                                const workloads::ScenarioOptions& options) {
   const fuse::FuseSpec s = workloads::ScenarioFuseSpec(options);
   const std::string& name = info.spec().name();
   if (!info.spec().has_fuse()) {
@@ -66,11 +68,13 @@ absl::Status CheckScenarioModel(const v1::ModelInfo& info, const workloads::Scen
   if (st.ok()) st = differs("sau.r", f.sau().r(), s.sau.r);
   if (st.ok()) st = differs("sau.tau", f.sau().tau(), s.sau.tau);
   if (st.ok()) st = differs("sau.gamma", f.sau().gamma(), s.sau.gamma);
-  if (st.ok()) st = differs("sau.seed", static_cast<double>(f.sau().seed()), static_cast<double>(s.sau.seed));
+  if (st.ok())
+    st = differs("sau.seed", static_cast<double>(f.sau().seed()), static_cast<double>(s.sau.seed));
   if (st.ok()) st = differs("lmu.m", f.lmu().m(), s.lmu.m);
   if (st.ok()) st = differs("lmu.lr", f.lmu().lr(), s.lmu.lr);
   if (st.ok()) st = differs("lmu.delta_buckets", f.lmu().delta_buckets(), s.lmu.delta_buckets);
-  if (st.ok()) st = differs("control.alarm_g_max", f.control().alarm_g_max(), s.control.alarm_g_max);
+  if (st.ok())
+    st = differs("control.alarm_g_max", f.control().alarm_g_max(), s.control.alarm_g_max);
   return st;
 }
 

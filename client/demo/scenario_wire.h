@@ -28,7 +28,8 @@ v1::ModelSpec ScenarioModelSpec(const std::string& name, const workloads::Scenar
 // OK iff `info` (GetModel's effective spec) has a fuse part with the pattern, dimensions,
 // kernel and LMU sizing of ScenarioFuseSpec(options); FAILED_PRECONDITION naming the first
 // field that differs otherwise.
-absl::Status CheckScenarioModel(const v1::ModelInfo& info, const workloads::ScenarioOptions& options);
+absl::Status CheckScenarioModel(const v1::ModelInfo& info,
+                                const workloads::ScenarioOptions& options);
 
 // Counts of control actions in a batch's health ("action:cause" strings).
 int CountActions(const v1::FuseHealth& health, std::string_view action_and_cause);

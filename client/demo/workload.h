@@ -1,6 +1,6 @@
 // Workload: the demo's synthetic event stream, DGP-A then DGP-C (docs/SAU.md), drawn by
-// the core's generators (core/workloads/dgp.h, hence CounterRng) so that the demo, the tests and the
-// benchmarks share one definition of each stream.
+// the core's generators (core/workloads/dgp.h, hence CounterRng) so that the demo, the tests and
+// the benchmarks share one definition of each stream.
 //
 //   Phase A (events [0, phase_a_events)): a Dgp of kind kA seeded `seed`:
 //     k ~ N(0, I_d), v ~ N(0, I_{d_v}).

@@ -135,7 +135,8 @@ bool SampleLineParser::ParseVw(std::string_view line, SampleRecord* out, LineErr
   const std::vector<Token> label = Tokens(line.substr(0, bar), 0);
   if (label.empty()) return Fail(error, 1, "missing y before '|'");
   size_t numbers = label.size();
-  if (label.back().text.front() == '\'' || (label.size() > 1 && !IsNumberToken(label.back().text))) {
+  if (label.back().text.front() == '\'' ||
+      (label.size() > 1 && !IsNumberToken(label.back().text))) {
     --numbers;  // the tag: a name, not used
   }
   if (numbers == 0) return Fail(error, label[0].column, "missing y before the tag");

@@ -272,7 +272,7 @@ lmu::LmuSpec SmallLmuSpec(bool background) {
 }
 
 // Bodies in chain order (genesis first, checkpoints not included) and the lines written.
-struct Journal {
+struct ChainUnderTest {
   AuditLogWriter writer{Key(), kCheckpointEvery};
   std::vector<std::string> bodies;
   std::vector<std::string> lines;
@@ -386,7 +386,7 @@ LmuSamples MakeLmuSamples(int n, uint64_t first_t, uint64_t seed) {
 }
 
 struct RunResult {
-  Journal journal;
+  ChainUnderTest chain_under_test;
   uint64_t events = 0;
   uint64_t alarms = 0;
   uint64_t red_events = 0;
@@ -404,14 +404,16 @@ RunResult RunServerLikeStream() {
   out.w_digest = est->w_digest();
   SauShard sau(*est);
   LmuShard lmu(SmallLmuSpec(/*background=*/false), lmu::HashSecret{});
-  EXPECT_TRUE(out.journal.writer.AppendGenesis(kModelSpec, out.w_digest, &out.journal.lines).ok());
-  out.journal.bodies.push_back(*EncodeCanonical(GenesisBody(kModelSpec, out.w_digest)));
+  EXPECT_TRUE(out.chain_under_test.writer
+                  .AppendGenesis(kModelSpec, out.w_digest, &out.chain_under_test.lines)
+                  .ok());
+  out.chain_under_test.bodies.push_back(*EncodeCanonical(GenesisBody(kModelSpec, out.w_digest)));
 
   const SauCommitHook sau_hook = [&](const SauCommit& c) {
-    return out.journal.Commit(SauBodies(c));
+    return out.chain_under_test.Commit(SauBodies(c));
   };
   const LmuCommitHook lmu_hook = [&](const LmuCommit& c) {
-    return out.journal.Commit(LmuBodies(c));
+    return out.chain_under_test.Commit(LmuBodies(c));
   };
 
   sau::Dgp dgp({.kind = sau::Dgp::Kind::kC, .d = 8, .d_v = 4, .phase_length = 400}, 23);
@@ -445,9 +447,9 @@ RunResult RunServerLikeStream() {
     }
   }
   // An all-duplicate batch logs nothing.
-  const size_t lines_before = out.journal.lines.size();
+  const size_t lines_before = out.chain_under_test.lines.size();
   EXPECT_TRUE(sau.Ingest(std::span(views).subspan(0, 5), 4096, &sau_hook).ok());
-  EXPECT_EQ(out.journal.lines.size(), lines_before);
+  EXPECT_EQ(out.chain_under_test.lines.size(), lines_before);
   EXPECT_EQ(sau.log_seq(), sau.Stats().version);
   return out;
 }
@@ -498,17 +500,17 @@ TEST(StepRecordsEndToEnd, ServerLikeLogWithAlarmsRedEventsAndLmuUpdatesVerifies)
               static_cast<unsigned long long>(run.events),
               static_cast<unsigned long long>(run.alarms),
               static_cast<unsigned long long>(run.red_events),
-              static_cast<unsigned long long>(run.lmu_batches), run.journal.lines.size());
+              static_cast<unsigned long long>(run.lmu_batches), run.chain_under_test.lines.size());
   // Each record is written once, in order; checkpoints every 16.
-  ASSERT_EQ(run.journal.bodies.size(), 1 + run.events + run.alarms + run.lmu_batches);
-  EXPECT_EQ(run.journal.lines, WriteLines(run.journal.bodies));
-  for (const std::string& line : run.journal.lines) {
+  ASSERT_EQ(run.chain_under_test.bodies.size(), 1 + run.events + run.alarms + run.lmu_batches);
+  EXPECT_EQ(run.chain_under_test.lines, WriteLines(run.chain_under_test.bodies));
+  for (const std::string& line : run.chain_under_test.lines) {
     ASSERT_TRUE(ParseAuditJson(line, {.require_canonical = true}).ok()) << line;
   }
   AuditVerifier v(VerifierOptions(run.w_digest));
-  const absl::Status st = VerifyLines(run.journal.lines, &v);
+  const absl::Status st = VerifyLines(run.chain_under_test.lines, &v);
   EXPECT_TRUE(st.ok()) << st;
-  EXPECT_EQ(v.records(), run.journal.lines.size());
+  EXPECT_EQ(v.records(), run.chain_under_test.lines.size());
 }
 
 struct Tamper {
@@ -539,7 +541,7 @@ std::string WithoutField(const std::string& body, std::string_view key) {
 
 TEST(StepRecordsEndToEnd, TamperingIsCaughtAtTheRightRecordByTheRightRule) {
   const RunResult& run = ServerLikeRun();
-  const std::vector<std::string>& bodies = run.journal.bodies;
+  const std::vector<std::string>& bodies = run.chain_under_test.bodies;
   const auto is_red = [](const AuditRecord& r) { return Str(r, "rj_level") == "red"; };
   const auto is_alarm_event = [](const AuditRecord& r) {
     return Str(r, "kind") == "sau_event" && Num(r, "margin") < 0;
@@ -584,7 +586,7 @@ TEST(StepRecordsEndToEnd, TamperingIsCaughtAtTheRightRecordByTheRightRule) {
   for (const Tamper& t : tampers) {
     for (int trial = 0; trial < 2; ++trial) {
       SCOPED_TRACE(std::string(t.name) + " #" + std::to_string(trial));
-      std::vector<std::string> lines = run.journal.lines;
+      std::vector<std::string> lines = run.chain_under_test.lines;
       const size_t bad = t.apply(&lines, rng);
       AuditVerifier v(VerifierOptions(run.w_digest));
       const absl::Status st = VerifyLines(lines, &v);
@@ -618,7 +620,7 @@ bool SameRecord(const std::string& a, const std::string& b) {
 // (e.g. 'e' -> 'E' in an exponent), in which case the record is logically unchanged.
 TEST(StepRecordsEndToEnd, AnyFlippedByteIsCaughtAtItsRecord) {
   const RunResult& run = ServerLikeRun();
-  const std::vector<std::string>& lines = run.journal.lines;
+  const std::vector<std::string>& lines = run.chain_under_test.lines;
   std::mt19937_64 rng(77);
   std::vector<size_t> at(60);
   for (size_t& a : at) a = rng() % lines.size();

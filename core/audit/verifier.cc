@@ -68,8 +68,8 @@ std::string_view AuditRuleName(AuditRule rule) {
 absl::Status AuditVerifier::Fail(uint64_t index, AuditRule rule, absl::string_view what) {
   bad_index_ = index;
   rule_ = rule;
-  status_ = absl::DataLossError(
-      absl::StrCat("audit record ", index, " breaks rule ", std::string(AuditRuleName(rule)), ": ", what));
+  status_ = absl::DataLossError(absl::StrCat("audit record ", index, " breaks rule ",
+                                             std::string(AuditRuleName(rule)), ": ", what));
   return status_;
 }
 
@@ -278,11 +278,13 @@ absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& pre
     double cv, bv;
     if (b == nullptr || !c->AsNumber(&cv) || !b->AsNumber(&bv)) {
       return Fail(at, AuditRule::kLmuProbe,
-                  absl::StrCat("\"", std::string(count_key), "\" needs a numeric \"", std::string(bound_key), "\""));
+                  absl::StrCat("\"", std::string(count_key), "\" needs a numeric \"",
+                               std::string(bound_key), "\""));
     }
     if (cv > bv) {
       return Fail(at, AuditRule::kLmuProbe,
-                  absl::StrFormat("%s = %g exceeds %s = %g", std::string(count_key), cv, std::string(bound_key), bv));
+                  absl::StrFormat("%s = %g exceeds %s = %g", std::string(count_key), cv,
+                                  std::string(bound_key), bv));
     }
   }
 

@@ -70,7 +70,8 @@ enum class AuditRule {
 std::string_view AuditRuleName(AuditRule rule);
 
 struct AuditVerifierOptions {
-  const Ed25519PublicKey* public_key = nullptr;  // must outlive the verifier; needed for checkpoints
+  const Ed25519PublicKey* public_key =
+      nullptr;  // must outlive the verifier; needed for checkpoints
   uint64_t checkpoint_every = 0;                 // 0: checkpoint cadence not enforced
   std::optional<std::string> model_spec = {};       // expected genesis values, when given
   std::optional<Digest> w_digest = {};

@@ -177,7 +177,8 @@ TEST(LmuControlTest, ControlInputsAreInTheSnapshot) {
   lmu::LmuLearner a(spec, Secret());
   double y = 0;
   const std::vector<Sample> samples = Samples(2000, 3000, 3);
-  for (size_t i = 0; i < 1000; ++i) ASSERT_TRUE(a.Step(samples[i].x, samples[i].y, kNone, kNone, &y).ok());
+  for (size_t i = 0; i < 1000; ++i)
+    ASSERT_TRUE(a.Step(samples[i].x, samples[i].y, kNone, kNone, &y).ok());
   a.SetLrScale(0.25);
   a.SetTauLowOverride(0.45);
   auto b = lmu::RestoreLmu(spec, Secret(), lmu::SerializeLmu(a));

@@ -106,7 +106,8 @@ void ControlPlane::Observe(const Observation& obs, std::vector<ControlAction>* o
   if (red) own->push_back({Action::kRaiseBetaFloor, Cause::kRjRed, obs.floor_next});
   // An alarm: the e-process restarts with the next event, whose step sees the raised floor.
   if (alarm) {
-    pending_.push_back({Action::kRestartEprocess, Cause::kAlarm, static_cast<double>(obs.epoch + 1)});
+    pending_.push_back(
+        {Action::kRestartEprocess, Cause::kAlarm, static_cast<double>(obs.epoch + 1)});
     pending_.push_back({Action::kRaiseBetaFloor, Cause::kAlarm, obs.floor_next});
   }
 
@@ -157,7 +158,8 @@ void ControlPlane::StepLambda(bool alarm, bool red, bool den_low, double median_
   const bool raise = den_low && spec_.den_lambda_frac > 0;
   if (nudge) {
     lambda_factor_ = std::min(lambda_factor_ * spec_.lambda_factor, spec_.lambda_factor_max);
-    pending_.push_back({Action::kNudgeLambda, alarm ? Cause::kAlarm : Cause::kRjRed, lambda_factor_});
+    pending_.push_back(
+        {Action::kNudgeLambda, alarm ? Cause::kAlarm : Cause::kRjRed, lambda_factor_});
   }
   if (raise) {
     lambda_frac_ = std::max(lambda_frac_, spec_.den_lambda_frac);

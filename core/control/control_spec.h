@@ -17,7 +17,7 @@ struct ControlSpec {
   double g_max = 1.0;          // the gate's upper clamp in normal operation
   double alarm_g_max = 0.4;    // upper clamp after an alarm or RJ red
   double den_g_max = 0.8;      // upper clamp after den < beta_floor ("away from pure attention")
-  int clamp_window = 50;       // W: steps a clamp holds after its last trigger (= SAU floor_cooldown)
+  int clamp_window = 50;  // W: steps a clamp holds after its last trigger (= SAU floor_cooldown)
   double recovery_rate = 0.95; // then per step: g_max - clamp <- recovery_rate * (g_max - clamp)
 
   // lambda_* (docs/FUSE.md K2: nudged upward on an alarm or RJ red; K3: a small increment fixed

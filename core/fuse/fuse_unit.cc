@@ -94,8 +94,8 @@ absl::Status FuseUnit::CheckSample(std::span<const lmu::Feature> x,
           kReservedIdBase));
     }
     if (!std::isfinite(x[j].val)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("x[%d] (id %d) has value %g; values must be finite", j, x[j].id, x[j].val));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "x[%d] (id %d) has value %g; values must be finite", j, x[j].id, x[j].val));
     }
   }
   return absl::OkStatus();
@@ -202,7 +202,8 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
   //    an LmuLearner fed the same (x, y). (Attention-as-feature: its residual is the fused one.)
   std::vector<double> before(m);
   absl::StatusOr<lmu::StepResult> step = main_->Step(
-      spec_.pattern == FusePattern::kAttentionAsFeature ? std::span<const lmu::Feature>(f.main_x) : x,
+      spec_.pattern == FusePattern::kAttentionAsFeature ? std::span<const lmu::Feature>(f.main_x)
+                                                        : x,
       y, kNoOverride, kNoOverride, before.data());
   if (!step.ok()) return step.status();
   assert(std::equal(before.begin(), before.end(), p.y_hat_lmu.begin(),
@@ -210,7 +211,8 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
                                                     std::bit_cast<uint64_t>(b); }));
 
   double diff2 = 0;  // ||y_sau - y_lmu||^2
-  for (int o = 0; o < m; ++o) diff2 += (p.y_hat_sau[o] - p.y_hat_lmu[o]) * (p.y_hat_sau[o] - p.y_hat_lmu[o]);
+  for (int o = 0; o < m; ++o)
+    diff2 += (p.y_hat_sau[o] - p.y_hat_lmu[o]) * (p.y_hat_sau[o] - p.y_hat_lmu[o]);
   switch (spec_.pattern) {
     case FusePattern::kLinearAsGate: {
       // SGD on 1/2 ||y - (s y_sau + (1 - s) y_lmu)||^2 in the logit of s = sigma(w_g^T z_gate),
@@ -229,8 +231,8 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
                                 : 0.0;
       const double target = f.gate_lmu + g;
       double logit_before = 0;
-      absl::StatusOr<lmu::StepResult> gs =
-          gate_->Step(f.z, std::span<const double>(&target, 1), kNoOverride, kNoOverride, &logit_before);
+      absl::StatusOr<lmu::StepResult> gs = gate_->Step(f.z, std::span<const double>(&target, 1),
+                                                       kNoOverride, kNoOverride, &logit_before);
       if (!gs.ok()) return gs.status();
       break;
     }

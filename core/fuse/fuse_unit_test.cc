@@ -160,7 +160,8 @@ TEST(FuseUnitTest, MainLmuIsExactlyAStandaloneLmu) {
       actions += static_cast<int>(s->actions.size());
       double y = 0;
       ASSERT_TRUE(alone.Step(e.x, e.y, kNone, kNone, &y).ok());
-      ASSERT_EQ(std::bit_cast<uint64_t>(y), std::bit_cast<uint64_t>(s->prediction.y_hat_lmu[0])) << t;
+      ASSERT_EQ(std::bit_cast<uint64_t>(y), std::bit_cast<uint64_t>(s->prediction.y_hat_lmu[0]))
+          << t;
     }
     EXPECT_EQ(actions, 0);  // the stationary stream is healthy: no control action
     EXPECT_EQ(u->main_lmu().StateDigest(), alone.StateDigest());
@@ -224,8 +225,9 @@ TEST(FuseUnitTest, EachPatternLearnsAtLeastAsWellAsTheBetterPart) {
       se_lmu += (e.y[0] - y_lmu) * (e.y[0] - y_lmu);
     }
     const double fused = se_fused / kSteps, sau = se_sau / kSteps, lmu = se_lmu / kSteps;
-    std::printf("[ fuse     ] %-20s MSE over %d steps: fused %.4f, SAU alone %.4f, LMU alone %.4f\n",
-                std::string(PatternName(pattern)).c_str(), kSteps, fused, sau, lmu);
+    std::printf(
+        "[ fuse     ] %-20s MSE over %d steps: fused %.4f, SAU alone %.4f, LMU alone %.4f\n",
+        std::string(PatternName(pattern)).c_str(), kSteps, fused, sau, lmu);
     EXPECT_LE(fused, 1.02 * std::min(sau, lmu));
   }
 }

@@ -122,10 +122,12 @@ TEST(LmuLearner, BitIdenticalToAReferenceLearnerAcrossRebuilds) {
     }
     ASSERT_TRUE(lmu.Poll().ok());
     const LmuTableStats st = lmu.TableStats();
-    std::printf("%s: %d samples, %zu ids, %llu rebuilds, max rebuild %.4f s, probes locate %d/%d insert %d/%d\n",
-                c.name, samples, ref.weights().size(), static_cast<unsigned long long>(st.rebuilds),
-                st.max_rebuild_seconds, st.max_locate_probes, st.locate_bound, st.max_insert_probes,
-                st.insert_bound);
+    std::printf(
+        "%s: %d samples, %zu ids, %llu rebuilds, max rebuild %.4f s, probes locate %d/%d insert "
+        "%d/%d\n",
+        c.name, samples, ref.weights().size(), static_cast<unsigned long long>(st.rebuilds),
+        st.max_rebuild_seconds, st.max_locate_probes, st.locate_bound, st.max_insert_probes,
+        st.insert_bound);
     EXPECT_EQ(mismatches, 0u);
     // With background rebuilds too, whatever the builder's speed: a publish moves at most the
     // delta's capacity (C + stash + ring + 1 = 8217 ids) into the base, a full delta makes the
@@ -158,8 +160,10 @@ TEST(LmuLearner, CheckSampleNamesTheProblem) {
   LmuLearner lmu(spec, TestSecret(2));
   std::vector<double> y2 = {1, 2}, y1 = {1}, ynan = {1, NAN};
   std::vector<Feature> x = {{1, 1.0}}, xinf = {{1, 1.0}, {9, INFINITY}};
-  EXPECT_EQ(lmu.CheckSample({}, y2, NAN, NAN).message(), "x is empty; a sample needs at least one feature");
-  EXPECT_EQ(lmu.CheckSample(xinf, y2, NAN, NAN).message(), "x[1] (id 9) has value Inf; values must be finite");
+  EXPECT_EQ(lmu.CheckSample({}, y2, NAN, NAN).message(),
+            "x is empty; a sample needs at least one feature");
+  EXPECT_EQ(lmu.CheckSample(xinf, y2, NAN, NAN).message(),
+            "x[1] (id 9) has value Inf; values must be finite");
   EXPECT_EQ(lmu.CheckSample(x, y1, NAN, NAN).message(), "y has 1 values; the model expects m = 2");
   EXPECT_EQ(lmu.CheckSample(x, ynan, NAN, NAN).message(), "y[1] is NaN; targets must be finite");
   EXPECT_TRUE(absl::IsInvalidArgument(lmu.CheckSample(x, y2, -1, NAN)));

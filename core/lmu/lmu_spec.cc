@@ -25,7 +25,8 @@ absl::Status ValidateLmuSpec(const LmuSpec& s) {
       (s.delta_buckets & (s.delta_buckets - 1)) != 0) {
     return OutOfRange("delta_buckets", s.delta_buckets, "a power of two, 2..2^24");
   }
-  if (s.bucket_size < 1 || s.bucket_size > 16) return OutOfRange("bucket_size", s.bucket_size, "1..16");
+  if (s.bucket_size < 1 || s.bucket_size > 16)
+    return OutOfRange("bucket_size", s.bucket_size, "1..16");
   if (s.stash < 0 || s.stash > 64) return OutOfRange("stash", s.stash, "0..64");
   if (s.max_relocations < 0 || s.max_relocations > 64) {
     return OutOfRange("max_relocations", s.max_relocations, "0..64");

@@ -88,10 +88,11 @@ TEST(LmuTable, TripwireFreezesInsertsRebuildsAndLosesNothing) {
     if (table.Stats().ver_base > 0) break;  // a rebuild published before the tripwire
   }
   const LmuTableStats st = table.Stats();
-  std::printf("aimed %zu ids: stash %d ring %d emergency %d tripwires %llu frozen %d rebuilds %llu\n",
-              slot_of.size(), st.stash_used, st.ring_used, st.emergency_used,
-              static_cast<unsigned long long>(st.tripwires), st.frozen,
-              static_cast<unsigned long long>(st.rebuilds));
+  std::printf(
+      "aimed %zu ids: stash %d ring %d emergency %d tripwires %llu frozen %d rebuilds %llu\n",
+      slot_of.size(), st.stash_used, st.ring_used, st.emergency_used,
+      static_cast<unsigned long long>(st.tripwires), st.frozen,
+      static_cast<unsigned long long>(st.rebuilds));
   EXPECT_GE(st.stash_used + st.ring_used + (st.emergency_used ? 1 : 0) + st.rebuilds, 1u);
   // Keep inserting ordinary ids: the table must stay correct whatever path it took.
   for (int i = 0; i < 20000; ++i) {

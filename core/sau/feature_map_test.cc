@@ -70,7 +70,8 @@ TEST(FeatureMap, OrthogonalBlocksHaveOrthogonalRowsAndChiNorms) {
   s.d = 8;
   FeatureMap big = FeatureMap::Draw(s);
   double mean_norm = 0;
-  for (int i = 0; i < 4096; ++i) mean_norm += std::sqrt(Dot(&big.w()[i * 8], &big.w()[i * 8], 8)) / 4096;
+  for (int i = 0; i < 4096; ++i)
+    mean_norm += std::sqrt(Dot(&big.w()[i * 8], &big.w()[i * 8], 8)) / 4096;
   EXPECT_NEAR(mean_norm, 2.7360, 0.03);
 }
 

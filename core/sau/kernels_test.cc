@@ -38,11 +38,14 @@ TEST(CompensatedDecayAdd, BeatsPlainSumsOverAMillionDecayedSteps) {
         err_plain_sum += std::fabs(static_cast<double>(static_cast<__float128>(plain) - ref));
       }
     }
-    const double err_comp = std::fabs(static_cast<double>((static_cast<__float128>(s) + comp) - ref));
+    const double err_comp =
+        std::fabs(static_cast<double>((static_cast<__float128>(s) + comp) - ref));
     const double err_plain = std::fabs(static_cast<double>(static_cast<__float128>(plain) - ref));
-    std::printf("%s: final |error| compensated %.3g plain %.3g (value %.6g); mean over checkpoints %.3g vs %.3g\n",
-                c.name, err_comp, err_plain, static_cast<double>(ref), err_comp_sum / 1000,
-                err_plain_sum / 1000);
+    std::printf(
+        "%s: final |error| compensated %.3g plain %.3g (value %.6g); mean over checkpoints %.3g vs "
+        "%.3g\n",
+        c.name, err_comp, err_plain, static_cast<double>(ref), err_comp_sum / 1000,
+        err_plain_sum / 1000);
     EXPECT_LT(err_comp_sum, err_plain_sum / 10);
     EXPECT_LE(err_comp, err_plain);
   }

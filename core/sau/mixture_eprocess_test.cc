@@ -45,8 +45,9 @@ TEST(MixtureEProcess, StationaryStreamsAlarmAtMostAlphaOfTheTime) {
   }
   const double alpha = SmallSpec(0).alpha;
   const double slack = 3 * std::sqrt(alpha * (1 - alpha) / seeds);
-  std::printf("stationary: %d of %d seeds ever alarmed (alpha %.2f + slack %.3f); mean min margin %.2f\n",
-              ever, seeds, alpha, slack, min_margin_sum / seeds);
+  std::printf(
+      "stationary: %d of %d seeds ever alarmed (alpha %.2f + slack %.3f); mean min margin %.2f\n",
+      ever, seeds, alpha, slack, min_margin_sum / seeds);
   EXPECT_LE(static_cast<double>(ever) / seeds, alpha + slack);
 }
 

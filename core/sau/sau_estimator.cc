@@ -249,7 +249,8 @@ QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
   const long double raw = h.den1 + h.den2;
   // docs/SAU.md (19) on the correctness path; (12)-(13) with R7's floor, i.e. (20), on the
   // stabilized path.
-  const long double den = stabilized ? std::max(raw, static_cast<long double>(floor)) + lambda : raw;
+  const long double den =
+      stabilized ? std::max(raw, static_cast<long double>(floor)) + lambda : raw;
   out.raw_den = static_cast<double>(raw);
   out.den = static_cast<double>(den);
   std::vector<double> z(width, 0.0);
@@ -267,7 +268,8 @@ QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
   } else {
     out.y_hat = std::move(z);
   }
-  out.rj_gap = HalfSplitGaps(sc.num1.data(), sc.num2.data(), h.den1, h.den2, floor, lambda, width).gap;
+  out.rj_gap =
+      HalfSplitGaps(sc.num1.data(), sc.num2.data(), h.den1, h.den2, floor, lambda, width).gap;
   out.margin = st.eprocess.margin();
   out.shr = raw + lambda > 0 ? static_cast<double>(raw / (raw + lambda)) : 1.0;
   double l1 = 0;

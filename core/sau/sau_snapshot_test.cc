@@ -105,7 +105,8 @@ class SauSnapshotErrors : public ::testing::Test {
 
 TEST_F(SauSnapshotErrors, EveryCorruptByteIsDataLoss) {
   // Every position in the header, a spread of positions in the body, the checksum.
-  for (size_t pos = 0; pos < bytes_.size(); pos += (pos < 64 || pos + 64 > bytes_.size()) ? 1 : 97) {
+  for (size_t pos = 0; pos < bytes_.size();
+       pos += (pos < 64 || pos + 64 > bytes_.size()) ? 1 : 97) {
     std::string bad = bytes_;
     bad[pos] = static_cast<char>(bad[pos] ^ 0x01);
     const absl::StatusOr<SauEstimator> r = RestoreSau(SmallSpec(42), bad);

@@ -51,7 +51,8 @@ absl::Status ValidateSpec(const SauSpec& s) {
         static_cast<int64_t>(s.r) * std::max(s.d, s.d_v), int64_t{1} << 24));
   }
   if (!Finite(s.tau) || s.tau <= 0) return OutOfRange("tau", s.tau, "(0, inf); 0 means sqrt(d)");
-  if (!Finite(s.gamma) || s.gamma <= 0 || s.gamma > 1) return OutOfRange("gamma", s.gamma, "(0, 1]");
+  if (!Finite(s.gamma) || s.gamma <= 0 || s.gamma > 1)
+    return OutOfRange("gamma", s.gamma, "(0, 1]");
   if (!Finite(s.input_scale) || s.input_scale <= 0 || s.input_scale > 1e3) {
     return OutOfRange("input_scale", s.input_scale, "(0, 1000]");
   }
@@ -59,7 +60,8 @@ absl::Status ValidateSpec(const SauSpec& s) {
   if (!Finite(s.c_hi) || s.c_hi > 700 || s.c_hi <= s.c_lo) {
     return OutOfRange("c_hi", s.c_hi, absl::StrFormat("(c_lo = %g, 700]", s.c_lo));
   }
-  if (s.r_v < 0 || s.r_v > s.d_v) return OutOfRange("r_v", s.r_v, absl::StrFormat("0..d_v (= %d)", s.d_v));
+  if (s.r_v < 0 || s.r_v > s.d_v)
+    return OutOfRange("r_v", s.r_v, absl::StrFormat("0..d_v (= %d)", s.d_v));
   if (!s.u.empty()) {
     if (s.r_v == 0 || s.u.size() != static_cast<size_t>(s.d_v) * s.r_v) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -84,9 +86,12 @@ absl::Status ValidateSpec(const SauSpec& s) {
   for (const auto& [name, v] : rates) {
     if (!Finite(v) || v <= 0 || v > 1) return OutOfRange(name, v, "(0, 1]");
   }
-  if (!Finite(s.whiten_eps) || s.whiten_eps <= 0) return OutOfRange("whiten_eps", s.whiten_eps, "(0, inf)");
-  if (!Finite(s.alpha) || s.alpha <= 0 || s.alpha >= 1) return OutOfRange("alpha", s.alpha, "(0, 1)");
-  if (!Finite(s.kappa) || s.kappa < 0 || s.kappa > 10) return OutOfRange("kappa", s.kappa, "[0, 10]");
+  if (!Finite(s.whiten_eps) || s.whiten_eps <= 0)
+    return OutOfRange("whiten_eps", s.whiten_eps, "(0, inf)");
+  if (!Finite(s.alpha) || s.alpha <= 0 || s.alpha >= 1)
+    return OutOfRange("alpha", s.alpha, "(0, 1)");
+  if (!Finite(s.kappa) || s.kappa < 0 || s.kappa > 10)
+    return OutOfRange("kappa", s.kappa, "[0, 10]");
   if (!Finite(s.xi) || s.xi <= 0 || s.xi >= 1) return OutOfRange("xi", s.xi, "(0, 1)");
   if (s.warmup < 2) return OutOfRange("warmup", s.warmup, ">= 2");
   if (s.epoch_length < 1) return OutOfRange("epoch_length", s.epoch_length, ">= 1");
@@ -106,9 +111,12 @@ absl::Status ValidateSpec(const SauSpec& s) {
       return OutOfRange(absl::StrFormat("ridge[%d]", k), s.ridge[k], "[0, 1]");
     }
   }
-  if (!Finite(s.c_rj) || s.c_rj <= 0) return OutOfRange("c_rj", s.c_rj, "(0, inf); 0 means the default");
-  if (!Finite(s.rj_delta) || s.rj_delta <= 0 || s.rj_delta >= 1) return OutOfRange("rj_delta", s.rj_delta, "(0, 1)");
-  if (!Finite(s.beta_floor) || s.beta_floor < 0) return OutOfRange("beta_floor", s.beta_floor, "[0, inf)");
+  if (!Finite(s.c_rj) || s.c_rj <= 0)
+    return OutOfRange("c_rj", s.c_rj, "(0, inf); 0 means the default");
+  if (!Finite(s.rj_delta) || s.rj_delta <= 0 || s.rj_delta >= 1)
+    return OutOfRange("rj_delta", s.rj_delta, "(0, 1)");
+  if (!Finite(s.beta_floor) || s.beta_floor < 0)
+    return OutOfRange("beta_floor", s.beta_floor, "[0, inf)");
   if (!Finite(s.red_floor_frac) || s.red_floor_frac < 0 || s.red_floor_frac > 1) {
     return OutOfRange("red_floor_frac", s.red_floor_frac, "[0, 1]");
   }

@@ -109,7 +109,8 @@ TEST(SauShard, BadBatchesAreRejectedWholeWithTheStateUnchanged) {
   };
   Events good = MakeEvents(4, 10);
   const Case cases[] = {
-      {"short k", 2, short_k, good.raw[0].v, "event 2 (t=12): k has 5 values; the model expects d = 8"},
+      {"short k", 2, short_k, good.raw[0].v,
+       "event 2 (t=12): k has 5 values; the model expects d = 8"},
       {"NaN v", 3, good.raw[0].k, nan_v, "event 3 (t=13): v[1] is NaN"},
       {"Inf k", 0, inf_k, good.raw[0].v, "event 0 (t=10): k[2] is Inf"},
   };
@@ -125,7 +126,8 @@ TEST(SauShard, BadBatchesAreRejectedWholeWithTheStateUnchanged) {
     EXPECT_EQ(shard.Stats().digest, before.digest);
     EXPECT_EQ(shard.Stats().version, before.version);
   }
-  EXPECT_EQ(shard.Ingest({}, 4096).status().message(), "batch is empty; send 1..4096 events per request");
+  EXPECT_EQ(shard.Ingest({}, 4096).status().message(),
+            "batch is empty; send 1..4096 events per request");
   EXPECT_EQ(shard.Ingest(MakeEvents(9, 50).views, 8).status().message(),
             "batch has 9 events; the limit is 8 per request");
   EXPECT_EQ(shard.Stats().digest, before.digest);

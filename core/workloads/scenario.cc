@@ -34,7 +34,8 @@ absl::Status ValidateScenarioOptions(const ScenarioOptions& o) {
   if (!std::isfinite(o.value_offset)) return bad("value_offset", o.value_offset, "finite");
   if (!nonneg(o.value_scale)) return bad("value_scale", o.value_scale, ">= 0");
   if (!nonneg(o.drift_step)) return bad("drift_step", o.drift_step, ">= 0");
-  if (o.segments < 0 || o.segments > o.clusters) return bad("segments", o.segments, "[0, clusters]");
+  if (o.segments < 0 || o.segments > o.clusters)
+    return bad("segments", o.segments, "[0, clusters]");
   if (o.vocab < 1 || o.vocab > (1 << 26)) return bad("vocab", o.vocab, "[1, 2^26]");
   if (o.nnz < 1 || o.nnz > 4096) return bad("nnz", o.nnz, "[1, 4096]");
   if (!nonneg(o.linear_scale)) return bad("linear_scale", o.linear_scale, ">= 0");

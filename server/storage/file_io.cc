@@ -16,8 +16,10 @@ namespace streamlearn::storage {
 namespace {
 
 absl::Status Errno(int err, std::string_view what, const std::string& path) {
-  return absl::Status(absl::ErrnoToStatusCode(err),
-                      absl::StrCat("'", path, "': cannot ", absl::string_view(what.data(), what.size()), ": ", std::strerror(err)));
+  return absl::Status(
+      absl::ErrnoToStatusCode(err),
+      absl::StrCat("'", path, "': cannot ", absl::string_view(what.data(), what.size()), ": ",
+                   std::strerror(err)));
 }
 
 }  // namespace
@@ -65,7 +67,9 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 absl::Status WithContext(const absl::Status& s, std::string_view context) {
-  return absl::Status(s.code(), absl::StrCat(absl::string_view(context.data(), context.size()), ": ", s.message()));
+  return absl::Status(
+      s.code(),
+      absl::StrCat(absl::string_view(context.data(), context.size()), ": ", s.message()));
 }
 
 }  // namespace streamlearn::storage

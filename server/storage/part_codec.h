@@ -115,7 +115,8 @@ struct PartCodec<FuseShard> {
   }
   static absl::StatusOr<std::unique_ptr<FuseShard>> Fresh(const ModelSpec& spec,
                                                           const lmu::HashSecret& secret) {
-    absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> unit = fuse::FuseUnit::Create(spec.fuse, secret);
+    absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> unit =
+        fuse::FuseUnit::Create(spec.fuse, secret);
     if (!unit.ok()) return unit.status();
     return std::make_unique<FuseShard>(*std::move(unit));
   }

@@ -251,7 +251,8 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
                                        const std::string& spec_bytes) {
   const absl::Time start = absl::Now();
   v1::ModelSpec wire;
-  if (!wire.ParseFromString(spec_bytes)) return absl::DataLossError("the stored spec is unreadable");
+  if (!wire.ParseFromString(spec_bytes))
+    return absl::DataLossError("the stored spec is unreadable");
   absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
   if (!spec.ok()) return spec.status();
   absl::StatusOr<std::shared_ptr<Model>> model = Model::Create(*spec, registry->secret());

@@ -187,7 +187,9 @@ class World {
     if (writers == nullptr) return absl::NotFoundError("no writers");
     Receipt receipt;
     ShardWriter* log = &writers->shard(shard);
-    SauCommitHook hook = [log, &receipt](const SauCommit& c) { return log->CommitSau(c, &receipt); };
+    SauCommitHook hook = [log, &receipt](const SauCommit& c) {
+      return log->CommitSau(c, &receipt);
+    };
     return m.sau(shard).Ingest(b.views, kMaxBatch, &hook);
   }
   // As LmuRequestHandler::Update: a fenced part is reinstated first.
@@ -204,7 +206,9 @@ class World {
     }
     Receipt receipt;
     ShardWriter* log = &writers->shard(shard);
-    LmuCommitHook hook = [log, &receipt](const LmuCommit& c) { return log->CommitLmu(c, &receipt); };
+    LmuCommitHook hook = [log, &receipt](const LmuCommit& c) {
+      return log->CommitLmu(c, &receipt);
+    };
     return lmu.Update(b.views, kMaxBatch, &hook);
   }
 

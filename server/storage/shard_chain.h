@@ -119,21 +119,6 @@ class ShardChain {
   ShardWrite write_;                // scratch, under mu_
 };
 
-// Fills the audit head of a batch ack (sau.proto IngestAck, lmu.proto UpdateAck, fuse.proto
-// LearnAck): the commit's receipt, or the chain's head now when nothing was committed (an
-// all-duplicate batch).
-template <typename Ack>
-void SetAckAuditHead(const ShardChain& journal, const Receipt* committed, Ack* ack) {
-  ChainHead h;
-  if (committed != nullptr) {
-    h = ChainHead{.next_index = committed->next_index, .head = committed->head};
-  } else {
-    h = journal.head();
-  }
-  ack->set_audit_next_index(h.next_index);
-  ack->set_merkle_curr(ToHex(h.head));
-}
-
 }  // namespace streamlearn::storage
 
 #endif  // STREAMLEARN_SERVER_STORAGE_SHARD_CHAIN_H_

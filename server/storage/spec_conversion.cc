@@ -74,9 +74,11 @@ v1::InputMode InputModeToProto(sau::InputMode mode) {
 absl::StatusOr<sau::SauSpec> SauSpecFromProto(const v1::SauSpec& wire, absl::string_view part) {
   sau::SauSpec s;  // core defaults
   if (absl::Status st = CopyInt(absl::StrCat(part, ".d"), wire.d(), &s.d); !st.ok()) return st;
-  if (absl::Status st = CopyInt(absl::StrCat(part, ".d_v"), wire.d_v(), &s.d_v); !st.ok()) return st;
+  if (absl::Status st = CopyInt(absl::StrCat(part, ".d_v"), wire.d_v(), &s.d_v); !st.ok())
+    return st;
   if (absl::Status st = CopyInt(absl::StrCat(part, ".r"), wire.r(), &s.r); !st.ok()) return st;
-  if (absl::Status st = CopyInt(absl::StrCat(part, ".r_v"), wire.r_v(), &s.r_v); !st.ok()) return st;
+  if (absl::Status st = CopyInt(absl::StrCat(part, ".r_v"), wire.r_v(), &s.r_v); !st.ok())
+    return st;
   KeepDefaultIfZero(wire.tau(), &s.tau);
   KeepDefaultIfZero(wire.gamma(), &s.gamma);
   absl::StatusOr<sau::FeatureKind> features = FeatureKindFromProto(wire.features(), part);
@@ -155,24 +157,30 @@ absl::Status KeepDefaultIfZero(absl::string_view name, uint32_t wire, int* field
 
 absl::StatusOr<lmu::LmuSpec> LmuSpecFromProto(const v1::LmuSpec& wire, absl::string_view part) {
   lmu::LmuSpec s;  // core defaults
-  if (absl::Status st = KeepDefaultIfZero(absl::StrCat(part, ".m"), wire.m(), &s.m); !st.ok()) return st;
+  if (absl::Status st = KeepDefaultIfZero(absl::StrCat(part, ".m"), wire.m(), &s.m); !st.ok())
+    return st;
   KeepDefaultIfZero(wire.lr(), &s.lr);
   absl::StatusOr<lmu::LrSchedule> schedule = LrScheduleFromProto(wire.schedule(), part);
   if (!schedule.ok()) return schedule.status();
   s.schedule = *schedule;
   KeepDefaultIfZero(wire.l2(), &s.l2);
   if (wire.delta_buckets() != 0) s.delta_buckets = wire.delta_buckets();
-  if (absl::Status st = KeepDefaultIfZero(absl::StrCat(part, ".bucket_size"), wire.bucket_size(), &s.bucket_size);
-      !st.ok()) {
-    return st;
-  }
-  if (absl::Status st = KeepDefaultIfZero(absl::StrCat(part, ".stash"), wire.stash(), &s.stash); !st.ok()) return st;
   if (absl::Status st =
-          KeepDefaultIfZero(absl::StrCat(part, ".max_relocations"), wire.max_relocations(), &s.max_relocations);
+          KeepDefaultIfZero(absl::StrCat(part, ".bucket_size"), wire.bucket_size(), &s.bucket_size);
       !st.ok()) {
     return st;
   }
-  if (absl::Status st = KeepDefaultIfZero(absl::StrCat(part, ".ring"), wire.ring(), &s.ring); !st.ok()) return st;
+  if (absl::Status st = KeepDefaultIfZero(absl::StrCat(part, ".stash"), wire.stash(), &s.stash);
+      !st.ok())
+    return st;
+  if (absl::Status st = KeepDefaultIfZero(absl::StrCat(part, ".max_relocations"),
+                                          wire.max_relocations(), &s.max_relocations);
+      !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = KeepDefaultIfZero(absl::StrCat(part, ".ring"), wire.ring(), &s.ring);
+      !st.ok())
+    return st;
   KeepDefaultIfZero(wire.tau_low(), &s.tau_low);
   KeepDefaultIfZero(wire.tau_high(), &s.tau_high);
   KeepDefaultIfZero(wire.lambda_max(), &s.lambda_max);

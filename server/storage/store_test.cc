@@ -1,5 +1,5 @@
-// The RocksDB store (server/storage/store.h): round trips, atomic batches, key boundaries, read-only
-// and backup opens, errors, and a batch surviving kill -9 of the writer.
+// The RocksDB store (server/storage/store.h): round trips, atomic batches, key boundaries,
+// read-only and backup opens, errors, and a batch surviving kill -9 of the writer.
 #include "server/storage/store.h"
 
 #include <signal.h>
