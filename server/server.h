@@ -52,7 +52,6 @@ class AdminService;
 class AuditorService;
 class FuseRequestHandler;
 class FuseService;
-class storage::Persistence;
 class LmuRequestHandler;
 class LmuService;
 class SauRequestHandler;
