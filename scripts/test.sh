@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The test command: installs what it needs, builds everything (Release) and runs every test with
-# ctest, then builds the core with AddressSanitizer + UBSan and runs its unit tests again. Both
-# passes always run and report; the last lines summarise them, and the command fails if either
-# failed.
-#   scripts/test.sh              # both passes
-#   SKIP_SANITIZE=1 scripts/test.sh
+# ctest; then builds everything again with clang, whose -Wthread-safety checks the lock
+# annotations (core/common/mutex.h; a violation fails the build), and runs the core unit tests
+# of that build; then builds the core with AddressSanitizer + UBSan and runs its unit tests
+# again. Every pass always runs and reports; the last lines summarise them, and the command
+# fails if any failed.
+#   scripts/test.sh              # all three passes
+#   SKIP_CLANG=1 SKIP_SANITIZE=1 scripts/test.sh
 # Every test has a ctest timeout (tests/CMakeLists.txt); randomised tests print their seed and
 # take it from the environment (the variable is named where the seed is printed).
 set -euo pipefail
@@ -18,13 +20,15 @@ build=${BUILD_DIR:-build}
 summary=()
 failed=0
 
-# ctest with a JUnit report; records the pass's summary line and whether it failed.
+# ctest with a JUnit report; records the pass's summary line and whether it failed. Arguments
+# after the build directory go to ctest (e.g. -R '^core\.').
 run_ctest() {
   local name=$1 dir=$2
+  shift 2
   local report="$dir/ctest-report.xml"
   rm -f "$report"
   local rc=0
-  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --output-junit "$(realpath "$dir")/ctest-report.xml" || rc=$?
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --output-junit "$(realpath "$dir")/ctest-report.xml" "$@" || rc=$?
   if [ -f "$report" ]; then
     local line
     line=$(/usr/bin/python3 scripts/ctest_summary.py "$name" "$report") || rc=1
@@ -43,6 +47,28 @@ cmake --build "$build" -j "$jobs"
 
 echo "== tests"
 run_ctest release "$build"
+
+if [ -z "${SKIP_CLANG:-}" ]; then
+  echo "== clang build with -Wthread-safety (lock annotations), core unit tests"
+  clang_build=${build}-clang
+  clang_start=$SECONDS
+  if cmake -S . -B "$clang_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+       -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DSTREAMLEARN_THREAD_SAFETY=ON \
+       -DSTREAMLEARN_BUILD_TESTS=ON -DSTREAMLEARN_BUILD_BENCH=ON \
+       > "$clang_build.configure.log" 2>&1; then
+    if cmake --build "$clang_build" -j "$jobs"; then
+      run_ctest clang "$clang_build" -R '^core\.'
+    else
+      summary+=("clang: the build failed (a -Wthread-safety error names the member and its mutex)")
+      failed=1
+    fi
+  else
+    cat "$clang_build.configure.log"
+    summary+=("clang: cmake could not configure the clang build")
+    failed=1
+  fi
+  echo "== clang pass: $((SECONDS - clang_start)) s"
+fi
 
 if [ -z "${SKIP_SANITIZE:-}" ]; then
   echo "== core unit tests under AddressSanitizer + UBSan"

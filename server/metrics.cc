@@ -173,7 +173,7 @@ void Metrics::RecordRpc(std::string_view method, absl::StatusCode code, double s
 }
 
 Metrics::RpcSeries& Metrics::SeriesFor(std::string_view method, absl::StatusCode code) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto key = std::make_pair(std::string(method), code);
   auto it = rpcs_.find(key);
   if (it != rpcs_.end()) return it->second;
@@ -187,7 +187,7 @@ Metrics::RpcSeries& Metrics::SeriesFor(std::string_view method, absl::StatusCode
 template <typename Series, typename Make>
 Series& Metrics::CachedSeries(std::map<ShardKey, Series>* cache, const std::string& model,
                               uint32_t shard, const Make& make) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ShardKey key(model, shard);
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;

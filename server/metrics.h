@@ -53,12 +53,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "core/common/mutex.h"
 #include "core/lmu/lmu_table.h"
 #include "core/shard/lmu_shard.h"
 #include "core/shard/sau_shard.h"
@@ -221,15 +221,16 @@ class Metrics final : public storage::StorageObserver {
     TotalCounter actions;
   };
 
-  // The cached series of (model, shard) in `*cache`; on a miss, builds them in place with
-  // make(labels, series). Takes mu_.
+  // The cached series of (model, shard) in `*cache` (one of the maps below, read and
+  // written here under mu_: the analysis does not follow the pointer); on a miss, builds them
+  // in place with make(labels, series). Takes mu_.
   template <typename Series, typename Make>
   Series& CachedSeries(std::map<ShardKey, Series>* cache, const std::string& model,
-                       uint32_t shard, const Make& make);
+                       uint32_t shard, const Make& make) ABSL_LOCKS_EXCLUDED(mu_);
 
-  ShardSeries& SeriesFor(const std::string& model, uint32_t shard);
-  RpcSeries& SeriesFor(std::string_view method, absl::StatusCode code);
-  LmuSeries& LmuSeriesFor(const std::string& model, uint32_t shard);
+  ShardSeries& SeriesFor(const std::string& model, uint32_t shard) ABSL_LOCKS_EXCLUDED(mu_);
+  RpcSeries& SeriesFor(std::string_view method, absl::StatusCode code) ABSL_LOCKS_EXCLUDED(mu_);
+  LmuSeries& LmuSeriesFor(const std::string& model, uint32_t shard) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
@@ -283,16 +284,16 @@ class Metrics final : public storage::StorageObserver {
 
   // Series are looked up once and cached: Family::Add builds a metric on every call. Map
   // nodes never move, so a returned reference stays valid after mu_ is released.
-  std::mutex mu_;  // guards every map below
-  std::map<ShardKey, ShardSeries> shards_;
-  std::map<ShardKey, LmuSeries> lmu_shards_;
-  std::map<std::pair<std::string, absl::StatusCode>, RpcSeries> rpcs_;
-  std::map<ShardKey, AuditSeries> audit_;
-  std::map<ShardKey, SnapshotSeries> snapshots_;
-  std::map<ShardKey, prometheus::Counter*> snapshot_failures_;
-  std::map<ShardKey, RecoverySeries> recoveries_;
-  std::map<ShardKey, prometheus::Gauge*> log_backlog_;
-  std::map<ShardKey, FuseSeries> fuse_;
+  Mutex mu_;  // guards every map below
+  std::map<ShardKey, ShardSeries> shards_ ABSL_GUARDED_BY(mu_);
+  std::map<ShardKey, LmuSeries> lmu_shards_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, absl::StatusCode>, RpcSeries> rpcs_ ABSL_GUARDED_BY(mu_);
+  std::map<ShardKey, AuditSeries> audit_ ABSL_GUARDED_BY(mu_);
+  std::map<ShardKey, SnapshotSeries> snapshots_ ABSL_GUARDED_BY(mu_);
+  std::map<ShardKey, prometheus::Counter*> snapshot_failures_ ABSL_GUARDED_BY(mu_);
+  std::map<ShardKey, RecoverySeries> recoveries_ ABSL_GUARDED_BY(mu_);
+  std::map<ShardKey, prometheus::Gauge*> log_backlog_ ABSL_GUARDED_BY(mu_);
+  std::map<ShardKey, FuseSeries> fuse_ ABSL_GUARDED_BY(mu_);
 };
 
 // Times one unary RPC or Ingest batch and records it on Done().

@@ -151,7 +151,7 @@ absl::StatusOr<int> Server::Start() {
                                                "' (address in use or not valid for this host)"));
   }
   {
-    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    MutexLock lock(&shutdown_mu_);
     server_ = std::move(server);
   }
   persistence_->StartSnapshotter(registry_.get());
@@ -212,7 +212,7 @@ absl::StatusOr<lmu::HashSecret> Server::LmuSecret() const {
 }
 
 void Server::Shutdown(absl::Duration grace) {
-  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  MutexLock lock(&shutdown_mu_);
   if (server_ == nullptr) return;
   draining_.store(true, std::memory_order_release);
   if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {

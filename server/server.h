@@ -30,12 +30,12 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/common/mutex.h"
 #include "core/lmu/keyed_hash.h"
 #include "core/shard/model_registry.h"
 #include "server/metrics.h"
@@ -52,7 +52,6 @@ class AdminService;
 class AuditorService;
 class FuseRequestHandler;
 class FuseService;
-class storage::Persistence;
 class LmuRequestHandler;
 class LmuService;
 class SauRequestHandler;
@@ -94,7 +93,7 @@ class Server {
 
   // Drains and stops; returns when every call has ended (at the latest shortly after
   // now + grace, when gRPC cancels what is left). No-op if not started or already stopped.
-  void Shutdown(absl::Duration grace);
+  void Shutdown(absl::Duration grace) ABSL_LOCKS_EXCLUDED(shutdown_mu_);
 
   const Options& options() const { return options_; }
   int port() const { return port_; }
@@ -125,8 +124,9 @@ class Server {
   std::unique_ptr<FuseService> fuse_service_;
   int port_ = 0;
 
-  std::mutex shutdown_mu_;                // serialises Shutdown()
-  std::unique_ptr<grpc::Server> server_;  // null before Start() and after Shutdown()
+  Mutex shutdown_mu_;  // serialises Shutdown()
+  // Null before Start() and after Shutdown().
+  std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(shutdown_mu_);
 };
 
 }  // namespace streamlearn::server

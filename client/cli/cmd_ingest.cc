@@ -6,7 +6,6 @@
 #include <chrono>
 #include <iostream>
 #include <map>
-#include <mutex>
 #include <optional>
 
 #include "client/cli/args.h"
@@ -14,6 +13,7 @@
 #include "client/cli/progress.h"
 #include "client/cli/stream_command.h"
 #include "client/lib/event_file.h"
+#include "core/common/mutex.h"
 #include "fmt/format.h"
 
 namespace streamlearn::cli {
@@ -40,12 +40,12 @@ class AckTally {
  public:
   // Called on the writer thread before the batch is sent.
   void NoteBatch(uint64_t batch, uint64_t first_line, uint64_t last_line) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     lines_[batch] = {first_line, last_line};
   }
 
   void OnAck(const BatchResult& r) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const auto lines = lines_[r.batch];
     lines_.erase(r.batch);
     if (!r.status.ok()) {
@@ -62,25 +62,27 @@ class AckTally {
   }
 
   std::vector<std::string> rejections() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return rejections_;
   }
   std::map<uint32_t, uint64_t> versions() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return versions_;
   }
   std::optional<v1::Diagnostics> last() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return has_last_ ? std::optional<v1::Diagnostics>(last_) : std::nullopt;
   }
 
  private:
-  mutable std::mutex mu_;
-  std::map<uint64_t, std::pair<uint64_t, uint64_t>> lines_;  // batch -> file lines
-  std::vector<std::string> rejections_;
-  std::map<uint32_t, uint64_t> versions_;  // shard -> version after its last OK ack
-  bool has_last_ = false;
-  v1::Diagnostics last_;
+  mutable Mutex mu_;
+  // Batch -> file lines.
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> lines_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> rejections_ ABSL_GUARDED_BY(mu_);
+  // Shard -> version after its last OK ack.
+  std::map<uint32_t, uint64_t> versions_ ABSL_GUARDED_BY(mu_);
+  bool has_last_ ABSL_GUARDED_BY(mu_) = false;
+  v1::Diagnostics last_ ABSL_GUARDED_BY(mu_);
 };
 
 void PrintSummary(const std::string& path, uint64_t events_read, const IngestStats& stats,

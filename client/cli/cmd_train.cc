@@ -8,7 +8,6 @@
 #include <chrono>
 #include <iostream>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "client/cli/progress.h"
 #include "client/cli/stream_command.h"
 #include "client/lib/sample_file.h"
+#include "core/common/mutex.h"
 #include "absl/strings/string_view.h"
 #include "fmt/format.h"
 
@@ -49,12 +49,12 @@ class UpdateTally {
 
   // Called on the writer thread before the batch is sent: the file line of each sample.
   void NoteBatch(uint64_t batch, std::vector<uint64_t> lines) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     lines_[batch] = std::move(lines);
   }
 
   void OnAck(const UpdateResult& r) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const std::vector<uint64_t> lines = std::move(lines_[r.batch]);
     lines_.erase(r.batch);
     if (!r.status.ok()) {
@@ -72,12 +72,12 @@ class UpdateTally {
   }
 
   std::vector<std::string> rejections() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return rejections_;
   }
 
   void PrintSummary(uint64_t samples_read, const BatchStats& stats, double seconds) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     std::cout << fmt::format(
         "trained {}: {} samples read, {} applied, {} duplicates, {} of {} batches rejected, "
         "{} ids inserted, {:.2f} s ({:.0f} samples/s)\n",
@@ -96,13 +96,15 @@ class UpdateTally {
 
  private:
   const std::string path_;
-  mutable std::mutex mu_;
-  std::map<uint64_t, std::vector<uint64_t>> lines_;  // batch -> file line per sample
-  std::vector<std::string> rejections_;
-  std::map<uint32_t, std::pair<uint64_t, uint64_t>> versions_;  // shard -> (ver_base, ver_delta)
-  uint64_t inserted_ = 0;
-  uint32_t max_lookup_ = 0;
-  uint32_t max_insert_ = 0;
+  mutable Mutex mu_;
+  // Batch -> file line per sample.
+  std::map<uint64_t, std::vector<uint64_t>> lines_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> rejections_ ABSL_GUARDED_BY(mu_);
+  // Shard -> (ver_base, ver_delta).
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> versions_ ABSL_GUARDED_BY(mu_);
+  uint64_t inserted_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t max_lookup_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t max_insert_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace

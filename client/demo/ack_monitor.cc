@@ -5,7 +5,7 @@
 namespace streamlearn::demo {
 
 void AckMonitor::OnAck(const BatchResult& r) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!r.status.ok()) {
     s_.rejections.push_back("batch " + std::to_string(r.batch) + ": " + r.status.ToString());
     return;
@@ -24,7 +24,7 @@ void AckMonitor::OnAck(const BatchResult& r) {
 }
 
 AckMonitor::Snapshot AckMonitor::Get() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return s_;
 }
 

@@ -14,11 +14,11 @@
 #define STREAMLEARN_CLIENT_DEMO_ACK_MONITOR_H_
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "client/lib/ingest_session.h"
+#include "core/common/mutex.h"
 #include "sau.pb.h"
 
 namespace streamlearn::demo {
@@ -38,12 +38,12 @@ class AckMonitor {
     std::vector<std::string> rejections;
   };
 
-  void OnAck(const BatchResult& result);
-  Snapshot Get() const;
+  void OnAck(const BatchResult& result) ABSL_LOCKS_EXCLUDED(mu_);
+  Snapshot Get() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  mutable std::mutex mu_;
-  Snapshot s_;
+  mutable Mutex mu_;
+  Snapshot s_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace streamlearn::demo

@@ -1,10 +1,10 @@
 #include "client/demo/lmu_phase.h"
 
 #include <cmath>
-#include <mutex>
 #include <vector>
 
 #include "client/lib/lmu_update_session.h"
+#include "core/common/mutex.h"
 #include "core/sau/counter_rng.h"
 #include "fmt/format.h"
 
@@ -50,18 +50,21 @@ absl::Status RunLmuPhase(Client& client, const LmuPhaseOptions& o, std::ostream&
   uint64_t t_offset = 0;
   for (const v1::LmuShardInfo& s : info->lmu_shards()) t_offset = std::max(t_offset, s.last_t());
 
-  std::mutex mu;
-  std::vector<double> last_y;    // y of each sent batch's last sample
-  double window_se = 0;          // squared errors of the acks' predictions, this window
-  uint64_t window_n = 0;
+  // Shared by this thread and the session's reader thread (on_ack).
+  struct Window {
+    Mutex mu;
+    std::vector<double> last_y ABSL_GUARDED_BY(mu);  // y of each sent batch's last sample
+    double se ABSL_GUARDED_BY(mu) = 0;  // squared errors of the acks' predictions, this window
+    uint64_t n ABSL_GUARDED_BY(mu) = 0;
+  } w;
   LmuUpdateSession::Options so;
   so.window = 32;
-  so.on_ack = [&](const UpdateResult& r) {
+  so.on_ack = [&w](const UpdateResult& r) {
     if (!r.status.ok() || r.ack.last_prediction_size() == 0) return;
-    std::lock_guard<std::mutex> lock(mu);
-    const double e = r.ack.last_prediction(0) - last_y[r.batch];
-    window_se += e * e;
-    ++window_n;
+    MutexLock lock(&w.mu);
+    const double e = r.ack.last_prediction(0) - w.last_y[r.batch];
+    w.se += e * e;
+    ++w.n;
   };
   absl::StatusOr<std::unique_ptr<LmuUpdateSession>> session = client.OpenLmuUpdate(o.model, so);
   if (!session.ok()) return session.status();
@@ -94,8 +97,8 @@ absl::Status RunLmuPhase(Client& client, const LmuPhaseOptions& o, std::ostream&
     const bool last = i + 1 == o.samples;
     if (req.samples_size() < kBatch && !last) continue;
     {
-      std::lock_guard<std::mutex> lock(mu);
-      last_y.push_back(y);
+      MutexLock lock(&w.mu);
+      w.last_y.push_back(y);
     }
     if (absl::Status st = (*session)->Send(std::move(req)); !st.ok()) return st;
     req.Clear();
@@ -105,10 +108,10 @@ absl::Status RunLmuPhase(Client& client, const LmuPhaseOptions& o, std::ostream&
     if (!now.ok()) return now.status();
     double rmse = 0;
     {
-      std::lock_guard<std::mutex> lock(mu);
-      rmse = window_n > 0 ? std::sqrt(window_se / window_n) : 0;
-      window_se = 0;
-      window_n = 0;
+      MutexLock lock(&w.mu);
+      rmse = w.n > 0 ? std::sqrt(w.se / w.n) : 0;
+      w.se = 0;
+      w.n = 0;
     }
     if (o.quiet || now->lmu_shards_size() == 0) continue;
     const v1::LmuShardInfo& sh = now->lmu_shards(0);

@@ -32,17 +32,16 @@
 #ifndef STREAMLEARN_CLIENT_LIB_BATCH_SESSION_H_
 #define STREAMLEARN_CLIENT_LIB_BATCH_SESSION_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 
 #include "absl/status/status.h"
+#include "core/common/mutex.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
@@ -101,22 +100,22 @@ class BatchSession {
   // batches are unacknowledged. Errors: INVALID_ARGUMENT for an empty batch or another
   // model; FAILED_PRECONDITION after Finish; if the stream has failed, its final status
   // (e.g. UNAVAILABLE), after which the session is finished.
-  absl::Status Send(Request request);
+  absl::Status Send(Request request) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Blocks until every batch sent so far has been acknowledged (and on_ack has returned).
   // Returns the stream's final status if it ended early.
-  absl::Status Flush();
+  absl::Status Flush() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Half-closes the stream, waits for the remaining acks and returns the stream's status:
   // OK when the server acknowledged every batch (a rejected batch is still OK here; see
   // stats() and on_ack). Idempotent.
-  absl::Status Finish();
+  absl::Status Finish() ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string& model() const { return model_; }
   uint32_t shards() const { return shards_; }
   // The shard the server will apply a batch with this routing key to.
   uint32_t ShardOf(std::string_view routing_key) const;
-  BatchStats stats() const;
+  BatchStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   friend class Client;
@@ -129,7 +128,7 @@ class BatchSession {
 
   BatchSession(std::shared_ptr<grpc::Channel> channel, std::string model, uint32_t shards,
                Options options);
-  void ReaderLoop();
+  void ReaderLoop() ABSL_LOCKS_EXCLUDED(mu_);
   Result MakeResult(PendingBatch pending, Ack ack) const;
 
   const std::string model_;
@@ -140,14 +139,17 @@ class BatchSession {
   std::unique_ptr<grpc::ClientReaderWriter<Request, Ack>> stream_;
   std::thread reader_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;  // signalled on every ack and when the reader stops
-  std::deque<PendingBatch> pending_;  // sent, not yet acknowledged, in Send order
-  BatchStats stats_;
-  bool reader_done_ = false;
-  std::string protocol_error_;  // set by the reader if the server broke the 1:1 contract
+  mutable Mutex mu_;
+  CondVar cv_;  // signalled on every ack and when the reader stops
+  // Sent, not yet acknowledged, in Send order.
+  std::deque<PendingBatch> pending_ ABSL_GUARDED_BY(mu_);
+  BatchStats stats_ ABSL_GUARDED_BY(mu_);
+  bool reader_done_ ABSL_GUARDED_BY(mu_) = false;
+  // Set by the reader if the server broke the 1:1 contract.
+  std::string protocol_error_ ABSL_GUARDED_BY(mu_);
 
-  bool finished_ = false;  // writer-side only
+  // Writer side only (Send, Flush, Finish: one thread at a time), so not guarded.
+  bool finished_ = false;
   absl::Status final_status_;
 };
 

@@ -42,7 +42,7 @@ uint32_t BatchSession<Traits>::ShardOf(std::string_view routing_key) const {
 
 template <typename Traits>
 BatchStats BatchSession<Traits>::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 
@@ -60,19 +60,22 @@ absl::Status BatchSession<Traits>::Send(Request request) {
     return absl::InvalidArgumentError("batch for model '" + request.model() + "' sent on the " +
                                       stream + " session of model '" + model_ + "'");
   }
+  bool reader_done = false;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return pending_.size() < options_.window || reader_done_; });
-    if (reader_done_) {
-      lock.unlock();
-      return Finish().ok() ? absl::UnavailableError(stream + " stream closed by the server")
-                           : final_status_;
+    MutexLock lock(&mu_);
+    while (pending_.size() >= options_.window && !reader_done_) cv_.Wait(&mu_);
+    reader_done = reader_done_;
+    if (!reader_done) {
+      // Registered before the write so that the reader always finds the batch of an ack.
+      pending_.push_back({stats_.batches_sent, request.routing_key(),
+                          static_cast<uint32_t>(items), ShardOf(request.routing_key())});
+      ++stats_.batches_sent;
+      stats_.events_sent += static_cast<uint64_t>(items);
     }
-    // Registered before the write so that the reader always finds the batch of an ack.
-    pending_.push_back({stats_.batches_sent, request.routing_key(), static_cast<uint32_t>(items),
-                        ShardOf(request.routing_key())});
-    ++stats_.batches_sent;
-    stats_.events_sent += static_cast<uint64_t>(items);
+  }
+  if (reader_done) {
+    return Finish().ok() ? absl::UnavailableError(stream + " stream closed by the server")
+                         : final_status_;
   }
   if (!stream_->Write(request)) {
     // The stream is broken; its status comes from Finish once the reader has drained it.
@@ -87,8 +90,8 @@ absl::Status BatchSession<Traits>::Flush() {
   if (finished_) return final_status_;
   bool stream_ended = false;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return pending_.empty() || reader_done_; });
+    MutexLock lock(&mu_);
+    while (!pending_.empty() && !reader_done_) cv_.Wait(&mu_);
     stream_ended = !pending_.empty();
   }
   if (!stream_ended) return absl::OkStatus();
@@ -105,7 +108,7 @@ absl::Status BatchSession<Traits>::Finish() {
   if (reader_.joinable()) reader_.join();
   absl::Status status = FromGrpcStatus(stream_->Finish());
   finished_ = true;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (status.ok() && !protocol_error_.empty()) {
     status = absl::InternalError(protocol_error_);
   } else if (status.ok() && !pending_.empty()) {
@@ -140,13 +143,15 @@ typename BatchSession<Traits>::Result BatchSession<Traits>::MakeResult(PendingBa
 template <typename Traits>
 void BatchSession<Traits>::ReaderLoop() {
   Ack ack;
+  bool protocol_broken = false;
   while (stream_->Read(&ack)) {
     PendingBatch pending;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (pending_.empty()) {
         protocol_error_ = "server sent an " + std::string(Traits::kStream) +
                           " ack without an outstanding batch";
+        protocol_broken = true;
         break;
       }
       pending = pending_.front();  // stays queued until on_ack returns (Flush waits on it)
@@ -154,22 +159,22 @@ void BatchSession<Traits>::ReaderLoop() {
     Result result = MakeResult(std::move(pending), std::move(ack));
     if (options_.on_ack) options_.on_ack(result);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       pending_.pop_front();
       ++stats_.batches_acked;
       if (!result.status.ok()) ++stats_.batches_rejected;
       stats_.events_applied += result.ack.applied();
       stats_.duplicates += static_cast<uint64_t>(result.ack.duplicate_t_size());
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     ack.Clear();
   }
-  if (!protocol_error_.empty()) context_.TryCancel();
+  if (protocol_broken) context_.TryCancel();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     reader_done_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (options_.on_close) options_.on_close();
 }
 

@@ -94,14 +94,14 @@ absl::StatusOr<v1::QueryResponse> Client::Query(std::string_view model,
 
 absl::StatusOr<uint32_t> Client::ShardCount(std::string_view model) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (auto it = shard_counts_.find(model); it != shard_counts_.end()) return it->second;
   }
   absl::StatusOr<v1::ModelInfo> info = GetModel(model);
   if (!info.ok()) return info.status();
   // The effective spec has defaults filled in; guard anyway (0 means 1 in the proto).
   const uint32_t shards = info->spec().shards() == 0 ? 1 : info->spec().shards();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   shard_counts_.emplace(std::string(model), shards);
   return shards;
 }

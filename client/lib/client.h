@@ -33,7 +33,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,6 +43,7 @@
 #include "client/lib/fuse_session.h"
 #include "client/lib/ingest_session.h"
 #include "client/lib/lmu_update_session.h"
+#include "core/common/mutex.h"
 #include "grpcpp/channel.h"
 #include "core/lmu/feature.h"
 #include "fuse.grpc.pb.h"
@@ -137,7 +137,7 @@ class Client {
 
  private:
   Client(std::string address, Options options, std::shared_ptr<grpc::Channel> channel);
-  absl::StatusOr<uint32_t> ShardCount(std::string_view model);
+  absl::StatusOr<uint32_t> ShardCount(std::string_view model) ABSL_LOCKS_EXCLUDED(mu_);
   template <typename Session>
   absl::StatusOr<std::unique_ptr<Session>> OpenSession(std::string_view model,
                                                        typename Session::Options options);
@@ -151,8 +151,9 @@ class Client {
   std::unique_ptr<v1::LMU::Stub> lmu_;
   std::unique_ptr<v1::Fuse::Stub> fuse_;
 
-  std::mutex mu_;
-  std::map<std::string, uint32_t, std::less<>> shard_counts_;  // model -> shards
+  Mutex mu_;
+  // Model -> shards.
+  std::map<std::string, uint32_t, std::less<>> shard_counts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace streamlearn

@@ -1,5 +1,6 @@
 #include "client/lib/fuse_session.h"
 
+#include <optional>
 #include <utility>
 
 #include "client/lib/batch_session_impl.h"
@@ -14,18 +15,18 @@ FuseLearnSession::~FuseLearnSession() {
 
 void FuseLearnSession::OnAck(const FuseLearnResult& r) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     acks_.push_back(r);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void FuseLearnSession::OnClose() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closed_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 absl::Status FuseLearnSession::Send(std::span<const FuseSample> samples) {
@@ -54,17 +55,21 @@ absl::StatusOr<FuseLearnResult> FuseLearnSession::Next() {
   if (returned_ == sent_) {
     return absl::FailedPreconditionError("learn session: every batch sent has been returned");
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return !acks_.empty() || closed_; });
-  if (acks_.empty()) {
-    lock.unlock();
+  std::optional<FuseLearnResult> r;
+  {
+    MutexLock lock(&mu_);
+    while (acks_.empty() && !closed_) cv_.Wait(&mu_);
+    if (!acks_.empty()) {
+      r = std::move(acks_.front());
+      acks_.pop_front();
+    }
+  }
+  if (!r.has_value()) {
     absl::Status s = session_->Finish();
     return s.ok() ? absl::InternalError("learn stream ended with batches unacknowledged") : s;
   }
-  FuseLearnResult r = std::move(acks_.front());
-  acks_.pop_front();
   ++returned_;
-  return r;
+  return *std::move(r);
 }
 
 absl::Status FuseLearnSession::Finish() { return session_->Finish(); }

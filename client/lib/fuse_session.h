@@ -20,17 +20,16 @@
 #ifndef STREAMLEARN_CLIENT_LIB_FUSE_SESSION_H_
 #define STREAMLEARN_CLIENT_LIB_FUSE_SESSION_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "client/lib/batch_session.h"
+#include "core/common/mutex.h"
 #include "core/lmu/feature.h"
 #include "fuse.grpc.pb.h"
 #include "grpcpp/client_context.h"
@@ -81,7 +80,7 @@ class FuseLearnSession {
   // the batch's in-band status (a rejected batch applied nothing). Errors:
   // FAILED_PRECONDITION when every batch sent has been returned; the stream's final status
   // (e.g. UNAVAILABLE when the server drains) when it ended before that ack.
-  absl::StatusOr<FuseLearnResult> Next();
+  absl::StatusOr<FuseLearnResult> Next() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Half-closes the stream and waits for every ack; returns the stream's status. The acks
   // stay available to Next. Idempotent.
@@ -95,18 +94,18 @@ class FuseLearnSession {
  private:
   friend class Client;
   FuseLearnSession(std::string routing_key) : routing_key_(std::move(routing_key)) {}
-  void OnAck(const FuseLearnResult& r);
-  void OnClose();
+  void OnAck(const FuseLearnResult& r) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnClose() ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string routing_key_;
   std::unique_ptr<BatchSession<FuseLearnTraits>> session_;
   uint64_t sent_ = 0;      // writer side
   uint64_t returned_ = 0;  // writer side
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<FuseLearnResult> acks_;  // received, not yet returned by Next
-  bool closed_ = false;
+  Mutex mu_;
+  CondVar cv_;  // signalled on every ack and when the stream closes
+  std::deque<FuseLearnResult> acks_ ABSL_GUARDED_BY(mu_);  // received, not yet returned by Next
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace streamlearn

@@ -49,9 +49,17 @@ struct AuditValue;
 struct AuditField;
 
 // Fields in insertion order; Set on an existing key replaces its value in place.
+// The special members and size()/empty() are defined below AuditField: they use
+// std::vector<AuditField>, whose members are constexpr in C++20 and which clang instantiates
+// where they are first used, so AuditField must be complete by then (gcc defers it).
 class AuditRecord {
  public:
-  AuditRecord() = default;
+  AuditRecord();
+  ~AuditRecord();
+  AuditRecord(const AuditRecord&);
+  AuditRecord(AuditRecord&&) noexcept;
+  AuditRecord& operator=(const AuditRecord&);
+  AuditRecord& operator=(AuditRecord&&) noexcept;
 
   AuditRecord& Set(std::string_view key, AuditValue value);
   // nullptr when absent. The pointer is invalidated by the next Set.
@@ -59,8 +67,8 @@ class AuditRecord {
   AuditValue* FindMutable(std::string_view key);
 
   const std::vector<AuditField>& fields() const { return fields_; }
-  size_t size() const { return fields_.size(); }
-  bool empty() const { return fields_.empty(); }
+  size_t size() const;
+  bool empty() const;
 
  private:
   std::vector<AuditField> fields_;
@@ -100,6 +108,15 @@ struct AuditField {
   std::string key;
   AuditValue value;
 };
+
+inline AuditRecord::AuditRecord() = default;
+inline AuditRecord::~AuditRecord() = default;
+inline AuditRecord::AuditRecord(const AuditRecord&) = default;
+inline AuditRecord::AuditRecord(AuditRecord&&) noexcept = default;
+inline AuditRecord& AuditRecord::operator=(const AuditRecord&) = default;
+inline AuditRecord& AuditRecord::operator=(AuditRecord&&) noexcept = default;
+inline size_t AuditRecord::size() const { return fields_.size(); }
+inline bool AuditRecord::empty() const { return fields_.empty(); }
 
 // Structural equality; doubles compare by bit pattern (so -0.0 != 0.0 and equal NaN bits are
 // equal); field order matters; int64 and uint64 are different types.

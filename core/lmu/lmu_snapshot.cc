@@ -74,7 +74,7 @@ struct LmuSnapshotAccess {
     learner.U8(t.rebuild_running_ ? 1 : 0);
     learner.U8(t.frozen_.load() ? 1 : 0);
     {
-      std::lock_guard<std::mutex> lock(t.stats_mu_);
+      MutexLock lock(&t.stats_mu_);
       learner.U64(t.stats_.rebuilds);
       learner.U64(t.stats_.tripwires);
       learner.U64(t.stats_.tau_high_crossings);
@@ -327,7 +327,7 @@ struct LmuSnapshotAccess {
     t.cell_.Publish(next);
     t.ver_delta_.store(ver_delta, std::memory_order_release);
     {
-      std::lock_guard<std::mutex> lock(t.stats_mu_);
+      MutexLock lock(&t.stats_mu_);
       t.stats_.rebuilds = rebuilds;
       t.stats_.tripwires = tripwires;
       t.stats_.tau_high_crossings = crossings;

@@ -96,7 +96,7 @@ absl::StatusOr<uint64_t> LmuTable::LocateOrInsert(uint64_t id, Probes* probes) {
   if (rebuild_running_) since_snapshot_.push_back({id, slot});
   const CuckooDelta& delta = *cell_.Current().delta;
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(&stats_mu_);
     stats_.max_insert_probes = std::max(stats_.max_insert_probes, ins.probes);
     stats_.max_locate_probes = std::max(stats_.max_locate_probes, probes->locate);
     if (delta.load() > spec_.tau_high) ++stats_.tau_high_crossings;
@@ -126,7 +126,7 @@ void LmuTable::MaybeStartRebuild() {
     build_done_.store(true, std::memory_order_release);
   };
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(&stats_mu_);
     stats_.rebuild_running = true;
   }
   if (spec_.background_rebuild) {
@@ -147,7 +147,7 @@ absl::Status LmuTable::FinishRebuild() {
   if (builder_.joinable()) builder_.join();
   rebuild_running_ = false;
   if (!built_.ok()) {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(&stats_mu_);
     stats_.rebuild_running = false;
     return absl::InternalError(absl::StrFormat("LMU rebuild failed: %s", built_.status().message()));
   }
@@ -168,7 +168,7 @@ absl::Status LmuTable::FinishRebuild() {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                                        rebuild_started_).count();
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(&stats_mu_);
     stats_.rebuild_running = false;
     ++stats_.rebuilds;
     stats_.last_rebuild_seconds = seconds;
@@ -192,7 +192,7 @@ LmuTableStats LmuTable::Stats() const {
   auto pin = cell_.Read();
   LmuTableStats s;
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(&stats_mu_);
     s = stats_;
   }
   s.ver_base = pin->base->generation();

@@ -31,12 +31,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/common/mutex.h"
 #include "core/lmu/cuckoo_delta.h"
 #include "core/lmu/keyed_hash.h"
 #include "core/lmu/lmu_base.h"
@@ -184,9 +184,11 @@ class LmuTable {
   std::atomic<bool> build_done_{false};
   absl::StatusOr<std::shared_ptr<const LmuBase>> built_ = nullptr;  // written by the builder
 
-  // Statistics (writer-written, read by Stats from any thread under stats_mu_).
-  mutable std::mutex stats_mu_;
-  LmuTableStats stats_;
+  // Statistics (writer-written, read by Stats from any thread under stats_mu_). The writer-side
+  // state above is not guarded: one writer at a time is the caller's contract (the owning
+  // shard's write lock); the atomics are read from any thread.
+  mutable Mutex stats_mu_;
+  LmuTableStats stats_ ABSL_GUARDED_BY(stats_mu_);
 };
 
 }  // namespace streamlearn::lmu

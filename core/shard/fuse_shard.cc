@@ -4,10 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cassert>
 #include <limits>
-#include <mutex>
-#include <shared_mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -53,23 +50,6 @@ absl::Status CheckSample(const fuse::FuseUnit& unit, const FuseSampleView& s) {
 
 }  // namespace
 
-WriterFirstRwLock::WriterFirstRwLock() {
-  pthread_rwlockattr_t attr;
-  pthread_rwlockattr_init(&attr);
-  pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-  const int rc = pthread_rwlock_init(&lock_, &attr);
-  assert(rc == 0);
-  (void)rc;
-  pthread_rwlockattr_destroy(&attr);
-}
-
-WriterFirstRwLock::~WriterFirstRwLock() { pthread_rwlock_destroy(&lock_); }
-
-void WriterFirstRwLock::lock() { pthread_rwlock_wrlock(&lock_); }
-void WriterFirstRwLock::unlock() { pthread_rwlock_unlock(&lock_); }
-void WriterFirstRwLock::lock_shared() { pthread_rwlock_rdlock(&lock_); }
-void WriterFirstRwLock::unlock_shared() { pthread_rwlock_unlock(&lock_); }
-
 FuseShard::FuseShard(std::unique_ptr<fuse::FuseUnit> unit)
     : spec_(unit->spec()), unit_(std::move(unit)) {}
 
@@ -80,12 +60,14 @@ absl::Status FuseShard::FencedError(std::string_view what) const {
 }
 
 bool FuseShard::fenced() const {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   return !fenced_.ok();
 }
 
 absl::Status FuseShard::Reinstate(std::unique_ptr<FuseShard> recovered) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
+  // `recovered` is not shared: its locks are taken only so the analysis sees its fields held.
+  MutexLock recovered_lock(&recovered->write_mu_);
   if (fenced_.ok()) {
     return absl::FailedPreconditionError("the fuse shard is not fenced: its state is committed");
   }
@@ -99,7 +81,8 @@ absl::Status FuseShard::Reinstate(std::unique_ptr<FuseShard> recovered) {
   }
   std::unique_ptr<fuse::FuseUnit> old;
   {
-    std::unique_lock<WriterFirstRwLock> swap_lock(unit_mu_);
+    WriterLock swap_lock(&unit_mu_);
+    WriterLock recovered_swap_lock(&recovered->unit_mu_);  // not shared; for the analysis
     old = std::exchange(unit_, std::move(recovered->unit_));
   }
   log_seq_ = recovered->log_seq_;
@@ -125,32 +108,36 @@ absl::StatusOr<std::unique_ptr<FuseShard>> FuseShard::Restore(const fuse::FuseSp
   absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> unit = fuse::RestoreFuse(spec, secret, *body);
   if (!unit.ok()) return unit.status();
   auto shard = std::make_unique<FuseShard>(*std::move(unit));
-  shard->log_seq_ = log_seq;
-  shard->actions_total_ = actions_total;
+  {
+    MutexLock lock(&shard->write_mu_);  // not shared yet; for the analysis
+    shard->log_seq_ = log_seq;
+    shard->actions_total_ = actions_total;
+  }
   return shard;
 }
 
 absl::StatusOr<FuseShardSnapshot> FuseShard::Snapshot() const {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   // A fenced shard holds samples that were neither acknowledged nor logged.
   if (!fenced_.ok()) return FencedError("cannot be snapshotted");
+  const fuse::FuseUnit& unit = WriterUnit();
   FuseShardSnapshot out;
-  out.last_t = unit_->last_t();
+  out.last_t = unit.last_t();
   out.log_seq = log_seq_;
-  out.steps = unit_->steps();
-  out.state_digest = unit_->StateDigest();
+  out.steps = unit.steps();
+  out.state_digest = unit.StateDigest();
   ByteWriter header;
   header.U64(log_seq_);
   header.U64(actions_total_);
   SnapshotBuilder b(kFuseShardKind);
   b.AddSection(kSectionHeader, header.Take());
-  b.AddSection(kSectionUnit, fuse::SerializeFuse(*unit_));
+  b.AddSection(kSectionUnit, fuse::SerializeFuse(unit));
   out.blob = b.Finish();
   return out;
 }
 
 uint64_t FuseShard::log_seq() const {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   return log_seq_;
 }
 
@@ -168,17 +155,18 @@ Digest FuseShard::StateDigest() const { return Stats().digest; }
 absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView> batch,
                                                   size_t max_batch, const FuseCommitHook* hook) {
   if (absl::Status s = CheckBatchSize(batch.size(), max_batch, "samples"); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   if (!fenced_.ok()) return FencedError("stopped learning");
   // Only this writer changes the unit, so reading it here needs no unit_mu_.
+  const fuse::FuseUnit& unit = WriterUnit();
   if (absl::Status st = CheckBatchItems(
-          batch, "sample", [&](const FuseSampleView& s) { return CheckSample(*unit_, s); });
+          batch, "sample", [&](const FuseSampleView& s) { return CheckSample(unit, s); });
       !st.ok()) {
     return st;
   }
 
   FuseLearnOutcome out;
-  TOrder order(unit_->has_last_t(), unit_->last_t());
+  TOrder order(unit.has_last_t(), unit.last_t());
   for (size_t i = 0; i < batch.size(); ++i) {
     const FuseSampleView& s = batch[i];
     if (!order.Accept(s.t)) {
@@ -189,7 +177,7 @@ absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView
     applied.index = i;
     {
       // One sample at a time, so that a Predict waits for at most one step.
-      std::unique_lock<WriterFirstRwLock> step_lock(unit_mu_);
+      WriterLock step_lock(&unit_mu_);
       absl::StatusOr<fuse::FuseStep> step = unit_->Learn(s.t, s.x, s.q, s.y);
       if (!step.ok()) {
         // Checked above, so only a failed LMU rebuild: the unit may hold a partial step and
@@ -211,8 +199,8 @@ absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView
                                  static_cast<int>(NumberOf(applied.step.record, "c_insert_p100")));
     out.steps.push_back(std::move(applied));
   }
-  out.table = unit_->main_lmu().TableStats();
-  out.ver_sau = unit_->sau().events();
+  out.table = unit.main_lmu().TableStats();
+  out.ver_sau = unit.sau().events();
   out.ver_base = out.table.ver_base;
   out.ver_delta = out.table.ver_delta;
   out.actions_total = actions_total_;
@@ -239,13 +227,13 @@ absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView
     err2 += (y[o] - p.y_hat[o]) * (y[o] - p.y_hat[o]);
   }
   h.y_err_abs = std::sqrt(err2);
-  const control::Controls c = unit_->control().controls();
-  h.lmu_tau_low = c.lmu_tau_low.value_or(unit_->spec().lmu.tau_low);
+  const control::Controls c = unit.control().controls();
+  h.lmu_tau_low = c.lmu_tau_low.value_or(unit.spec().lmu.tau_low);
   h.lmu_lr_scale = c.lmu_lr_scale;
 
   if (hook != nullptr) {
     absl::Status st = (*hook)(FuseCommit{
-        .batch = batch, .outcome = &out, .log_seq = log_seq_ + 1, .unit = unit_.get()});
+        .batch = batch, .outcome = &out, .log_seq = log_seq_ + 1, .unit = &unit});
     if (!st.ok()) {
       fenced_ = st;
       return st;
@@ -258,21 +246,22 @@ absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView
 absl::StatusOr<fuse::FusePrediction> FuseShard::Predict(std::span<const lmu::Feature> x,
                                                         std::span<const double> q) const {
   if (x.empty()) return absl::InvalidArgumentError("x is empty; give at least one feature");
-  std::shared_lock<WriterFirstRwLock> lock(unit_mu_);
+  ReaderLock lock(&unit_mu_);
   return unit_->Predict(x, q);
 }
 
 FuseShardStats FuseShard::Stats() const {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
+  const fuse::FuseUnit& unit = WriterUnit();
   FuseShardStats s;
-  s.steps = unit_->steps();
-  s.last_t = unit_->last_t();
+  s.steps = unit.steps();
+  s.last_t = unit.last_t();
   s.log_seq = log_seq_;
   s.actions_total = actions_total_;
-  s.digest = unit_->StateDigest();
-  s.ver_sau = unit_->sau().events();
-  s.table = unit_->main_lmu().TableStats();
-  s.controls = unit_->control().controls();
+  s.digest = unit.StateDigest();
+  s.ver_sau = unit.sau().events();
+  s.table = unit.main_lmu().TableStats();
+  s.controls = unit.control().controls();
   return s;
 }
 

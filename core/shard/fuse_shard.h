@@ -24,26 +24,24 @@
 // holds two LMU tables that cannot be copied per version, so the shard does not publish
 // versions as SauShard does. Instead a reader-writer lock guards the unit: the writer holds it
 // exclusively for ONE SAMPLE's Learn at a time (not for the batch, nor for the commit hook's
-// store write), and Predict holds it shared. The lock prefers the writer (a pthread rwlock of
-// kind PREFER_WRITER_NONRECURSIVE): with std::shared_mutex (glibc prefers readers) two threads
-// calling Predict in a loop held the writer off and cut learning from 33000 to 850 samples/s.
+// store write), and Predict holds it shared. The lock prefers the writer (WriterFirstRwLock,
+// core/common/mutex.h: a pthread rwlock of kind PREFER_WRITER_NONRECURSIVE): with
+// std::shared_mutex (glibc prefers readers) two threads calling Predict in a loop held the
+// writer off and cut learning from 33000 to 850 samples/s.
 // A Predict therefore waits for at most one sample step (about 20 us on the test stream)
 // instead of a whole batch, and may see a batch partly applied, or applied and not yet
 // committed (as LmuShard's predictions may); a Predict after an ack sees at least that batch.
 // Measured figures: fuse_shard_test.cc ConcurrencyMeasurement, docs/FUSE.md "Service".
 // Writers (Learn, Snapshot, Stats) are serialised by a second mutex held for the whole batch,
-// hook included.
+// hook included. Lock order: write_mu_, then unit_mu_ (both annotated, core/common/mutex.h).
 //
 // Thread safety: all methods are thread-safe.
 #ifndef STREAMLEARN_CORE_SHARD_FUSE_SHARD_H_
 #define STREAMLEARN_CORE_SHARD_FUSE_SHARD_H_
 
-#include <pthread.h>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -52,6 +50,7 @@
 #include "absl/status/statusor.h"
 #include "core/audit/audit_record.h"
 #include "core/common/digest.h"
+#include "core/common/mutex.h"
 #include "core/shard/shard_part.h"
 #include "core/control/control_plane.h"
 #include "core/fuse/fuse_spec.h"
@@ -134,22 +133,6 @@ struct FuseShardSnapshot {
   std::string blob;  // container "streamlearn.fuse_shard": header + core/fuse/fuse_snapshot.h
 };
 
-// A reader-writer lock that lets a waiting writer in before new readers (see above).
-class WriterFirstRwLock {
- public:
-  WriterFirstRwLock();
-  ~WriterFirstRwLock();
-  WriterFirstRwLock(const WriterFirstRwLock&) = delete;
-  WriterFirstRwLock& operator=(const WriterFirstRwLock&) = delete;
-  void lock();
-  void unlock();
-  void lock_shared();
-  void unlock_shared();
-
- private:
-  pthread_rwlock_t lock_;
-};
-
 class FuseShard final : public ShardPart {
  public:
   static constexpr PartKind kKind = PartKind::kFuse;
@@ -166,20 +149,22 @@ class FuseShard final : public ShardPart {
   // applied); UNAVAILABLE once fenced; the hook's error (the shard is then fenced); INTERNAL
   // from the unit (fenced).
   absl::StatusOr<FuseLearnOutcome> Learn(std::span<const FuseSampleView> batch, size_t max_batch,
-                                         const FuseCommitHook* hook = nullptr);
+                                         const FuseCommitHook* hook = nullptr)
+      ABSL_LOCKS_EXCLUDED(write_mu_, unit_mu_);
 
   // Read-only: the prediction the next Learn with (x, q) would make. Errors: INVALID_ARGUMENT
   // (q's dimension, NaN/Inf, empty x, reserved ids).
   absl::StatusOr<fuse::FusePrediction> Predict(std::span<const lmu::Feature> x,
-                                               std::span<const double> q) const;
+                                               std::span<const double> q) const
+      ABSL_LOCKS_EXCLUDED(unit_mu_);
 
   // Takes the writer lock; hashes the whole state (both LMU digests sort every id).
-  FuseShardStats Stats() const;
+  FuseShardStats Stats() const ABSL_LOCKS_EXCLUDED(write_mu_);
 
   // Takes the writer lock while it serializes (predictions go on; learning waits).
   // UNAVAILABLE once fenced.
-  absl::StatusOr<FuseShardSnapshot> Snapshot() const;
-  uint64_t log_seq() const override;
+  absl::StatusOr<FuseShardSnapshot> Snapshot() const ABSL_LOCKS_EXCLUDED(write_mu_);
+  uint64_t log_seq() const override ABSL_LOCKS_EXCLUDED(write_mu_);
 
   // ShardPart (shard_part.h).
   PartKind kind() const override { return kKind; }
@@ -188,23 +173,33 @@ class FuseShard final : public ShardPart {
   const fuse::FuseSpec& spec() const { return spec_; }
 
   // Whether a failed write fenced the shard.
-  bool fenced() const override;
+  bool fenced() const override ABSL_LOCKS_EXCLUDED(write_mu_);
   // Replaces the state of a fenced shard with `recovered` (the store's last committed state,
   // rebuilt by the owner) and lifts the fence; predictions wait for the swap as for a step.
   // FAILED_PRECONDITION if the shard is not fenced, or `recovered` is, or it does not end at
   // the shard's last committed log entry.
-  absl::Status Reinstate(std::unique_ptr<FuseShard> recovered);
+  absl::Status Reinstate(std::unique_ptr<FuseShard> recovered)
+      ABSL_LOCKS_EXCLUDED(write_mu_, unit_mu_);
 
  private:
-  absl::Status FencedError(std::string_view what) const;  // REQUIRES: write_mu_ held
+  absl::Status FencedError(std::string_view what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // The unit as the writer reads it: only the writer changes the unit (and it holds
+  // write_mu_), so it reads without unit_mu_; Predict, the other reader, holds unit_mu_
+  // shared. Changes to the unit take unit_mu_ exclusively as well (Learn's step, Reinstate).
+  const fuse::FuseUnit& WriterUnit() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return *unit_;
+  }
 
-  mutable std::mutex write_mu_;          // one writer (Learn, Snapshot, Stats) at a time
-  mutable WriterFirstRwLock unit_mu_;    // exclusive per sample step, shared for Predict
+  mutable Mutex write_mu_;               // one writer (Learn, Snapshot, Stats) at a time
+  // Exclusive per sample step, shared for Predict.
+  mutable WriterFirstRwLock unit_mu_ ABSL_ACQUIRED_AFTER(write_mu_);
   const fuse::FuseSpec spec_;            // the unit's, kept here to be read without locks
-  std::unique_ptr<fuse::FuseUnit> unit_; // replaced by Reinstate under both locks
-  uint64_t log_seq_ = 0;                 // under write_mu_
-  uint64_t actions_total_ = 0;           // under write_mu_
-  absl::Status fenced_;                  // under write_mu_
+  // Replaced by Reinstate under both locks; read by the writer through WriterUnit().
+  std::unique_ptr<fuse::FuseUnit> unit_ ABSL_GUARDED_BY(unit_mu_);
+  uint64_t log_seq_ ABSL_GUARDED_BY(write_mu_) = 0;
+  uint64_t actions_total_ ABSL_GUARDED_BY(write_mu_) = 0;
+  absl::Status fenced_ ABSL_GUARDED_BY(write_mu_);
 };
 
 }  // namespace streamlearn

@@ -52,14 +52,17 @@ absl::StatusOr<std::unique_ptr<LmuShard>> LmuShard::Restore(const lmu::LmuSpec& 
   absl::StatusOr<std::unique_ptr<lmu::LmuLearner>> learner = lmu::RestoreLmu(spec, secret, *body);
   if (!learner.ok()) return learner.status();
   std::unique_ptr<LmuShard> shard(new LmuShard(*std::move(learner)));
-  shard->last_t_ = last_t;
-  shard->log_seq_ = log_seq;
-  shard->seen_ = seen != 0;
+  {
+    MutexLock lock(&shard->write_mu_);  // not shared yet; for the analysis
+    shard->last_t_ = last_t;
+    shard->log_seq_ = log_seq;
+    shard->seen_ = seen != 0;
+  }
   return shard;
 }
 
 absl::StatusOr<LmuShardSnapshot> LmuShard::Snapshot() const {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   // A fenced shard holds samples that were neither acknowledged nor logged: a snapshot of it
   // would make recovery resurrect them.
   if (!fenced_.ok()) return FencedError("cannot be snapshotted");
@@ -80,7 +83,7 @@ absl::StatusOr<LmuShardSnapshot> LmuShard::Snapshot() const {
 }
 
 uint64_t LmuShard::log_seq() const {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   return log_seq_;
 }
 
@@ -96,12 +99,14 @@ absl::StatusOr<PartSnapshot> LmuShard::TakeSnapshot() const {
 Digest LmuShard::StateDigest() const { return Stats().digest; }
 
 bool LmuShard::fenced() const {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   return !fenced_.ok();
 }
 
 absl::Status LmuShard::Reinstate(std::unique_ptr<LmuShard> recovered) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
+  // `recovered` is not shared: its lock is taken only so the analysis sees its fields held.
+  MutexLock recovered_lock(&recovered->write_mu_);
   if (fenced_.ok()) {
     return absl::FailedPreconditionError("the LMU shard is not fenced: its state is committed");
   }
@@ -126,7 +131,7 @@ absl::Status LmuShard::Reinstate(std::unique_ptr<LmuShard> recovered) {
 absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch,
                                                size_t max_batch, const LmuCommitHook* hook) {
   if (absl::Status s = CheckBatchSize(batch.size(), max_batch, "samples"); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   if (!fenced_.ok()) return FencedError("stopped taking updates");
   if (absl::Status st = CheckBatchItems(batch, "sample", [&](const SampleView& s) {
         return learner()->CheckSample(s.x, s.y, s.lr, s.l2);
@@ -204,7 +209,7 @@ absl::StatusOr<PredictOutcome> LmuShard::Predict(std::span<const lmu::Feature> x
 }
 
 LmuShardStats LmuShard::Stats() const {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   LmuShardStats s;
   s.samples = learner()->samples();
   s.last_t = last_t_;
@@ -214,7 +219,7 @@ LmuShardStats LmuShard::Stats() const {
 }
 
 lmu::LmuTableStats LmuShard::TableStats() const {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   return learner()->TableStats();
 }
 

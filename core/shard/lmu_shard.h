@@ -26,7 +26,6 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <span>
@@ -34,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/common/digest.h"
+#include "core/common/mutex.h"
 #include "core/shard/shard_part.h"
 #include "core/lmu/lmu_learner.h"
 
@@ -104,22 +104,23 @@ class LmuShard final : public ShardPart {
 
   // UNAVAILABLE once fenced by a failed hook (see top of file).
   absl::StatusOr<UpdateOutcome> Update(std::span<const SampleView> batch, size_t max_batch,
-                                       const LmuCommitHook* hook = nullptr);
+                                       const LmuCommitHook* hook = nullptr)
+      ABSL_LOCKS_EXCLUDED(write_mu_);
 
   // Errors: INVALID_ARGUMENT for an empty x or a NaN/Inf value.
   absl::StatusOr<PredictOutcome> Predict(std::span<const lmu::Feature> x) const;
 
   // Takes the writer lock (the digest walks every id: O(n log n)).
-  LmuShardStats Stats() const;
+  LmuShardStats Stats() const ABSL_LOCKS_EXCLUDED(write_mu_);
 
   // The table's counters alone, without the digest: O(1). Takes the writer lock.
-  lmu::LmuTableStats TableStats() const;
+  lmu::LmuTableStats TableStats() const ABSL_LOCKS_EXCLUDED(write_mu_);
 
   // Takes the writer lock while it serializes (predictions go on; updates wait).
   // UNAVAILABLE once fenced: the state then holds a batch that was never committed.
-  absl::StatusOr<LmuShardSnapshot> Snapshot() const;
+  absl::StatusOr<LmuShardSnapshot> Snapshot() const ABSL_LOCKS_EXCLUDED(write_mu_);
   // The log sequence number of the last committed batch (0 before any).
-  uint64_t log_seq() const override;
+  uint64_t log_seq() const override ABSL_LOCKS_EXCLUDED(write_mu_);
 
   // ShardPart (shard_part.h).
   PartKind kind() const override { return kKind; }
@@ -127,26 +128,30 @@ class LmuShard final : public ShardPart {
   Digest StateDigest() const override;
 
   // Whether a failed write fenced the shard (see top of file).
-  bool fenced() const override;
+  bool fenced() const override ABSL_LOCKS_EXCLUDED(write_mu_);
   // Replaces the state of a fenced shard with `recovered` (the store's last committed state,
   // rebuilt by the owner) and lifts the fence. FAILED_PRECONDITION if the shard is not fenced
   // (its state is the committed one), if `recovered` is itself fenced, or if it does not end
   // at the shard's last committed log entry.
-  absl::Status Reinstate(std::unique_ptr<LmuShard> recovered);
+  absl::Status Reinstate(std::unique_ptr<LmuShard> recovered) ABSL_LOCKS_EXCLUDED(write_mu_);
 
  private:
   explicit LmuShard(std::unique_ptr<lmu::LmuLearner> learner);
-  // REQUIRES: write_mu_ held and fenced_ not OK.
-  absl::Status FencedError(std::string_view what) const;
+  // REQUIRES: fenced_ not OK.
+  absl::Status FencedError(std::string_view what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   lmu::LmuLearner* learner() const { return learner_.load(std::memory_order_acquire); }
 
-  mutable std::mutex write_mu_;
-  std::atomic<lmu::LmuLearner*> learner_;  // the current one; changed by Reinstate only
-  std::vector<std::unique_ptr<lmu::LmuLearner>> learners_;  // owned: the current one last
-  bool seen_ = false;
-  uint64_t last_t_ = 0;
-  uint64_t log_seq_ = 0;
-  absl::Status fenced_;  // not OK after a failed commit hook
+  mutable Mutex write_mu_;  // one writer (Update, Snapshot, Stats, Reinstate) at a time
+  // The current learner; changed by Reinstate only (under write_mu_). Not guarded: Predict
+  // reads it without locks, and the learner's weights are written in place by the writer and
+  // read lock-free by design (see the top of the file).
+  std::atomic<lmu::LmuLearner*> learner_;
+  // Owned: the current one last.
+  std::vector<std::unique_ptr<lmu::LmuLearner>> learners_ ABSL_GUARDED_BY(write_mu_);
+  bool seen_ ABSL_GUARDED_BY(write_mu_) = false;
+  uint64_t last_t_ ABSL_GUARDED_BY(write_mu_) = 0;
+  uint64_t log_seq_ ABSL_GUARDED_BY(write_mu_) = 0;
+  absl::Status fenced_ ABSL_GUARDED_BY(write_mu_);  // not OK after a failed commit hook
 };
 
 }  // namespace streamlearn

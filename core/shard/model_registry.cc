@@ -102,7 +102,7 @@ absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Create(ModelSpec spec,
                                                              const ModelCommit& commit) {
   absl::StatusOr<std::shared_ptr<Model>> m = Model::Create(std::move(spec), secret_);
   if (!m.ok()) return m.status();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const std::string& name = (*m)->spec().name;
   if (models_.contains(name)) {
     return absl::AlreadyExistsError(absl::StrFormat("model '%s' already exists", name));
@@ -115,7 +115,7 @@ absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Create(ModelSpec spec,
 }
 
 absl::Status ModelRegistry::Add(std::shared_ptr<Model> model) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const std::string& name = model->spec().name;
   if (models_.contains(name)) {
     return absl::AlreadyExistsError(absl::StrFormat("model '%s' already exists", name));
@@ -126,7 +126,7 @@ absl::Status ModelRegistry::Add(std::shared_ptr<Model> model) {
 
 absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Find(std::string_view name) const {
   if (absl::Status s = CheckModelName(name); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end()) {
     return absl::NotFoundError(absl::StrFormat("model '%s' not found", name));
@@ -135,7 +135,7 @@ absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Find(std::string_view name
 }
 
 std::vector<std::shared_ptr<Model>> ModelRegistry::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Model>> out;
   out.reserve(models_.size());
   for (const auto& [name, m] : models_) out.push_back(m);

@@ -16,13 +16,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/common/mutex.h"
 #include "core/fuse/fuse_spec.h"
 #include "core/sau/sau_estimator.h"
 #include "core/sau/sau_spec.h"
@@ -120,19 +120,21 @@ class ModelRegistry {
   // `commit` (may be null) runs after the model is built and before it becomes visible, with
   // the registry locked (so a name is committed once); its error fails the creation.
   using ModelCommit = std::function<absl::Status(const std::shared_ptr<Model>&)>;
-  absl::StatusOr<std::shared_ptr<Model>> Create(ModelSpec spec, const ModelCommit& commit = {});
+  absl::StatusOr<std::shared_ptr<Model>> Create(ModelSpec spec, const ModelCommit& commit = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Adds a model built elsewhere (recovery). ALREADY_EXISTS if the name is taken.
-  absl::Status Add(std::shared_ptr<Model> model);
+  absl::Status Add(std::shared_ptr<Model> model) ABSL_LOCKS_EXCLUDED(mu_);
   // INVALID_ARGUMENT for a name that is not a model name (CheckModelName), NOT_FOUND for one
   // that is not registered.
-  absl::StatusOr<std::shared_ptr<Model>> Find(std::string_view name) const;
-  std::vector<std::shared_ptr<Model>> List() const;  // sorted by name
+  absl::StatusOr<std::shared_ptr<Model>> Find(std::string_view name) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<std::shared_ptr<Model>> List() const ABSL_LOCKS_EXCLUDED(mu_);  // sorted by name
   const lmu::HashSecret& secret() const { return secret_; }
 
  private:
   const lmu::HashSecret secret_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Model>, std::less<>> models_;
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<Model>, std::less<>> models_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace streamlearn

@@ -83,7 +83,7 @@ Digest SauShard::StateDigest() const { return cell_.Read()->estimator.StateDiges
 absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
                                                size_t max_batch, const SauCommitHook* hook) {
   if (absl::Status s = CheckBatchSize(batch.size(), max_batch, "events"); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   const Version& cur = cell_.Current();
   if (absl::Status s = CheckBatchItems(batch, "event", [&](const EventView& e) {
         return cur.estimator.CheckEvent(e.k, e.v);

@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <span>
@@ -33,6 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/common/digest.h"
+#include "core/common/mutex.h"
 #include "core/shard/shard_part.h"
 #include "core/sau/sau_estimator.h"
 #include "core/common/versioned_cell.h"
@@ -108,7 +108,8 @@ class SauShard final : public ShardPart {
   // events, wrong dimensions, NaN/Inf) naming the event index and field.
   // `hook` (may be null) runs before the publish; its error is returned and nothing changes.
   absl::StatusOr<IngestOutcome> Ingest(std::span<const EventView> batch, size_t max_batch,
-                                       const SauCommitHook* hook = nullptr);
+                                       const SauCommitHook* hook = nullptr)
+      ABSL_LOCKS_EXCLUDED(write_mu_);
 
   // Errors: INVALID_ARGUMENT (dimension, NaN/Inf, low_rank without r_v),
   // FAILED_PRECONDITION (current version older than min_version).
@@ -140,10 +141,12 @@ class SauShard final : public ShardPart {
 
   explicit SauShard(Version initial);
 
-  std::mutex write_mu_;  // one writer at a time
+  Mutex write_mu_;  // one writer at a time
+  // Not guarded: readers pin versions without locks (VersionedCell::Read); its writer side
+  // (Current, BeginWrite, Publish) is used by Ingest alone, under write_mu_.
   VersionedCell<Version> cell_;
-  std::vector<size_t> fresh_;                 // writer scratch
-  std::vector<sau::EventDiagnostics> diags_;  // writer scratch
+  std::vector<size_t> fresh_ ABSL_GUARDED_BY(write_mu_);                 // writer scratch
+  std::vector<sau::EventDiagnostics> diags_ ABSL_GUARDED_BY(write_mu_);  // writer scratch
 };
 
 }  // namespace streamlearn

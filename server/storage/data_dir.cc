@@ -151,7 +151,10 @@ absl::Status CheckStoreFloor(const Store& store, const StoreFloor& floor) {
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> specs = store.ListSpecs();
   if (!specs.ok()) return specs.status();
   for (const auto& [key, next] : floor.chains) {
-    const auto& [model, shard] = key;
+    // Named variables, not a structured binding: the lambda below captures `model`, which
+    // clang before 16 refuses for a binding.
+    const std::string& model = key.first;
+    const uint32_t shard = key.second;
     const bool known = std::any_of(specs->begin(), specs->end(),
                                    [&](const auto& s) { return s.first == model; });
     if (!known) return lost(absl::StrCat("model '", model, "' is gone"));

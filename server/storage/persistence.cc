@@ -157,7 +157,7 @@ std::shared_ptr<ModelWriters> Persistence::MakeWriters(const Model& model) {
 }
 
 std::shared_ptr<ModelWriters> Persistence::Find(const std::string& name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = writers_.find(name);
   return it == writers_.end() ? nullptr : it->second;
 }
@@ -195,7 +195,7 @@ absl::Status Persistence::OnCreate(const std::shared_ptr<Model>& model,
   for (uint32_t i = 0; i < model->num_shards(); ++i) {
     writers->shard(i).chain().ResumeAt(heads[i], /*since_checkpoint=*/1);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   writers_[spec.name] = std::move(writers);
   return absl::OkStatus();
 }
@@ -221,7 +221,7 @@ absl::Status Persistence::RecordFloor() {
   // mu_ (Find), so mu_ is never held while a snapshot_mu() is taken.
   std::map<std::string, std::shared_ptr<ModelWriters>, std::less<>> models;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     models = writers_;
   }
   StoreFloor floor;
@@ -229,15 +229,15 @@ absl::Status Persistence::RecordFloor() {
     for (uint32_t i = 0; i < writers->num_shards(); ++i) {
       ShardWriter& writer = writers->shard(i);
       floor.chains[{name, i}] = writer.chain().head().next_index;
-      std::lock_guard<std::mutex> snapshot_lock(writer.snapshot_mu());
+      MutexLock snapshot_lock(&writer.snapshot_mu());
       for (PartKind part : kPartKinds) {
-        const std::vector<ManifestEntry>& m = writer.part(part).manifest;
+        const std::vector<ManifestEntry>& m = writer.manifest(part);
         if (!m.empty()) floor.snapshots[{name, i, part}] = m.front().log_seq;
       }
     }
   }
   // The values were read first: once the WAL is synced they are all durable.
-  std::lock_guard<std::mutex> lock(floor_mu_);
+  MutexLock lock(&floor_mu_);
   absl::Status s = rocks_->store().SyncWal();
   if (s.ok()) s = MarkDataDir(options_.data_dir, floor);
   if (!s.ok()) {
@@ -271,7 +271,7 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
                  name, i, *replayed, writer.chain().head().next_index);
   }
   if (absl::Status s = registry->Add(*model); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   writers_[name] = std::move(writers);
   return absl::OkStatus();
 }
@@ -297,7 +297,7 @@ absl::Status Persistence::ReinstateFenced(Model& model, uint32_t shard, PartKind
         "); retry once the cause (a full disk, say) is fixed"));
   }
   // No snapshot of the part runs meanwhile (it would fail on the fence anyway).
-  std::lock_guard<std::mutex> lock(writer.snapshot_mu());
+  MutexLock lock(&writer.snapshot_mu());
   const absl::Time start = absl::Now();
   absl::StatusOr<uint64_t> replayed = RebuildFencedPart(*writer.store(), model, shard, part,
                                                         secret, options_.keep_snapshots);
@@ -326,7 +326,7 @@ absl::StatusOr<std::vector<SnapshotInfo>> Persistence::SnapshotModel(const Model
   std::vector<SnapshotInfo> out;
   for (uint32_t i = 0; i < model.num_shards(); ++i) {
     ShardWriter& writer = writers->shard(i);
-    std::lock_guard<std::mutex> lock(writer.snapshot_mu());
+    MutexLock lock(&writer.snapshot_mu());
     for (const ShardPart* part : model.parts(i)) {
       absl::StatusOr<SnapshotInfo> info = SnapshotPart(writer, *part, options_, observer_);
       if (!info.ok()) {
@@ -382,11 +382,11 @@ void Persistence::StartSnapshotter(ModelRegistry* registry) {
 
 void Persistence::Stop() {
   {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    MutexLock lock(&stop_mu_);
     if (stop_) return;
     stop_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   if (snapshotter_.joinable()) snapshotter_.join();
   (void)RecordFloor();
 }
@@ -394,10 +394,12 @@ void Persistence::Stop() {
 void Persistence::SnapshotterLoop(ModelRegistry* registry) {
   for (;;) {
     {
-      std::unique_lock<std::mutex> lock(stop_mu_);
-      if (stop_cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_; })) {
-        return;
+      MutexLock lock(&stop_mu_);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      while (!stop_) {
+        if (!stop_cv_.WaitUntil(&stop_mu_, deadline)) break;  // 200 ms passed
       }
+      if (stop_) return;
     }
     bool took = false;
     for (const std::shared_ptr<Model>& model : registry->List()) {
@@ -412,7 +414,7 @@ void Persistence::SnapshotterLoop(ModelRegistry* registry) {
           if (part->fenced()) (void)ReinstateFenced(*model, i, part->kind(), registry->secret());
           ShardWriter::PartState& ps = writer.part(part->kind());
           if (SnapshotDue(ps, options_, absl::Now())) {
-            std::lock_guard<std::mutex> lock(writer.snapshot_mu());
+            MutexLock lock(&writer.snapshot_mu());
             absl::StatusOr<SnapshotInfo> info = SnapshotPart(writer, *part, options_, observer_);
             if (!info.ok()) {
               spdlog::error("snapshot of model '{}' shard {} {} failed: {}", model->spec().name,

@@ -20,11 +20,9 @@
 #define STREAMLEARN_SERVER_STORAGE_PERSISTENCE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/audit/ed25519_key.h"
+#include "core/common/mutex.h"
 #include "core/shard/model_registry.h"
 #include "server/storage/options.h"
 #include "server/storage/rocks_storage.h"
@@ -68,10 +67,11 @@ class Persistence {
   // one write, then makes the model's ShardWriters. INVALID_ARGUMENT, naming the parameter,
   // when the spec would not come back the same from the store (a parameter the stored form
   // cannot hold: a recovery would rebuild the model differently); `secret` is the registry's.
-  absl::Status OnCreate(const std::shared_ptr<Model>& model, const lmu::HashSecret& secret);
+  absl::Status OnCreate(const std::shared_ptr<Model>& model, const lmu::HashSecret& secret)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The model's writers; null for a model this object does not know.
-  std::shared_ptr<ModelWriters> Find(const std::string& name) const;
+  std::shared_ptr<ModelWriters> Find(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // A fenced LMU or fuse part (a commit failed after the batch was applied in place) rebuilt
   // from the store's last committed state and reinstated, once the store takes writes again.
@@ -97,11 +97,11 @@ class Persistence {
   // Called after recovery, model creation (by the caller, outside the registry's lock),
   // snapshots and at Stop(); a failure is logged and returned, and changes nothing else. No-op
   // without a store. Thread-safe; it takes each shard's snapshot lock in turn, never with mu_.
-  absl::Status RecordFloor();
+  absl::Status RecordFloor() ABSL_LOCKS_EXCLUDED(mu_, floor_mu_);
 
   // Takes snapshots when due, in a background thread, until Stop().
   void StartSnapshotter(ModelRegistry* registry);
-  void Stop();
+  void Stop() ABSL_LOCKS_EXCLUDED(stop_mu_);
 
   bool durable() const { return backend_ != nullptr; }
   // The embedded RocksDB store; null in memory-only mode or over another backend.
@@ -115,8 +115,8 @@ class Persistence {
 
   std::shared_ptr<ModelWriters> MakeWriters(const Model& model);
   absl::Status RecoverModel(ModelRegistry* registry, const std::string& name,
-                            const std::string& spec_bytes);
-  void SnapshotterLoop(ModelRegistry* registry);
+                            const std::string& spec_bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  void SnapshotterLoop(ModelRegistry* registry) ABSL_LOCKS_EXCLUDED(stop_mu_);
 
   const PersistenceOptions options_;
   StorageObserver* const observer_;
@@ -124,14 +124,18 @@ class Persistence {
   std::unique_ptr<StorageBackend> backend_;  // null: memory only
   RocksStorage* rocks_ = nullptr;            // backend_, when it is the embedded store
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<ModelWriters>, std::less<>> writers_;
+  // Never held while a shard's snapshot_mu() is taken (RecordFloor).
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<ModelWriters>, std::less<>> writers_ ABSL_GUARDED_BY(mu_);
 
-  std::mutex floor_mu_;  // one marker write at a time
+  // One marker write at a time: it serialises RecordFloor's sync and write, and guards no
+  // member (the marker is a file).
+  Mutex floor_mu_;
 
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stop_ = false;
+  Mutex stop_mu_;
+  CondVar stop_cv_;  // signalled when stop_ is set
+  bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;
+  // Started by StartSnapshotter, joined by the one Stop() that sets stop_.
   std::thread snapshotter_;
 };
 

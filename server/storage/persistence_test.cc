@@ -17,7 +17,6 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "core/common/digest.h"
+#include "core/common/mutex.h"
 #include "core/shard/model_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -282,9 +282,9 @@ std::vector<uint64_t> WriterManifestSeqs(Persistence& p, uint32_t shard, PartKin
   std::shared_ptr<ModelWriters> writers = p.Find(kModel);
   if (writers == nullptr) return {};
   ShardWriter& w = writers->shard(shard);
-  std::lock_guard<std::mutex> lock(w.snapshot_mu());
+  MutexLock lock(&w.snapshot_mu());
   std::vector<uint64_t> out;
-  for (const ManifestEntry& e : w.part(part).manifest) out.push_back(e.snapshot_seq);
+  for (const ManifestEntry& e : w.manifest(part)) out.push_back(e.snapshot_seq);
   return out;
 }
 

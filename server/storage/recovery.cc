@@ -163,7 +163,10 @@ absl::StatusOr<uint64_t> RecoverShard(ShardWriter& writer, Model& model, uint32_
         RecoverPart(*writer.store(), model.spec(), secret, keep_snapshots, *part);
     if (!r.ok()) return r.status();
     ShardWriter::PartState& ps = writer.part(part->kind());
-    ps.manifest = std::move(r->manifest);
+    {
+      MutexLock lock(&writer.snapshot_mu());  // the writer is not shared yet; for the analysis
+      writer.manifest(part->kind()) = std::move(r->manifest);
+    }
     ps.batches_since = r->batches;
     ps.steps_since = r->steps;  // the replayed backlog counts toward the next snapshot
     replayed += r->batches;

@@ -32,20 +32,20 @@ absl::Status ShardChain::Resume() {
         "audit chain of model '%s' shard %d: the newest record (index %d) has no readable "
         "merkle_curr", model_, shard_, index));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   writer_.Resume(index + 1, head, writer_.every() - 1);
   return absl::OkStatus();
 }
 
 void ShardChain::ResumeAt(const ChainHead& head, uint64_t since_checkpoint) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   writer_.Resume(head.next_index, head.head, since_checkpoint);
 }
 
 absl::StatusOr<Receipt> ShardChain::Commit(
     Bodies& bodies, const LogAppend* log,
     const std::function<void(const Receipt&, ShardWrite*)>& extra) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Receipt receipt;
   receipt.first_index = writer_.chain().size();
   if (bodies.size() == 0) {
@@ -78,7 +78,7 @@ absl::StatusOr<Receipt> ShardChain::Commit(
 }
 
 ChainHead ShardChain::head() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return ChainHead{.next_index = writer_.chain().size(), .head = writer_.chain().head()};
 }
 

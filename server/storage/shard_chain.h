@@ -24,7 +24,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +32,7 @@
 #include "core/audit/checkpoint.h"
 #include "core/audit/ed25519_key.h"
 #include "core/common/digest.h"
+#include "core/common/mutex.h"
 #include "server/storage/shard_store.h"
 
 namespace streamlearn::storage {
@@ -92,9 +92,9 @@ class ShardChain {
   // writer signs a checkpoint after the next record (it cannot know how many records passed
   // since the last one without scanning, and an early checkpoint never breaks the cadence).
   // DATA_LOSS if the newest record is unreadable.
-  absl::Status Resume();
+  absl::Status Resume() ABSL_LOCKS_EXCLUDED(mu_);
   // Continues a chain whose state the caller knows (a genesis it just wrote).
-  void ResumeAt(const ChainHead& head, uint64_t since_checkpoint);
+  void ResumeAt(const ChainHead& head, uint64_t since_checkpoint) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Appends `bodies` (each a canonical record body) and writes them, the log entry and
   // whatever `extra` adds, in one store batch. `extra` is called with the receipt (so the
@@ -102,9 +102,10 @@ class ShardChain {
   // `bodies` nothing is written. On error the chain is unchanged.
   absl::StatusOr<Receipt> Commit(
       Bodies& bodies, const LogAppend* log,
-      const std::function<void(const Receipt&, ShardWrite*)>& extra = {});
+      const std::function<void(const Receipt&, ShardWrite*)>& extra = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-  ChainHead head() const;
+  ChainHead head() const ABSL_LOCKS_EXCLUDED(mu_);
   const std::string& model() const { return model_; }
   uint32_t shard() const { return shard_; }
   ShardStore* store() const { return store_; }
@@ -113,10 +114,10 @@ class ShardChain {
   ShardStore* const store_;
   const std::string model_;
   const uint32_t shard_;
-  mutable std::mutex mu_;
-  AuditLogWriter writer_;
-  std::vector<std::string> lines_;  // scratch, under mu_
-  ShardWrite write_;                // scratch, under mu_
+  mutable Mutex mu_;
+  AuditLogWriter writer_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);  // scratch
+  ShardWrite write_ ABSL_GUARDED_BY(mu_);                // scratch
 };
 
 }  // namespace streamlearn::storage

@@ -12,20 +12,20 @@
 //
 // Thread safety: the hooks are called by the shards with their writer lock held (so each
 // part's scratch has one user at a time); the chain is thread-safe; a part's manifest is read
-// and written under snapshot_mu().
+// and written under snapshot_mu() (checked by clang's -Wthread-safety).
 #ifndef STREAMLEARN_SERVER_STORAGE_SHARD_WRITER_H_
 #define STREAMLEARN_SERVER_STORAGE_SHARD_WRITER_H_
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/audit/ed25519_key.h"
+#include "core/common/mutex.h"
 #include "core/shard/fuse_shard.h"
 #include "core/shard/lmu_shard.h"
 #include "core/shard/sau_shard.h"
@@ -39,9 +39,9 @@ namespace streamlearn::storage {
 
 class ShardWriter {
  public:
-  // The snapshot bookkeeping of one part.
+  // The snapshot bookkeeping of one part, read and written without locks (its manifest is
+  // manifest(part), under snapshot_mu()).
   struct PartState {
-    std::vector<ManifestEntry> manifest;     // newest first; under snapshot_mu()
     std::atomic<uint64_t> steps_since{0};    // events / samples since the last snapshot
     std::atomic<uint64_t> batches_since{0};  // log entries since the last snapshot
     std::atomic<int64_t> last_snapshot_ns{absl::ToUnixNanos(absl::Now())};  // read unlocked
@@ -65,7 +65,12 @@ class ShardWriter {
   PartState& part(PartKind p) {
     return p == PartKind::kSau ? sau_ : p == PartKind::kLmu ? lmu_ : fuse_;
   }
-  std::mutex& snapshot_mu() { return snapshot_mu_; }  // one snapshot of this shard at a time
+  // One snapshot of this shard at a time.
+  Mutex& snapshot_mu() ABSL_LOCK_RETURNED(snapshot_mu_) { return snapshot_mu_; }
+  // The part's manifest: its snapshots, newest first.
+  std::vector<ManifestEntry>& manifest(PartKind p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_) {
+    return manifests_[static_cast<size_t>(p) - 1];
+  }
   uint64_t steps_since_snapshot() const;
 
  private:
@@ -77,9 +82,13 @@ class ShardWriter {
   StorageObserver* const observer_;
   const std::unique_ptr<ShardStore> store_;
   ShardChain chain_;
-  std::mutex snapshot_mu_;
+  Mutex snapshot_mu_;
+  std::vector<ManifestEntry> manifests_[3] ABSL_GUARDED_BY(snapshot_mu_);  // index PartKind - 1
   PartState sau_, lmu_, fuse_;
-  Bodies bodies_[3];         // per part (index PartKind - 1): each part has its own writer
+  // Per part (index PartKind - 1), used by the part's commit hook only. Not GUARDED_BY: the
+  // lock is the part's writer lock (in the shard, another object), which the analysis cannot
+  // name from here.
+  Bodies bodies_[3];
   std::string entries_[3];
 };
 

@@ -16,6 +16,7 @@ absl::StatusOr<SnapshotInfo> SnapshotPart(ShardWriter& writer, const ShardPart& 
                                           StorageObserver* observer) {
   const PartKind kind = part.kind();
   ShardWriter::PartState& ps = writer.part(kind);
+  std::vector<ManifestEntry>& manifest = writer.manifest(kind);
   ShardChain& chain = writer.chain();
   const absl::Time start = absl::Now();
   SnapshotInfo info{.shard = chain.shard(), .part = kind};
@@ -28,17 +29,17 @@ absl::StatusOr<SnapshotInfo> SnapshotPart(ShardWriter& writer, const ShardPart& 
   if (!snap.ok()) return snap.status();  // fenced: its memory holds an unlogged batch
   info.log_seq = snap->log_seq;
   info.steps = snap->steps;
-  if (!ps.manifest.empty() && ps.manifest.front().log_seq == snap->log_seq) {
+  if (!manifest.empty() && manifest.front().log_seq == snap->log_seq) {
     // Nothing new since the last one: report it.
     ps.last_snapshot_ns = absl::ToUnixNanos(absl::Now());
-    info.snapshot_seq = ps.manifest.front().snapshot_seq;
-    if (ps.manifest.size() >= options.keep_snapshots) {
-      info.trimmed_through = ps.manifest.back().log_seq;
+    info.snapshot_seq = manifest.front().snapshot_seq;
+    if (manifest.size() >= options.keep_snapshots) {
+      info.trimmed_through = manifest.back().log_seq;
     }
     return info;
   }
 
-  const uint64_t snapshot_seq = ps.manifest.empty() ? 1 : ps.manifest.front().snapshot_seq + 1;
+  const uint64_t snapshot_seq = manifest.empty() ? 1 : manifest.front().snapshot_seq + 1;
   Sha256 sha;
   sha.Update(snap->blob);
   const Digest blob_digest = sha.Finish();
@@ -60,7 +61,7 @@ absl::StatusOr<SnapshotInfo> SnapshotPart(ShardWriter& writer, const ShardPart& 
                                      .audit_index = receipt.first_index,
                                      .audit_head = receipt.first_curr});
         SnapshotPut put{.part = kind, .seq = snapshot_seq, .blob = snap->blob};
-        for (const ManifestEntry& e : ps.manifest) {
+        for (const ManifestEntry& e : manifest) {
           if (next.size() < options.keep_snapshots) {
             next.push_back(e);
           } else {
@@ -83,7 +84,7 @@ absl::StatusOr<SnapshotInfo> SnapshotPart(ShardWriter& writer, const ShardPart& 
     if (observer != nullptr) observer->RecordSnapshotFailure(chain.model(), chain.shard());
     return r.status();
   }
-  ps.manifest = std::move(next);
+  manifest = std::move(next);
   ps.last_snapshot_ns = absl::ToUnixNanos(absl::Now());
   // Steps applied while the snapshot was being written stay counted for the next one.
   ps.steps_since.fetch_sub(std::min(before_steps, ps.steps_since.load()),

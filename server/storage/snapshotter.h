@@ -10,7 +10,8 @@
 // same write; until then the log is kept whole, so a part whose snapshots are all corrupt is
 // rebuilt from seq 1.
 //
-// Thread safety: REQUIRES the writer's snapshot_mu() held (one snapshot of a shard at a time).
+// Thread safety: SnapshotPart REQUIRES the writer's snapshot_mu() held (one snapshot of a shard
+// at a time).
 #ifndef STREAMLEARN_SERVER_STORAGE_SNAPSHOTTER_H_
 #define STREAMLEARN_SERVER_STORAGE_SNAPSHOTTER_H_
 
@@ -41,7 +42,8 @@ struct SnapshotInfo {
 // UNAVAILABLE when the part is fenced or the write fails (nothing changed then).
 absl::StatusOr<SnapshotInfo> SnapshotPart(ShardWriter& writer, const ShardPart& part,
                                           const PersistenceOptions& options,
-                                          StorageObserver* observer);
+                                          StorageObserver* observer)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer.snapshot_mu());
 
 // Whether the part is due for a snapshot at `now` (by steps or by time).
 bool SnapshotDue(const ShardWriter::PartState& ps, const PersistenceOptions& options,
