@@ -60,7 +60,10 @@ absl::StatusOr<SnapshotInfo> SnapshotPart(ShardWriter& writer, const ShardPart& 
                                      .blob_digest = blob_digest,
                                      .audit_index = receipt.first_index,
                                      .audit_head = receipt.first_curr});
-        SnapshotPut put{.part = kind, .seq = snapshot_seq, .blob = snap->blob};
+        SnapshotPut put;
+        put.part = kind;
+        put.seq = snapshot_seq;
+        put.blob = snap->blob;
         for (const ManifestEntry& e : manifest) {
           if (next.size() < options.keep_snapshots) {
             next.push_back(e);
