@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
 #include "server/model_info.h"
 #include "server/model_registration.h"
 #include "server/storage/spec_conversion.h"
@@ -92,7 +93,7 @@ absl::Status AdminService::DoBackup(const v1::BackupRequest& request,
   const std::string dir = (std::filesystem::path(backup_root_) / name).string();
   std::error_code ec;
   std::filesystem::create_directories(backup_root_, ec);
-  if (absl::Status s = persistence_->Backup(dir); !s.ok()) return s;
+  RETURN_IF_ERROR(persistence_->Backup(dir));
   response->set_dir(dir);
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "admin.pb.h"
+#include "core/common/status_macros.h"
 #include "core/common/strict_json.h"
 #include "core/sau/sau_spec.h"
 #include "google/protobuf/util/json_util.h"
@@ -85,9 +86,9 @@ absl::StatusOr<ModelSpec> ParseModel(const Json& entry) {
   }
   absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(wire);
   if (!spec.ok()) return spec.status();
-  if (absl::Status s = ValidateModelSpec(*spec); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateModelSpec(*spec));
   if (spec->has_sau) {
-    if (absl::Status s = sau::ValidateSpec(sau::ResolveDefaults(spec->sau)); !s.ok()) return s;
+    RETURN_IF_ERROR(sau::ValidateSpec(sau::ResolveDefaults(spec->sau)));
   }
   return spec;
 }
@@ -133,16 +134,16 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view json_text) {
   }
   ServerConfig config;
   constexpr uint64_t kMaxInt = std::numeric_limits<int>::max();
-  if (absl::Status s = CheckKeys(root); !s.ok()) return s;
-  if (absl::Status s = ReadString(root, "listen", &config.listen); !s.ok()) return s;
-  if (absl::Status s = ReadString(root, "metrics", &config.metrics); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckKeys(root));
+  RETURN_IF_ERROR(ReadString(root, "listen", &config.listen));
+  RETURN_IF_ERROR(ReadString(root, "metrics", &config.metrics));
   if (absl::Status s = CheckAddress("listen", config.listen, /*may_be_empty=*/false); !s.ok()) {
     return s;
   }
   if (absl::Status s = CheckAddress("metrics", config.metrics, /*may_be_empty=*/true); !s.ok()) {
     return s;
   }
-  if (absl::Status s = ReadString(root, "data_dir", &config.data_dir); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadString(root, "data_dir", &config.data_dir));
   if (absl::Status s = ReadString(root, "lmu_secret_file", &config.lmu_secret_file); !s.ok()) {
     return s;
   }
@@ -153,7 +154,7 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view json_text) {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = ReadModels(root, &config.models); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadModels(root, &config.models));
   return config;
 }
 

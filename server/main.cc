@@ -29,6 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "core/common/status_macros.h"
 #include "server/config.h"
 #include "server/host_port.h"
 #include "server/server.h"
@@ -131,9 +132,9 @@ absl::Status CheckFlags() {
     absl::Status s = CheckHostPort(address);
     return s.ok() ? s : absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", s.message()));
   };
-  if (absl::Status s = check_address("listen", absl::GetFlag(FLAGS_listen)); !s.ok()) return s;
+  RETURN_IF_ERROR(check_address("listen", absl::GetFlag(FLAGS_listen)));
   if (const std::string metrics = absl::GetFlag(FLAGS_metrics); !metrics.empty()) {
-    if (absl::Status s = check_address("metrics", metrics); !s.ok()) return s;
+    RETURN_IF_ERROR(check_address("metrics", metrics));
   }
   if (const absl::Duration d = absl::GetFlag(FLAGS_snapshot_interval); d < absl::ZeroDuration()) {
     return bad("snapshot_interval", ">= 0 (0 = off)", absl::FormatDuration(d));

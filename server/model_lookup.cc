@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/common/status_macros.h"
 
 namespace streamlearn::server {
 
@@ -25,7 +26,7 @@ absl::StatusOr<std::shared_ptr<Model>> FindModelWithPart(const ModelRegistry& re
                                                          std::string_view name, PartKind part) {
   absl::StatusOr<std::shared_ptr<Model>> model = registry.Find(name);
   if (!model.ok()) return model.status();
-  if (absl::Status s = RequirePart(**model, part); !s.ok()) return s;
+  RETURN_IF_ERROR(RequirePart(**model, part));
   return model;
 }
 

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "core/common/status_macros.h"
 #include "server/admin_service.h"
 #include "server/auditor_service.h"
 #include "server/config.h"
@@ -76,9 +77,9 @@ Server::Server(Options options) : options_(std::move(options)) {}
 Server::~Server() { Shutdown(absl::ZeroDuration()); }
 
 absl::StatusOr<int> Server::Start() {
-  if (absl::Status s = CheckOptions(options_); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckOptions(options_));
   if (!options_.data_dir.empty()) {
-    if (absl::Status s = CreateDataDir(options_.data_dir); !s.ok()) return s;
+    RETURN_IF_ERROR(CreateDataDir(options_.data_dir));
     // Before any key is created: a directory that held state must still have all of it.
     const std::filesystem::path dir(options_.data_dir);
     storage::DataDirFiles files{.dir = options_.data_dir,
@@ -90,7 +91,7 @@ absl::StatusOr<int> Server::Start() {
       files.lmu_secret = options_.lmu_secret_file.empty() ? (dir / "lmu.secret").string()
                                                           : options_.lmu_secret_file;
     }
-    if (absl::Status s = storage::CheckDataDir(files); !s.ok()) return s;
+    RETURN_IF_ERROR(storage::CheckDataDir(files));
   }
   absl::StatusOr<lmu::HashSecret> secret = LmuSecret();
   if (!secret.ok()) return secret.status();
@@ -108,10 +109,10 @@ absl::StatusOr<int> Server::Start() {
       &metrics_);
   if (!persistence.ok()) return persistence.status();
   persistence_ = *std::move(persistence);
-  if (absl::Status s = persistence_->Recover(registry_.get()); !s.ok()) return s;
-  if (absl::Status s = CreateConfiguredModels(); !s.ok()) return s;
+  RETURN_IF_ERROR(persistence_->Recover(registry_.get()));
+  RETURN_IF_ERROR(CreateConfiguredModels());
   if (!options_.metrics.empty()) {
-    if (absl::Status s = metrics_.StartExposer(options_.metrics); !s.ok()) return s;
+    RETURN_IF_ERROR(metrics_.StartExposer(options_.metrics));
   }
 
   sau_handler_ = std::make_unique<SauRequestHandler>(registry_.get(), &metrics_,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "client/lib/number_parse.h"
+#include "core/common/status_macros.h"
 #include "core/common/utf8.h"
 
 namespace streamlearn::cli {
@@ -17,7 +18,7 @@ void ArgParser::AddString(std::string name, std::optional<std::string>* out, std
 void ArgParser::AddUtf8String(std::string name, std::optional<std::string>* out,
                               std::string help) {
   flags_.push_back({name, std::move(help), false, [out, name](std::string_view v) {
-                      if (absl::Status s = CheckUtf8(name, v); !s.ok()) return s;
+                      RETURN_IF_ERROR(CheckUtf8(name, v));
                       *out = std::string(v);
                       return absl::OkStatus();
                     }});
@@ -110,12 +111,12 @@ absl::Status ArgParser::Parse(std::span<const std::string> args) {
     } else {
       return absl::InvalidArgumentError(name + " needs a value");
     }
-    if (absl::Status s = flag->set(value); !s.ok()) return s;
+    RETURN_IF_ERROR(flag->set(value));
   }
   if (help_) return absl::OkStatus();  // the usage is printed whatever else was given
   for (const auto& [index, what] : utf8_positionals_) {
     if (index >= positional_.size()) continue;
-    if (absl::Status s = CheckUtf8(what, positional_[index]); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckUtf8(what, positional_[index]));
   }
   return absl::OkStatus();
 }

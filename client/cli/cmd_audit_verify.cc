@@ -15,6 +15,7 @@
 #include "core/audit/audit_record.h"
 #include "core/audit/ed25519_key.h"
 #include "core/audit/verifier.h"
+#include "core/common/status_macros.h"
 #include "fmt/format.h"
 
 namespace streamlearn::cli {
@@ -76,7 +77,7 @@ absl::StatusOr<Verdict> VerifyLines(AuditLineSource& lines, const AuditVerifierO
     progress.Update(expected.has_value() ? verifier.records() : bytes, verifier.records());
   }
   progress.Finish();
-  if (absl::Status s = lines.status(); !s.ok()) return s;
+  RETURN_IF_ERROR(lines.status());
   if (bad.ok()) bad = verifier.Finish();
   v.records = verifier.records();
   if (const std::optional<ChainId>& c = verifier.bound_chain(); c.has_value()) {

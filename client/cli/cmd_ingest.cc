@@ -14,6 +14,7 @@
 #include "client/cli/stream_command.h"
 #include "client/lib/event_file.h"
 #include "core/common/mutex.h"
+#include "core/common/status_macros.h"
 #include "fmt/format.h"
 
 namespace streamlearn::cli {
@@ -168,7 +169,7 @@ int RunIngest(const GlobalOptions& options, std::span<const std::string> args) {
     const std::string& key = record.has_key ? record.key : default_key;
     if (request.events_size() > 0 &&
         (key != request.routing_key() || static_cast<size_t>(request.events_size()) >= batch_limit)) {
-      if (absl::Status s = send_batch(); !s.ok()) return s;
+      RETURN_IF_ERROR(send_batch());
     }
     if (request.events_size() == 0) {
       request.set_routing_key(key);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "client/lib/fuse_session.h"
+#include "core/common/status_macros.h"
 #include "core/workloads/scenario.h"
 #include "core/workloads/scenario_tally.h"
 #include "client/demo/scenario_wire.h"
@@ -66,7 +67,7 @@ absl::StatusOr<v1::ModelInfo> CreateFreshModel(Client& client, const std::string
         client.CreateModel(client::ScenarioModelSpec(fmt::format("{}-{}", prefix, *run), so));
     if (info.status().code() == absl::StatusCode::kAlreadyExists) continue;
     if (!info.ok()) return info.status();
-    if (absl::Status s = client::CheckScenarioModel(*info, so); !s.ok()) return s;
+    RETURN_IF_ERROR(client::CheckScenarioModel(*info, so));
     return info;
   }
   return absl::AlreadyExistsError(
@@ -172,7 +173,7 @@ absl::Status RunFusePhase(Client& client, const FusePhaseOptions& o, std::ostrea
       wire.push_back(FuseSample{.t = s.t, .x = s.x, .q = s.q, .y = s.y});
     }
     const auto start = std::chrono::steady_clock::now();
-    if (absl::Status s = (*session)->Send(wire); !s.ok()) return s;
+    RETURN_IF_ERROR((*session)->Send(wire));
     absl::StatusOr<FuseLearnResult> r = (*session)->Next();
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -231,7 +232,7 @@ absl::Status RunFusePhase(Client& client, const FusePhaseOptions& o, std::ostrea
     out << "-- " << PhaseStory(phase, so) << "\n";
     if (!o.quiet) out << header;
   }
-  if (absl::Status s = (*session)->Finish(); !s.ok()) return s;
+  RETURN_IF_ERROR((*session)->Finish());
   const PhaseFigures total = tally.Total();
   out << fmt::format(
       "Fuse summary: over {} samples MSE fused {:.4f}, SAU alone {:.4f}, LMU alone {:.4f}: the "

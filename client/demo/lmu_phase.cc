@@ -5,6 +5,7 @@
 
 #include "client/lib/lmu_update_session.h"
 #include "core/common/mutex.h"
+#include "core/common/status_macros.h"
 #include "core/sau/counter_rng.h"
 #include "fmt/format.h"
 
@@ -100,10 +101,10 @@ absl::Status RunLmuPhase(Client& client, const LmuPhaseOptions& o, std::ostream&
       MutexLock lock(&w.mu);
       w.last_y.push_back(y);
     }
-    if (absl::Status st = (*session)->Send(std::move(req)); !st.ok()) return st;
+    RETURN_IF_ERROR((*session)->Send(std::move(req)));
     req.Clear();
     if ((i + 1) % every != 0 && !last) continue;
-    if (absl::Status st = (*session)->Flush(); !st.ok()) return st;
+    RETURN_IF_ERROR((*session)->Flush());
     absl::StatusOr<v1::ModelInfo> now = client.GetModel(o.model);
     if (!now.ok()) return now.status();
     double rmse = 0;
@@ -122,7 +123,7 @@ absl::Status RunLmuPhase(Client& client, const LmuPhaseOptions& o, std::ostream&
                        fmt::format("{}/{}", sh.max_insert_probes(), sh.insert_bound()),
                        sh.tripwires());
   }
-  if (absl::Status st = (*session)->Finish(); !st.ok()) return st;
+  RETURN_IF_ERROR((*session)->Finish());
   const BatchStats stats = (*session)->stats();
   out << fmt::format(
       "LMU summary: {} batches acknowledged, {} rejected. The prequential error falls as the "

@@ -20,6 +20,7 @@
 #include "core/audit/checkpoint.h"
 #include "core/audit/merkle_chain.h"
 #include "core/audit/verifier.h"
+#include "core/common/status_macros.h"
 #include "core/sau/counter_rng.h"
 #include "core/workloads/dgp.h"
 #include "core/shard/lmu_shard.h"
@@ -282,7 +283,7 @@ struct ChainUnderTest {
     AuditLogWriter next = writer;
     std::vector<std::string> out;
     for (const std::string& b : batch) {
-      if (absl::Status s = next.AppendCanonical(b, &out); !s.ok()) return s;
+      RETURN_IF_ERROR(next.AppendCanonical(b, &out));
     }
     writer = next;
     bodies.insert(bodies.end(), batch.begin(), batch.end());
@@ -469,7 +470,7 @@ AuditVerifierOptions VerifierOptions(const Digest& w_digest) {
 // Feeds every line, then Finish; the first error.
 absl::Status VerifyLines(const std::vector<std::string>& lines, AuditVerifier* v) {
   for (const std::string& line : lines) {
-    if (absl::Status s = v->Feed(line); !s.ok()) return s;
+    RETURN_IF_ERROR(v->Feed(line));
   }
   return v->Finish();
 }

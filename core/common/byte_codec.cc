@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/digest.h"
+#include "core/common/status_macros.h"
 
 namespace streamlearn {
 
@@ -61,34 +62,34 @@ absl::Status ByteReader::Need(size_t n, std::string_view what) const {
 }
 
 absl::Status ByteReader::U8(uint8_t* x) {
-  if (absl::Status s = Need(1, "u8"); !s.ok()) return s;
+  RETURN_IF_ERROR(Need(1, "u8"));
   *x = static_cast<uint8_t>(in_[pos_++]);
   return absl::OkStatus();
 }
 
 absl::Status ByteReader::U32(uint32_t* x) {
-  if (absl::Status s = Need(4, "u32"); !s.ok()) return s;
+  RETURN_IF_ERROR(Need(4, "u32"));
   *x = GetLe<uint32_t>(in_.data() + pos_);
   pos_ += 4;
   return absl::OkStatus();
 }
 
 absl::Status ByteReader::U64(uint64_t* x) {
-  if (absl::Status s = Need(8, "u64"); !s.ok()) return s;
+  RETURN_IF_ERROR(Need(8, "u64"));
   *x = GetLe<uint64_t>(in_.data() + pos_);
   pos_ += 8;
   return absl::OkStatus();
 }
 
 absl::Status ByteReader::F64(double* x) {
-  if (absl::Status s = Need(8, "f64"); !s.ok()) return s;
+  RETURN_IF_ERROR(Need(8, "f64"));
   *x = std::bit_cast<double>(GetLe<uint64_t>(in_.data() + pos_));
   pos_ += 8;
   return absl::OkStatus();
 }
 
 absl::Status ByteReader::Raw(size_t n, std::string_view* s) {
-  if (absl::Status st = Need(n, "raw bytes"); !st.ok()) return st;
+  RETURN_IF_ERROR(Need(n, "raw bytes"));
   *s = in_.substr(pos_, n);
   pos_ += n;
   return absl::OkStatus();
@@ -97,7 +98,7 @@ absl::Status ByteReader::Raw(size_t n, std::string_view* s) {
 absl::Status ByteReader::BytesView(std::string_view* s) {
   const size_t start = pos_;
   uint64_t n = 0;
-  if (absl::Status st = U64(&n); !st.ok()) return st;
+  RETURN_IF_ERROR(U64(&n));
   if (absl::Status st = Need(n, "byte string"); !st.ok()) {
     pos_ = start;
     return st;
@@ -109,7 +110,7 @@ absl::Status ByteReader::BytesView(std::string_view* s) {
 
 absl::Status ByteReader::Bytes(std::string* s) {
   std::string_view v;
-  if (absl::Status st = BytesView(&v); !st.ok()) return st;
+  RETURN_IF_ERROR(BytesView(&v));
   s->assign(v);
   return absl::OkStatus();
 }
@@ -117,7 +118,7 @@ absl::Status ByteReader::Bytes(std::string* s) {
 absl::Status ByteReader::F64s(std::vector<double>* xs) {
   // Same wire form as U64s: a count, then the IEEE-754 bit patterns as little-endian u64.
   std::vector<uint64_t> bits;
-  if (absl::Status st = U64s(&bits); !st.ok()) return st;
+  RETURN_IF_ERROR(U64s(&bits));
   xs->resize(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) (*xs)[i] = std::bit_cast<double>(bits[i]);
   return absl::OkStatus();
@@ -126,7 +127,7 @@ absl::Status ByteReader::F64s(std::vector<double>* xs) {
 absl::Status ByteReader::U64s(std::vector<uint64_t>* xs) {
   const size_t start = pos_;
   uint64_t n = 0;
-  if (absl::Status st = U64(&n); !st.ok()) return st;
+  RETURN_IF_ERROR(U64(&n));
   if (n > remaining() / 8) {
     pos_ = start;
     return absl::DataLossError(absl::StrFormat(
@@ -143,7 +144,7 @@ absl::Status ByteReader::U64s(std::vector<uint64_t>* xs) {
 
 absl::Status ByteReader::F64sExact(std::vector<double>* xs, const char* what) {
   std::vector<double> tmp;
-  if (absl::Status st = F64s(&tmp); !st.ok()) return st;
+  RETURN_IF_ERROR(F64s(&tmp));
   if (tmp.size() != xs->size()) {
     return absl::DataLossError(absl::StrFormat("snapshot field %s has %d elements, expected %d",
                                                what, tmp.size(), xs->size()));

@@ -7,6 +7,7 @@
 
 #include "core/audit/merkle_chain.h"
 #include "core/audit/verifier.h"
+#include "core/common/status_macros.h"
 #include "core/workloads/fuse_dgp.h"
 #include "tests/fuse_test_util.h"
 #include "core/fuse/fuse_unit.h"
@@ -53,13 +54,13 @@ absl::Status Verify(const FusedLog& run, const std::vector<AuditRecord>& bodies,
   absl::StatusOr<ChainEntry> g = chain.AppendGenesis("fuse:test", run.w_digest);
   if (!g.ok()) return g.status();
   absl::StatusOr<std::string> line = EncodeCanonical(g->envelope);
-  if (absl::Status s = verifier->Feed(*line); !s.ok()) return s;
+  RETURN_IF_ERROR(verifier->Feed(*line));
   for (const AuditRecord& body : bodies) {
     absl::StatusOr<ChainEntry> e = chain.Append(body);
     if (!e.ok()) return e.status();
     line = EncodeCanonical(e->envelope);
     if (!line.ok()) return line.status();
-    if (absl::Status s = verifier->Feed(*line); !s.ok()) return s;
+    RETURN_IF_ERROR(verifier->Feed(*line));
   }
   return verifier->Finish();
 }

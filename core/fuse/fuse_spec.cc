@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/status_macros.h"
 
 namespace streamlearn::fuse {
 
@@ -41,9 +42,9 @@ absl::StatusOr<FuseSpec> ResolveFuseSpec(const FuseSpec& raw) {
         static_cast<int>(s.pattern)));
   }
   s.sau = sau::ResolveDefaults(s.sau);
-  if (absl::Status st = sau::ValidateSpec(s.sau); !st.ok()) return st;
-  if (absl::Status st = lmu::ValidateLmuSpec(s.lmu); !st.ok()) return st;
-  if (absl::Status st = control::ValidateControlSpec(s.control); !st.ok()) return st;
+  RETURN_IF_ERROR(sau::ValidateSpec(s.sau));
+  RETURN_IF_ERROR(lmu::ValidateLmuSpec(s.lmu));
+  RETURN_IF_ERROR(control::ValidateControlSpec(s.control));
   if (s.sau.d_v != s.lmu.m) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "sau.d_v = %d must equal lmu.m = %d: both are the target's dimension m", s.sau.d_v,

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "core/common/status_macros.h"
 #include "core/fuse/fuse_features.h"
 
 namespace streamlearn::fuse {
@@ -86,7 +87,7 @@ FuseUnit::FuseUnit(const FuseSpec& spec, const lmu::HashSecret& secret, sau::Sau
 
 absl::Status FuseUnit::CheckSample(std::span<const lmu::Feature> x,
                                    std::span<const double> q) const {
-  if (absl::Status s = sau_.CheckQuery(q); !s.ok()) return s;
+  RETURN_IF_ERROR(sau_.CheckQuery(q));
   for (size_t j = 0; j < x.size(); ++j) {
     if (x[j].id >= kReservedIdBase) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -167,7 +168,7 @@ void FuseUnit::RunForward(std::span<const lmu::Feature> x, std::span<const doubl
 
 absl::StatusOr<FusePrediction> FuseUnit::Predict(std::span<const lmu::Feature> x,
                                                  std::span<const double> q) const {
-  if (absl::Status s = CheckSample(x, q); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckSample(x, q));
   Forward f;
   RunForward(x, q, control_.controls(), &f);
   return std::move(f.p);
@@ -179,9 +180,9 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
     return absl::FailedPreconditionError(absl::StrFormat(
         "t = %d does not follow the last applied t = %d; t must increase", t, last_t_));
   }
-  if (absl::Status s = CheckSample(x, q); !s.ok()) return s;
-  if (absl::Status s = sau_.CheckEvent(q, y); !s.ok()) return s;
-  if (absl::Status s = main_->CheckSample(x, y, kNoOverride, kNoOverride); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckSample(x, q));
+  RETURN_IF_ERROR(sau_.CheckEvent(q, y));
+  RETURN_IF_ERROR(main_->CheckSample(x, y, kNoOverride, kNoOverride));
   if (absl::Status s = main_->Poll(); !s.ok()) return s;  // publish a finished rebuild
 
   const int m = spec_.lmu.m;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/byte_codec.h"
 #include "core/common/digest.h"
+#include "core/common/status_macros.h"
 #include "core/lmu/mphf.h"
 
 namespace streamlearn::lmu {
@@ -133,7 +134,7 @@ struct LmuSnapshotAccess {
   static absl::StatusOr<std::unique_ptr<LmuLearner>> Restore(const LmuSpec& spec,
                                                              const HashSecret& secret,
                                                              std::string_view bytes) {
-    if (absl::Status s = ValidateLmuSpec(spec); !s.ok()) return s;
+    RETURN_IF_ERROR(ValidateLmuSpec(spec));
     absl::StatusOr<SnapshotContainer> c = SnapshotContainer::Open(bytes, kLmuSnapshotKind);
     if (!c.ok()) return c.status();
     std::string_view sec[5];

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "core/common/status_macros.h"
 
 namespace streamlearn::lmu {
 
@@ -78,7 +79,7 @@ absl::StatusOr<uint64_t> LmuTable::LocateOrInsert(uint64_t id, Probes* probes) {
   if (found.found) return found.payload;
 
   if (frozen_) {  // the tripwire fired: wait for the rebuild it started
-    if (absl::Status s = FinishRebuild(); !s.ok()) return s;
+    RETURN_IF_ERROR(FinishRebuild());
   }
   const Generation& cur = cell_.Current();
   slot = weights_.Append();
@@ -89,7 +90,7 @@ absl::StatusOr<uint64_t> LmuTable::LocateOrInsert(uint64_t id, Probes* probes) {
     // delta; the id keeps its slot, nothing is lost.
     tripwire = true;
     MaybeStartRebuild();
-    if (absl::Status s = FinishRebuild(); !s.ok()) return s;
+    RETURN_IF_ERROR(FinishRebuild());
     ins = cell_.Current().delta->Insert(id, slot);
   }
   probes->insert = ins.probes;

@@ -48,6 +48,7 @@
 // Deserialize recomputes the checksum, then checks every size and field relation and that
 // every remap entry is below n, so even a checksum-valid but inconsistent image cannot index
 // out of bounds.
+#include "core/common/status_macros.h"
 #include "core/lmu/mphf.h"
 
 #include <algorithm>
@@ -411,9 +412,9 @@ absl::StatusOr<Mphf> Mphf::Build(std::span<const uint64_t> keys, const HashKey& 
   f->sparse_buckets = f->buckets - f->dense_buckets;
 
   const BucketedHashes bh = HashIntoBuckets(keys, *f);
-  if (absl::Status s = CheckDistinct(keys, bh); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckDistinct(keys, bh));
   PilotSearch search(*f, bh);
-  if (absl::Status s = search.Run(); !s.ok()) return s;
+  RETURN_IF_ERROR(search.Run());
   BuildRemap(search.taken(), *f);
   f->pilots = search.TakePilots();
   return Mphf(std::move(f));

@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "absl/strings/str_format.h"
+#include "core/common/status_macros.h"
 #include "core/sau/counter_rng.h"
 #include "core/sau/kernels.h"
 
@@ -114,7 +115,7 @@ RjGaps HalfSplitGaps(const double* num1, const double* num2, long double den1, l
 
 absl::StatusOr<SauEstimator> SauEstimator::Create(const SauSpec& raw) {
   SauSpec spec = ResolveDefaults(raw);
-  if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateSpec(spec));
   auto params = std::make_shared<Params>(Params{spec, FeatureMap::Draw(spec), {}});
   if (spec.r_v > 0) params->u = spec.u.empty() ? DrawU(spec) : spec.u;
   SauState state(spec);
@@ -123,7 +124,7 @@ absl::StatusOr<SauEstimator> SauEstimator::Create(const SauSpec& raw) {
 
 absl::Status SauEstimator::CheckEvent(std::span<const double> k,
                                       std::span<const double> v) const {
-  if (absl::Status s = params_->features.CheckInput(k, "k"); !s.ok()) return s;
+  RETURN_IF_ERROR(params_->features.CheckInput(k, "k"));
   const int dv = params_->spec.d_v;
   if (static_cast<int>(v.size()) != dv) {
     return absl::InvalidArgumentError(

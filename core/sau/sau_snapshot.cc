@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/byte_codec.h"
 #include "core/common/digest.h"
+#include "core/common/status_macros.h"
 
 namespace streamlearn::sau {
 
@@ -69,7 +70,7 @@ struct SauSnapshotAccess {
   static void Write(ByteWriter& w, const RjWindow& x) { w.U32(x.bits_); }
   static absl::Status Read(ByteReader& r, RjWindow& x) {
     uint32_t bits = 0;
-    if (absl::Status s = r.U32(&bits); !s.ok()) return s;
+    RETURN_IF_ERROR(r.U32(&bits));
     if ((bits & ~uint32_t{RjWindow::kMask}) != 0) {
       return absl::DataLossError(
           absl::StrFormat("SAU snapshot: RJ window bits 0x%x exceed the window", bits));

@@ -1,5 +1,6 @@
 #include "core/shard/fuse_shard.h"
 
+#include "core/common/status_macros.h"
 #include "core/shard/batch_gate.h"
 
 #include <algorithm>
@@ -37,7 +38,7 @@ int LevelOf(const AuditRecord& r) {
 
 // The checks FuseUnit::Learn makes, with the batch position in the message.
 absl::Status CheckSample(const fuse::FuseUnit& unit, const FuseSampleView& s) {
-  if (absl::Status st = unit.sau().CheckQuery(s.q); !st.ok()) return st;
+  RETURN_IF_ERROR(unit.sau().CheckQuery(s.q));
   for (size_t j = 0; j < s.x.size(); ++j) {
     if (s.x[j].id >= fuse::kReservedIdBase) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -102,9 +103,9 @@ absl::StatusOr<std::unique_ptr<FuseShard>> FuseShard::Restore(const fuse::FuseSp
   if (!body.ok()) return body.status();
   uint64_t log_seq = 0, actions_total = 0;
   ByteReader r(*header);
-  if (absl::Status s = r.U64(&log_seq); !s.ok()) return s;
-  if (absl::Status s = r.U64(&actions_total); !s.ok()) return s;
-  if (absl::Status s = r.ExpectDone("fuse shard header"); !s.ok()) return s;
+  RETURN_IF_ERROR(r.U64(&log_seq));
+  RETURN_IF_ERROR(r.U64(&actions_total));
+  RETURN_IF_ERROR(r.ExpectDone("fuse shard header"));
   absl::StatusOr<std::unique_ptr<fuse::FuseUnit>> unit = fuse::RestoreFuse(spec, secret, *body);
   if (!unit.ok()) return unit.status();
   auto shard = std::make_unique<FuseShard>(*std::move(unit));
@@ -154,7 +155,7 @@ Digest FuseShard::StateDigest() const { return Stats().digest; }
 
 absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView> batch,
                                                   size_t max_batch, const FuseCommitHook* hook) {
-  if (absl::Status s = CheckBatchSize(batch.size(), max_batch, "samples"); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckBatchSize(batch.size(), max_batch, "samples"));
   MutexLock lock(&write_mu_);
   if (!fenced_.ok()) return FencedError("stopped learning");
   // Only this writer changes the unit, so reading it here needs no unit_mu_.

@@ -1,5 +1,6 @@
 #include "core/shard/lmu_shard.h"
 
+#include "core/common/status_macros.h"
 #include "core/shard/batch_gate.h"
 
 #include <algorithm>
@@ -45,10 +46,10 @@ absl::StatusOr<std::unique_ptr<LmuShard>> LmuShard::Restore(const lmu::LmuSpec& 
   uint64_t last_t = 0, log_seq = 0;
   uint8_t seen = 0;
   ByteReader r(*header);
-  if (absl::Status s = r.U64(&last_t); !s.ok()) return s;
-  if (absl::Status s = r.U64(&log_seq); !s.ok()) return s;
-  if (absl::Status s = r.U8(&seen); !s.ok()) return s;
-  if (absl::Status s = r.ExpectDone("lmu shard header"); !s.ok()) return s;
+  RETURN_IF_ERROR(r.U64(&last_t));
+  RETURN_IF_ERROR(r.U64(&log_seq));
+  RETURN_IF_ERROR(r.U8(&seen));
+  RETURN_IF_ERROR(r.ExpectDone("lmu shard header"));
   absl::StatusOr<std::unique_ptr<lmu::LmuLearner>> learner = lmu::RestoreLmu(spec, secret, *body);
   if (!learner.ok()) return learner.status();
   std::unique_ptr<LmuShard> shard(new LmuShard(*std::move(learner)));
@@ -130,7 +131,7 @@ absl::Status LmuShard::Reinstate(std::unique_ptr<LmuShard> recovered) {
 
 absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch,
                                                size_t max_batch, const LmuCommitHook* hook) {
-  if (absl::Status s = CheckBatchSize(batch.size(), max_batch, "samples"); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckBatchSize(batch.size(), max_batch, "samples"));
   MutexLock lock(&write_mu_);
   if (!fenced_.ok()) return FencedError("stopped taking updates");
   if (absl::Status st = CheckBatchItems(batch, "sample", [&](const SampleView& s) {

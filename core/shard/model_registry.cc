@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/quote.h"
+#include "core/common/status_macros.h"
 #include "core/fuse/fuse_unit.h"
 #include "core/common/routing.h"
 
@@ -21,7 +22,7 @@ absl::Status CheckModelName(std::string_view name) {
 }
 
 absl::Status ValidateModelSpec(const ModelSpec& spec) {
-  if (absl::Status s = CheckModelName(spec.name); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckModelName(spec.name));
   if (spec.shards < 1 || spec.shards > 1024) {
     return absl::InvalidArgumentError(
         absl::StrFormat("shards = %d is out of range; allowed 1..1024", spec.shards));
@@ -51,7 +52,7 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
 
 absl::StatusOr<std::shared_ptr<Model>> Model::Create(ModelSpec spec,
                                                      const lmu::HashSecret& secret) {
-  if (absl::Status s = ValidateModelSpec(spec); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateModelSpec(spec));
   std::shared_ptr<Model> m(new Model());
   m->slots_.resize(size_t{spec.shards} * std::size(kPartKinds));
   if (spec.has_sau) {
@@ -108,7 +109,7 @@ absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Create(ModelSpec spec,
     return absl::AlreadyExistsError(absl::StrFormat("model '%s' already exists", name));
   }
   if (commit) {
-    if (absl::Status s = commit(*m); !s.ok()) return s;
+    RETURN_IF_ERROR(commit(*m));
   }
   models_.emplace(name, *m);
   return m;
@@ -125,7 +126,7 @@ absl::Status ModelRegistry::Add(std::shared_ptr<Model> model) {
 }
 
 absl::StatusOr<std::shared_ptr<Model>> ModelRegistry::Find(std::string_view name) const {
-  if (absl::Status s = CheckModelName(name); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckModelName(name));
   MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end()) {

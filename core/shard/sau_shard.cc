@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/common/byte_codec.h"
+#include "core/common/status_macros.h"
 #include "core/sau/sau_snapshot.h"
 #include "core/shard/batch_gate.h"
 
@@ -36,9 +37,9 @@ absl::StatusOr<std::unique_ptr<SauShard>> SauShard::Restore(const sau::SauSpec& 
   uint64_t version = 0, last_t = 0, log_seq = 0;
   ByteReader r(*header);
   for (uint64_t* field : {&version, &last_t, &log_seq}) {
-    if (absl::Status s = r.U64(field); !s.ok()) return s;
+    RETURN_IF_ERROR(r.U64(field));
   }
-  if (absl::Status s = r.ExpectDone("sau shard header"); !s.ok()) return s;
+  RETURN_IF_ERROR(r.ExpectDone("sau shard header"));
   absl::StatusOr<sau::SauEstimator> est = sau::RestoreSau(spec, *body);
   if (!est.ok()) return est.status();
   return std::unique_ptr<SauShard>(new SauShard(Version{.version = version,
@@ -82,7 +83,7 @@ Digest SauShard::StateDigest() const { return cell_.Read()->estimator.StateDiges
 
 absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
                                                size_t max_batch, const SauCommitHook* hook) {
-  if (absl::Status s = CheckBatchSize(batch.size(), max_batch, "events"); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckBatchSize(batch.size(), max_batch, "events"));
   MutexLock lock(&write_mu_);
   const Version& cur = cell_.Current();
   if (absl::Status s = CheckBatchItems(batch, "event", [&](const EventView& e) {
@@ -148,7 +149,7 @@ absl::StatusOr<QueryOutcome> SauShard::Query(std::span<const double> q, sau::Rea
     return absl::FailedPreconditionError(absl::StrFormat(
         "shard is at version %d, older than min_version %d", pin->version, min_version));
   }
-  if (absl::Status s = pin->estimator.CheckQuery(q); !s.ok()) return s;
+  RETURN_IF_ERROR(pin->estimator.CheckQuery(q));
   if (low_rank && pin->estimator.spec().r_v == 0) {
     return absl::InvalidArgumentError(
         "low_rank readout requested but the model has no low-rank values (sau.r_v = 0)");

@@ -14,6 +14,7 @@
 #include "core/audit/audit_record.h"
 #include "core/common/digest.h"
 #include "core/audit/fuse_records.h"
+#include "core/common/status_macros.h"
 #include "core/shard/model_registry.h"
 #include "core/audit/step_records.h"
 #include "server/storage/lmu_secret.h"
@@ -400,7 +401,7 @@ absl::Status PartReplay::OnRecord(const RecordFields& r) {
                absl::StrCat(ShardLogSeq()));
       return absl::OkStatus();
     }
-    if (absl::Status s = CheckPendingSnapshots(); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckPendingSnapshots());
     if (failed()) return absl::OkStatus();
   } else if (!r.batch_digest.empty()) {
     Mismatch(r.index, seq, "batch_digest", "one batch_digest per batch (on its first record)",
@@ -486,7 +487,7 @@ absl::StatusOr<ReplayReport> ReplayShard(StorageBackend& backend, const lmu::Has
   };
 
   for (auto& p : parts) {
-    if (absl::Status s = p->Start(); !s.ok()) return s;
+    RETURN_IF_ERROR(p->Start());
   }
   if (any_failed()) return done();
 
@@ -507,7 +508,7 @@ absl::StatusOr<ReplayReport> ReplayShard(StorageBackend& backend, const lmu::Has
   if (!scan.ok()) return scan;
   if (!failure.ok()) return failure;
   for (auto& p : parts) {
-    if (absl::Status s = p->CheckPendingSnapshots(); !s.ok()) return s;
+    RETURN_IF_ERROR(p->CheckPendingSnapshots());
   }
   if (any_failed()) return done();
 
@@ -532,7 +533,7 @@ absl::StatusOr<ReplayReport> ReplayShard(StorageBackend& backend, const lmu::Has
   if (!failure.ok()) return failure;
   if (!any_failed()) {
     for (auto& p : parts) {
-      if (absl::Status s = p->Finish(); !s.ok()) return s;
+      RETURN_IF_ERROR(p->Finish());
     }
   }
   if (!any_failed()) {

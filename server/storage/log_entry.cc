@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "core/common/byte_codec.h"
+#include "core/common/status_macros.h"
 
 namespace streamlearn::storage {
 namespace {
@@ -28,9 +29,9 @@ struct Slice {
 absl::Status ReadHeader(ByteReader& r, uint8_t want, std::string_view what,
                         size_t min_item_bytes, uint32_t* n) {
   uint8_t kind = 0;
-  if (absl::Status s = r.U8(&kind); !s.ok()) return s;
+  RETURN_IF_ERROR(r.U8(&kind));
   if (kind != want) return Bad(absl::StrFormat("kind %d is not %s", kind, what));
-  if (absl::Status s = r.U32(n); !s.ok()) return s;
+  RETURN_IF_ERROR(r.U32(n));
   if (*n > r.remaining() / min_item_bytes) return Bad("item count runs past the end");
   return absl::OkStatus();
 }
@@ -46,14 +47,14 @@ void WriteFeatures(std::span<const lmu::Feature> x, ByteWriter& w) {
 // Appends a feature list to *features; the slice says where it went.
 absl::Status ReadFeatures(ByteReader& r, std::vector<lmu::Feature>* features, Slice* out) {
   uint64_t nx = 0;
-  if (absl::Status s = r.U64(&nx); !s.ok()) return s;
+  RETURN_IF_ERROR(r.U64(&nx));
   if (nx > r.remaining() / 16) return Bad("feature count runs past the end");
   out->at = features->size();
   out->n = nx;
   for (uint64_t j = 0; j < nx; ++j) {
     lmu::Feature f;
-    if (absl::Status s = r.U64(&f.id); !s.ok()) return s;
-    if (absl::Status s = r.F64(&f.val); !s.ok()) return s;
+    RETURN_IF_ERROR(r.U64(&f.id));
+    RETURN_IF_ERROR(r.F64(&f.val));
     features->push_back(f);
   }
   return absl::OkStatus();
@@ -62,7 +63,7 @@ absl::Status ReadFeatures(ByteReader& r, std::vector<lmu::Feature>* features, Sl
 // Appends a length-prefixed double array to *numbers (scratch: a reused buffer).
 absl::Status ReadNumbers(ByteReader& r, std::vector<double>* scratch,
                          std::vector<double>* numbers, Slice* out) {
-  if (absl::Status s = r.F64s(scratch); !s.ok()) return s;
+  RETURN_IF_ERROR(r.F64s(scratch));
   out->at = numbers->size();
   out->n = scratch->size();
   numbers->insert(numbers->end(), scratch->begin(), scratch->end());
@@ -121,7 +122,7 @@ void EncodeFuseEntry(std::span<const FuseSampleView> batch, std::string* out) {
 absl::StatusOr<SauEntry> SauEntry::Decode(std::string_view bytes) {
   ByteReader r(bytes);
   uint32_t n = 0;
-  if (absl::Status s = ReadHeader(r, kSauKind, "an SAU batch", 24, &n); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadHeader(r, kSauKind, "an SAU batch", 24, &n));
   struct Shape {
     uint64_t t = 0;
     Slice k, v;
@@ -130,11 +131,11 @@ absl::StatusOr<SauEntry> SauEntry::Decode(std::string_view bytes) {
   SauEntry entry;
   std::vector<double> scratch;
   for (Shape& sh : shapes) {
-    if (absl::Status s = r.U64(&sh.t); !s.ok()) return s;
-    if (absl::Status s = ReadNumbers(r, &scratch, &entry.numbers_, &sh.k); !s.ok()) return s;
-    if (absl::Status s = ReadNumbers(r, &scratch, &entry.numbers_, &sh.v); !s.ok()) return s;
+    RETURN_IF_ERROR(r.U64(&sh.t));
+    RETURN_IF_ERROR(ReadNumbers(r, &scratch, &entry.numbers_, &sh.k));
+    RETURN_IF_ERROR(ReadNumbers(r, &scratch, &entry.numbers_, &sh.v));
   }
-  if (absl::Status s = r.ExpectDone("SAU log entry"); !s.ok()) return s;
+  RETURN_IF_ERROR(r.ExpectDone("SAU log entry"));
   entry.views_.reserve(n);
   for (const Shape& sh : shapes) {
     entry.views_.push_back(EventView{
@@ -146,7 +147,7 @@ absl::StatusOr<SauEntry> SauEntry::Decode(std::string_view bytes) {
 absl::StatusOr<LmuEntry> LmuEntry::Decode(std::string_view bytes) {
   ByteReader r(bytes);
   uint32_t n = 0;
-  if (absl::Status s = ReadHeader(r, kLmuKind, "an LMU batch", 40, &n); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadHeader(r, kLmuKind, "an LMU batch", 40, &n));
   struct Shape {
     uint64_t t = 0;
     Slice x, y;
@@ -156,13 +157,13 @@ absl::StatusOr<LmuEntry> LmuEntry::Decode(std::string_view bytes) {
   LmuEntry entry;
   std::vector<double> scratch;
   for (Shape& sh : shapes) {
-    if (absl::Status s = r.U64(&sh.t); !s.ok()) return s;
-    if (absl::Status s = ReadFeatures(r, &entry.features_, &sh.x); !s.ok()) return s;
-    if (absl::Status s = ReadNumbers(r, &scratch, &entry.ys_, &sh.y); !s.ok()) return s;
-    if (absl::Status s = r.F64(&sh.lr); !s.ok()) return s;
-    if (absl::Status s = r.F64(&sh.l2); !s.ok()) return s;
+    RETURN_IF_ERROR(r.U64(&sh.t));
+    RETURN_IF_ERROR(ReadFeatures(r, &entry.features_, &sh.x));
+    RETURN_IF_ERROR(ReadNumbers(r, &scratch, &entry.ys_, &sh.y));
+    RETURN_IF_ERROR(r.F64(&sh.lr));
+    RETURN_IF_ERROR(r.F64(&sh.l2));
   }
-  if (absl::Status s = r.ExpectDone("LMU log entry"); !s.ok()) return s;
+  RETURN_IF_ERROR(r.ExpectDone("LMU log entry"));
   entry.views_.reserve(n);
   for (const Shape& sh : shapes) {
     entry.views_.push_back(SampleView{.t = sh.t,
@@ -177,7 +178,7 @@ absl::StatusOr<LmuEntry> LmuEntry::Decode(std::string_view bytes) {
 absl::StatusOr<FuseEntry> FuseEntry::Decode(std::string_view bytes) {
   ByteReader r(bytes);
   uint32_t n = 0;
-  if (absl::Status s = ReadHeader(r, kFuseKind, "a Fuse batch", 32, &n); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadHeader(r, kFuseKind, "a Fuse batch", 32, &n));
   struct Shape {
     uint64_t t = 0;
     Slice x, q, y;
@@ -186,12 +187,12 @@ absl::StatusOr<FuseEntry> FuseEntry::Decode(std::string_view bytes) {
   FuseEntry entry;
   std::vector<double> scratch;
   for (Shape& sh : shapes) {
-    if (absl::Status s = r.U64(&sh.t); !s.ok()) return s;
-    if (absl::Status s = ReadFeatures(r, &entry.features_, &sh.x); !s.ok()) return s;
-    if (absl::Status s = ReadNumbers(r, &scratch, &entry.numbers_, &sh.q); !s.ok()) return s;
-    if (absl::Status s = ReadNumbers(r, &scratch, &entry.numbers_, &sh.y); !s.ok()) return s;
+    RETURN_IF_ERROR(r.U64(&sh.t));
+    RETURN_IF_ERROR(ReadFeatures(r, &entry.features_, &sh.x));
+    RETURN_IF_ERROR(ReadNumbers(r, &scratch, &entry.numbers_, &sh.q));
+    RETURN_IF_ERROR(ReadNumbers(r, &scratch, &entry.numbers_, &sh.y));
   }
-  if (absl::Status s = r.ExpectDone("Fuse log entry"); !s.ok()) return s;
+  RETURN_IF_ERROR(r.ExpectDone("Fuse log entry"));
   entry.views_.reserve(n);
   for (const Shape& sh : shapes) {
     entry.views_.push_back(FuseSampleView{.t = sh.t,

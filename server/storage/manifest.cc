@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "core/common/byte_codec.h"
+#include "core/common/status_macros.h"
 
 namespace streamlearn::storage {
 namespace {
@@ -37,22 +38,22 @@ absl::StatusOr<std::vector<ManifestEntry>> DecodeManifest(std::string_view bytes
   if (!body.ok()) return body.status();
   ByteReader r(*body);
   uint64_t n = 0;
-  if (absl::Status s = r.U64(&n); !s.ok()) return s;
+  RETURN_IF_ERROR(r.U64(&n));
   if (n > r.remaining() / kManifestEntryBytes) {
     return absl::DataLossError("manifest: entry count past the end");
   }
   std::vector<ManifestEntry> out(n);
   for (ManifestEntry& e : out) {
     std::string_view raw;
-    if (absl::Status s = r.U64(&e.snapshot_seq); !s.ok()) return s;
-    if (absl::Status s = r.U64(&e.log_seq); !s.ok()) return s;
-    if (absl::Status s = r.Raw(32, &raw); !s.ok()) return s;
+    RETURN_IF_ERROR(r.U64(&e.snapshot_seq));
+    RETURN_IF_ERROR(r.U64(&e.log_seq));
+    RETURN_IF_ERROR(r.Raw(32, &raw));
     std::memcpy(e.blob_digest.data(), raw.data(), 32);
-    if (absl::Status s = r.U64(&e.audit_index); !s.ok()) return s;
-    if (absl::Status s = r.Raw(32, &raw); !s.ok()) return s;
+    RETURN_IF_ERROR(r.U64(&e.audit_index));
+    RETURN_IF_ERROR(r.Raw(32, &raw));
     std::memcpy(e.audit_head.data(), raw.data(), 32);
   }
-  if (absl::Status s = r.ExpectDone("manifest"); !s.ok()) return s;
+  RETURN_IF_ERROR(r.ExpectDone("manifest"));
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "core/audit/audit_record.h"
 #include "core/audit/merkle_chain.h"
 #include "core/audit/step_records.h"
+#include "core/common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/storage/audit_key.h"
 #include "server/storage/data_dir.h"
@@ -74,7 +75,7 @@ absl::Status CheckSpecSurvivesStore(const Model& model, const v1::ModelSpec& wir
 
 absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOptions options,
                                                                StorageObserver* observer) {
-  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckOptions(options));
   std::string key_path = options.audit_key_file;
   if (key_path.empty() && !options.data_dir.empty()) {
     key_path = (fs::path(options.data_dir) / "audit.key").string();
@@ -99,7 +100,7 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOption
       absl::StatusOr<std::unique_ptr<Store>> ro =
           Store::Open({.path = db_path, .read_only = true});
       if (!ro.ok()) return ro.status();
-      if (absl::Status s = CheckStoreFloor(**ro, **floor); !s.ok()) return s;
+      RETURN_IF_ERROR(CheckStoreFloor(**ro, **floor));
     }
     absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(
         {.path = (fs::path(p->options_.data_dir) / "db").string(),
@@ -129,7 +130,7 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOption
 absl::StatusOr<std::unique_ptr<Persistence>> Persistence::OpenWith(
     PersistenceOptions options, std::unique_ptr<StorageBackend> backend,
     StorageObserver* observer) {
-  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckOptions(options));
   if (!options.data_dir.empty() || backend == nullptr) {
     return absl::InvalidArgumentError(
         "Persistence::OpenWith takes a backend and no data_dir (use Open for a data dir)");
@@ -166,7 +167,7 @@ absl::Status Persistence::OnCreate(const std::shared_ptr<Model>& model,
                                    const lmu::HashSecret& secret) {
   const ModelSpec& spec = model->spec();
   const v1::ModelSpec wire = ModelSpecToProto(spec);
-  if (absl::Status s = CheckSpecSurvivesStore(*model, wire, secret); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckSpecSurvivesStore(*model, wire, secret));
   std::shared_ptr<ModelWriters> writers = MakeWriters(*model);
   // Genesis records and the spec in one write: a model exists on disk with its chains or not
   // at all. Each genesis names its (model, shard), so no chain passes as another's.
@@ -270,7 +271,7 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
     spdlog::info("model '{}' shard {}: recovered (replayed {} logged batches; audit chain at {})",
                  name, i, *replayed, writer.chain().head().next_index);
   }
-  if (absl::Status s = registry->Add(*model); !s.ok()) return s;
+  RETURN_IF_ERROR(registry->Add(*model));
   MutexLock lock(&mu_);
   writers_[name] = std::move(writers);
   return absl::OkStatus();

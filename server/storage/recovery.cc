@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "core/common/digest.h"
+#include "core/common/status_macros.h"
 #include "server/storage/file_io.h"
 #include "server/storage/log_entry.h"
 #include "server/storage/part_codec.h"
@@ -173,7 +174,7 @@ absl::StatusOr<uint64_t> RecoverShard(ShardWriter& writer, Model& model, uint32_
     // Without a usable snapshot the log was replayed into the model's fresh part.
     if (r->restored != nullptr) model.Replace(shard, std::move(r->restored));
   }
-  if (absl::Status s = writer.chain().Resume(); !s.ok()) return s;
+  RETURN_IF_ERROR(writer.chain().Resume());
   return replayed;
 }
 

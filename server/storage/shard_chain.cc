@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "core/audit/audit_record.h"
 #include "core/audit/merkle_chain.h"
+#include "core/common/status_macros.h"
 
 namespace streamlearn::storage {
 
@@ -56,7 +57,7 @@ absl::StatusOr<Receipt> ShardChain::Commit(
   AuditLogWriter next = writer_;  // advanced only once the write succeeded
   lines_.clear();
   for (size_t i = 0; i < bodies.size(); ++i) {
-    if (absl::Status s = next.AppendCanonical(bodies.at(i), &lines_); !s.ok()) return s;
+    RETURN_IF_ERROR(next.AppendCanonical(bodies.at(i), &lines_));
     if (i == 0) receipt.first_curr = MerkleStep(writer_.chain().head(), bodies.at(0));
   }
   receipt.next_index = next.chain().size();
@@ -71,7 +72,7 @@ absl::StatusOr<Receipt> ShardChain::Commit(
       write.audit.push_back({.index = receipt.first_index + i, .line = lines_[i]});
     }
     if (extra) extra(receipt, &write);
-    if (absl::Status s = store_->Commit(write); !s.ok()) return s;
+    RETURN_IF_ERROR(store_->Commit(write));
   }
   writer_ = std::move(next);
   return receipt;

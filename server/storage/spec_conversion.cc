@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/common/status_macros.h"
 
 namespace streamlearn::storage {
 namespace {
@@ -73,10 +74,10 @@ v1::InputMode InputModeToProto(sau::InputMode mode) {
 // `part` names the message in errors ("sau" or "fuse.sau").
 absl::StatusOr<sau::SauSpec> SauSpecFromProto(const v1::SauSpec& wire, absl::string_view part) {
   sau::SauSpec s;  // core defaults
-  if (absl::Status st = CopyInt(absl::StrCat(part, ".d"), wire.d(), &s.d); !st.ok()) return st;
+  RETURN_IF_ERROR(CopyInt(absl::StrCat(part, ".d"), wire.d(), &s.d));
   if (absl::Status st = CopyInt(absl::StrCat(part, ".d_v"), wire.d_v(), &s.d_v); !st.ok())
     return st;
-  if (absl::Status st = CopyInt(absl::StrCat(part, ".r"), wire.r(), &s.r); !st.ok()) return st;
+  RETURN_IF_ERROR(CopyInt(absl::StrCat(part, ".r"), wire.r(), &s.r));
   if (absl::Status st = CopyInt(absl::StrCat(part, ".r_v"), wire.r_v(), &s.r_v); !st.ok())
     return st;
   KeepDefaultIfZero(wire.tau(), &s.tau);

@@ -18,6 +18,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/common/status_macros.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "rocksdb/listener.h"
@@ -420,7 +421,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
       return absl::NotFoundError(
           absl::StrCat("store: open '", path, "' read-only: no database there"));
     }
-    if (absl::Status s = CheckColumnFamilies(db_options, path); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckColumnFamilies(db_options, path));
   }
 
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
