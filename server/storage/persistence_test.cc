@@ -132,6 +132,13 @@ lmu::HashSecret Secret() {
 
 // One store and what a test does with it: open Persistence over it (each Open is a restart),
 // create the model, send batches through the commit hooks, read states and chain heads.
+// A restart that must recover: a new Persistence over the same store, and the model read back.
+struct Recovered {
+  std::unique_ptr<Persistence> p;
+  std::unique_ptr<ModelRegistry> registry;
+  std::shared_ptr<Model> model;
+};
+
 class World {
  public:
   World() : trace_(__FILE__, __LINE__, absl::StrCat("STREAMLEARN_TEST_SEED=", TestSeed())) {}
@@ -143,6 +150,19 @@ class World {
         Persistence::OpenWith(Options(), fake_.Share(), nullptr);
     EXPECT_TRUE(p.ok()) << p.status();
     return p.ok() ? *std::move(p) : nullptr;
+  }
+
+  // Opens a new Persistence over the store (a restart), recovers every model into a new
+  // registry and finds the test's model. Fails the test if any of it fails.
+  void RestartAndRecover(Recovered* out) {
+    out->p = Open();
+    ASSERT_NE(out->p, nullptr);
+    out->registry = std::make_unique<ModelRegistry>(Secret());
+    const absl::Status recovered = out->p->Recover(out->registry.get());
+    ASSERT_TRUE(recovered.ok()) << recovered;
+    absl::StatusOr<std::shared_ptr<Model>> m = out->registry->Find(kModel);
+    ASSERT_TRUE(m.ok()) << m.status();
+    out->model = *std::move(m);
   }
 
   std::shared_ptr<Model> Create(Persistence& p, ModelRegistry& registry) {
@@ -343,13 +363,11 @@ TEST(PersistenceTest, RestartRecoversBitIdenticalStateAndChainHeadsWithAnyNumber
     }
     p1.reset();  // the "process" ends; the store stays
 
-    std::unique_ptr<Persistence> p2 = w.Open();
-    ASSERT_NE(p2, nullptr);
-    ModelRegistry reg2(Secret());
-    const absl::Status recovered = p2->Recover(&reg2);
-    ASSERT_TRUE(recovered.ok()) << recovered;
-    absl::StatusOr<std::shared_ptr<Model>> m2 = reg2.Find(kModel);
-    ASSERT_TRUE(m2.ok()) << m2.status();
+    Recovered r;
+    ASSERT_NO_FATAL_FAILURE(w.RestartAndRecover(&r));
+    std::unique_ptr<Persistence>& p2 = r.p;
+    ModelRegistry& reg2 = *r.registry;
+    const std::shared_ptr<Model>* const m2 = &r.model;
     EXPECT_EQ(States(**m2), states);
     EXPECT_EQ(Heads(*p2, **m2), heads);
     for (uint32_t i = 0; i < kShards; ++i) {
@@ -571,13 +589,11 @@ TEST(PersistenceTest, CorruptNewestSnapshotFallsBackToTheOlderOneAndReachesTheSa
       before.p.reset();
       ASSERT_TRUE(c.apply(w.fake(), shard, part));
 
-      std::unique_ptr<Persistence> p2 = w.Open();
-      ASSERT_NE(p2, nullptr);
-      ModelRegistry reg2(Secret());
-      const absl::Status recovered = p2->Recover(&reg2);
-      ASSERT_TRUE(recovered.ok()) << recovered;
-      absl::StatusOr<std::shared_ptr<Model>> m2 = reg2.Find(kModel);
-      ASSERT_TRUE(m2.ok()) << m2.status();
+      Recovered r;
+      ASSERT_NO_FATAL_FAILURE(w.RestartAndRecover(&r));
+      std::unique_ptr<Persistence>& p2 = r.p;
+      ModelRegistry& reg2 = *r.registry;
+      const std::shared_ptr<Model>* const m2 = &r.model;
       EXPECT_EQ(States(**m2), states);
       EXPECT_EQ(Heads(*p2, **m2), heads);
       // The writer forgot the corrupt snapshot; the others keep both.
@@ -795,13 +811,10 @@ TEST(PersistenceTest, FailedSnapshotWriteLeavesTheManifestAsItWasAndALaterSnapsh
     // A restart recovers the same state from the new snapshots.
     const std::vector<std::string> heads = Heads(*p, *m);
     p.reset();
-    std::unique_ptr<Persistence> p2 = w.Open();
-    ASSERT_NE(p2, nullptr);
-    ModelRegistry reg2(Secret());
-    const absl::Status recovered = p2->Recover(&reg2);
-    ASSERT_TRUE(recovered.ok()) << recovered;
-    absl::StatusOr<std::shared_ptr<Model>> m2 = reg2.Find(kModel);
-    ASSERT_TRUE(m2.ok()) << m2.status();
+    Recovered r;
+    ASSERT_NO_FATAL_FAILURE(w.RestartAndRecover(&r));
+    std::unique_ptr<Persistence>& p2 = r.p;
+    const std::shared_ptr<Model>* const m2 = &r.model;
     EXPECT_EQ(States(**m2), states);
     EXPECT_EQ(Heads(*p2, **m2), heads);
   }
