@@ -13,6 +13,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libcmph-dev
   python3 python3-grpcio python3-protobuf python3-grpc-tools
   prometheus python3-yaml
+  nats-server libnats-dev
   "$@"
 )
 
@@ -34,14 +35,17 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 
 # The prometheus package (promtool and prometheus, for the deploy tests, which start their own
-# Prometheus) starts its daemon when installed, through its init script or systemd unit. While
-# apt-get runs, a policy-rc.d that denies every start is in place (unless one exists already,
-# as in Debian's container images); on a host run by systemd the unit is then disabled, so it
-# does not start at boot either.
-installing_prometheus=""
-if [[ " ${missing[*]} " == *" prometheus "* ]]; then installing_prometheus=1; fi
+# Prometheus) and the nats-server package (the cluster tests start their own NATS servers)
+# start their daemons when installed, through an init script or a systemd unit. While apt-get
+# runs, a policy-rc.d that denies every start is in place (unless one exists already, as in
+# Debian's container images); on a host run by systemd the units are then disabled, so they do
+# not start at boot either.
+daemons=()
+for d in prometheus nats-server; do
+  if [[ " ${missing[*]} " == *" $d "* ]]; then daemons+=("$d"); fi
+done
 policy=/usr/sbin/policy-rc.d
-if [ -n "$installing_prometheus" ] && [ ! -e "$policy" ]; then
+if [ ${#daemons[@]} -gt 0 ] && [ ! -e "$policy" ]; then
   printf '#!/bin/sh\n# scripts/setup.sh: no service starts while packages install\nexit 101\n' \
     | $SUDO tee "$policy" > /dev/null
   $SUDO chmod 755 "$policy"
@@ -50,7 +54,9 @@ fi
 
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-if [ -n "$installing_prometheus" ] && [ -d /run/systemd/system ]; then
-  $SUDO systemctl disable prometheus.service > /dev/null 2>&1 || true
+if [ ${#daemons[@]} -gt 0 ] && [ -d /run/systemd/system ]; then
+  for d in "${daemons[@]}"; do
+    $SUDO systemctl disable --now "$d.service" > /dev/null 2>&1 || true
+  done
 fi
 echo "setup: done"

@@ -1,0 +1,430 @@
+// The ShardStore contract (shard_store.h), checked the same way against every backend: the
+// embedded RocksStorage, the in-memory FakeStorage of the unit tests, and JetStreamStorage
+// over a real nats-server (Debian's) with JetStream. Then what only the replicated store does:
+// its fence against a second writer, the journal's compaction, and a 3-node NATS cluster with
+// R = 3 losing a node.
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "fake_storage.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nats_cluster.h"
+#include "server/storage/jetstream_storage.h"
+#include "server/storage/rocks_storage.h"
+
+namespace streamlearn::storage {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using test_util::NatsTestCluster;
+
+// One nats-server for the whole file; each test uses streams of its own (a fresh prefix).
+NatsTestCluster* SharedNats() {
+  static NatsTestCluster* nats = [] {
+    absl::StatusOr<std::unique_ptr<NatsTestCluster>> c = NatsTestCluster::Start(1);
+    if (!c.ok()) {
+      ADD_FAILURE() << c.status();
+      return static_cast<NatsTestCluster*>(nullptr);
+    }
+    return c->release();
+  }();
+  return nats;
+}
+
+std::string FreshPrefix() {
+  static int n = 0;
+  return absl::StrCat("T", getpid() % 100000, "_", n++);
+}
+
+absl::StatusOr<std::unique_ptr<JetStreamStorage>> OpenJetStream(
+    const std::string& urls, JetStreamOptions options,
+    absl::Duration timeout = absl::Seconds(5)) {
+  ASSIGN_OR_RETURN(std::unique_ptr<NatsClient> nats,
+                   NatsClient::Connect({.servers = urls, .timeout = timeout}));
+  return JetStreamStorage::Open(std::shared_ptr<NatsClient>(std::move(nats)), options);
+}
+
+// A backend under test and a way to open it again over the same data (a restart).
+struct Backend {
+  std::function<std::unique_ptr<StorageBackend>()> open;
+};
+
+Backend MakeBackend(const std::string& kind) {
+  if (kind == "fake") {
+    auto fake = std::make_shared<FakeStorage>();
+    return {[fake] { return std::unique_ptr<StorageBackend>(fake->Share()); }};
+  }
+  if (kind == "rocks") {
+    const std::string dir = absl::StrCat(::testing::TempDir(), "/contract_", getpid(), "_",
+                                         FreshPrefix());
+    std::filesystem::remove_all(dir);
+    return {[dir]() -> std::unique_ptr<StorageBackend> {
+      absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({.path = dir});
+      EXPECT_TRUE(store.ok()) << store.status();
+      if (!store.ok()) return nullptr;
+      return std::make_unique<RocksStorage>(*std::move(store));
+    }};
+  }
+  const std::string prefix = FreshPrefix();
+  return {[prefix]() -> std::unique_ptr<StorageBackend> {
+    NatsTestCluster* nats = SharedNats();
+    if (nats == nullptr) return nullptr;
+    auto s = OpenJetStream(nats->urls(), {.prefix = prefix, .snapshot_chunk = 1000});
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::unique_ptr<StorageBackend>(*std::move(s)) : nullptr;
+  }};
+}
+
+std::vector<std::pair<uint64_t, std::string>> Log(const ShardStore& s, PartKind part,
+                                                  uint64_t from) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  absl::Status st = s.ScanLog(part, from, [&](uint64_t seq, std::string_view e) {
+    out.emplace_back(seq, std::string(e));
+    return true;
+  });
+  EXPECT_TRUE(st.ok()) << st;
+  return out;
+}
+
+std::vector<uint64_t> AuditIndices(const ShardStore& s, uint64_t from) {
+  std::vector<uint64_t> out;
+  absl::Status st = s.ScanAudit(from, [&](uint64_t i, std::string_view line) {
+    EXPECT_EQ(line, absl::StrCat("line ", i));
+    out.push_back(i);
+    return true;
+  });
+  EXPECT_TRUE(st.ok()) << st;
+  return out;
+}
+
+// Commits log entry `seq` of `part` with audit record `*audit` (and advances it).
+absl::Status CommitBatch(ShardStore& s, PartKind part, uint64_t seq, uint64_t* audit) {
+  const std::string entry = absl::StrCat("entry ", std::string(PartName(part)), " ", seq);
+  const std::string line = absl::StrCat("line ", *audit);
+  ShardWrite w;
+  w.log = LogAppend{.part = part, .seq = seq, .entry = entry};
+  w.audit.push_back({.index = *audit, .line = line});
+  absl::Status st = s.Commit(w);
+  if (st.ok()) ++*audit;
+  return st;
+}
+
+const std::vector<std::string> kGenesis = {"line 0", "line 0", "line 0"};
+
+class ContractTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    backend_ = MakeBackend(GetParam());
+    storage_ = backend_.open();
+    ASSERT_NE(storage_, nullptr);
+  }
+  Backend backend_;
+  std::unique_ptr<StorageBackend> storage_;
+};
+
+TEST_P(ContractTest, ModelsAreListedWithTheirSpecsAndGenesis) {
+  ASSERT_TRUE(storage_->CreateModel("b.x..y", "spec-b", kGenesis).ok());
+  ASSERT_TRUE(storage_->CreateModel("a", "spec-a", std::vector<std::string>{"g0", "g1"}).ok());
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> specs = storage_->ListSpecs();
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  EXPECT_THAT(*specs, ElementsAre(std::make_pair(std::string("a"), std::string("spec-a")),
+                                  std::make_pair(std::string("b.x..y"), std::string("spec-b"))));
+  auto shard1 = storage_->OpenShard("a", 1);
+  absl::StatusOr<std::optional<std::pair<uint64_t, std::string>>> head = shard1->LastAudit();
+  ASSERT_TRUE(head.ok()) << head.status();
+  ASSERT_TRUE(head->has_value());
+  EXPECT_EQ((*head)->first, 0u);
+  EXPECT_EQ((*head)->second, "g1");
+}
+
+TEST_P(ContractTest, LogAndAuditComeBackInOrderAfterARestart) {
+  ASSERT_TRUE(storage_->CreateModel("m", "spec", kGenesis).ok());
+  auto s = storage_->OpenShard("m", 2);
+  uint64_t audit = 1;
+  for (uint64_t seq = 1; seq <= 5; ++seq) {
+    ASSERT_TRUE(CommitBatch(*s, PartKind::kSau, seq, &audit).ok());
+    if (seq <= 2) ASSERT_TRUE(CommitBatch(*s, PartKind::kLmu, seq, &audit).ok());
+  }
+  // A write of several audit records and no log entry.
+  ShardWrite w;
+  const std::string l1 = absl::StrCat("line ", audit), l2 = absl::StrCat("line ", audit + 1);
+  w.audit = {{.index = audit, .line = l1}, {.index = audit + 1, .line = l2}};
+  ASSERT_TRUE(s->Commit(w).ok());
+  audit += 2;
+
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "as written" : "after a restart");
+    EXPECT_THAT(Log(*s, PartKind::kSau, 4),
+                ElementsAre(std::make_pair(uint64_t{4}, std::string("entry sau 4")),
+                            std::make_pair(uint64_t{5}, std::string("entry sau 5"))));
+    EXPECT_EQ(Log(*s, PartKind::kLmu, 0).size(), 2u);
+    EXPECT_TRUE(Log(*s, PartKind::kFuse, 0).empty());
+    EXPECT_EQ(s->LastLogSeq(PartKind::kSau)->value_or(0), 5u);
+    EXPECT_FALSE(s->LastLogSeq(PartKind::kFuse)->has_value());
+    std::vector<uint64_t> all = AuditIndices(*s, 0);
+    ASSERT_EQ(all.size(), audit);
+    for (uint64_t i = 0; i < audit; ++i) EXPECT_EQ(all[i], i);
+    EXPECT_THAT(AuditIndices(*s, audit - 2), ElementsAre(audit - 2, audit - 1));
+    auto head = s->LastAudit();
+    ASSERT_TRUE(head.ok() && head->has_value());
+    EXPECT_EQ((*head)->first, audit - 1);
+    // A visitor that stops.
+    int seen = 0;
+    ASSERT_TRUE(s->ScanLog(PartKind::kSau, 1, [&](uint64_t, std::string_view) {
+                   return ++seen < 2;
+                 }).ok());
+    EXPECT_EQ(seen, 2);
+    s.reset();
+    storage_.reset();
+    storage_ = backend_.open();
+    ASSERT_NE(storage_, nullptr);
+    s = storage_->OpenShard("m", 2);
+  }
+}
+
+TEST_P(ContractTest, SnapshotsReplaceDroppedOnesAndTrimTheLog) {
+  ASSERT_TRUE(storage_->CreateModel("m", "spec", kGenesis).ok());
+  auto s = storage_->OpenShard("m", 0);
+  uint64_t audit = 1;
+  for (uint64_t seq = 1; seq <= 6; ++seq) {
+    ASSERT_TRUE(CommitBatch(*s, PartKind::kFuse, seq, &audit).ok());
+  }
+  std::string big(5555, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + 3);
+  {
+    ShardWrite w;
+    const std::string line = absl::StrCat("line ", audit);
+    w.audit.push_back({.index = audit, .line = line});
+    w.snapshot = SnapshotPut{.part = PartKind::kFuse, .seq = 3, .blob = big, .manifest = "m3"};
+    ASSERT_TRUE(s->Commit(w).ok());
+    ++audit;
+  }
+  {
+    ShardWrite w;
+    const std::string line = absl::StrCat("line ", audit);
+    w.audit.push_back({.index = audit, .line = line});
+    w.snapshot = SnapshotPut{.part = PartKind::kFuse, .seq = 5, .blob = "five",
+                             .manifest = "m5", .dropped = {}, .trim_log_through = 3};
+    ASSERT_TRUE(s->Commit(w).ok());
+    ++audit;
+  }
+  EXPECT_EQ(s->GetSnapshot(PartKind::kFuse, 3)->value_or(""), big);
+  EXPECT_EQ(s->GetSnapshot(PartKind::kFuse, 5)->value_or(""), "five");
+  EXPECT_EQ(s->GetManifest(PartKind::kFuse)->value_or(""), "m5");
+  EXPECT_FALSE(s->GetManifest(PartKind::kSau)->has_value());
+  EXPECT_THAT(Log(*s, PartKind::kFuse, 0),
+              ElementsAre(std::make_pair(uint64_t{4}, std::string("entry fuse 4")),
+                          std::make_pair(uint64_t{5}, std::string("entry fuse 5")),
+                          std::make_pair(uint64_t{6}, std::string("entry fuse 6"))));
+  {
+    ShardWrite w;
+    w.snapshot = SnapshotPut{.part = PartKind::kFuse, .seq = 6, .blob = "six",
+                             .manifest = "m6", .dropped = {3}, .trim_log_through = 5};
+    ASSERT_TRUE(s->Commit(w).ok());
+  }
+  s.reset();
+  storage_.reset();  // a restart: the embedded store is one process's at a time
+  storage_ = backend_.open();
+  ASSERT_NE(storage_, nullptr);
+  s = storage_->OpenShard("m", 0);
+  EXPECT_FALSE(s->GetSnapshot(PartKind::kFuse, 3)->has_value());
+  EXPECT_EQ(s->GetSnapshot(PartKind::kFuse, 6)->value_or(""), "six");
+  EXPECT_EQ(s->GetManifest(PartKind::kFuse)->value_or(""), "m6");
+  EXPECT_THAT(Log(*s, PartKind::kFuse, 0),
+              ElementsAre(std::make_pair(uint64_t{6}, std::string("entry fuse 6"))));
+  EXPECT_EQ(AuditIndices(*s, 0).size(), audit);
+  // Appends go on after the trim.
+  ASSERT_TRUE(CommitBatch(*s, PartKind::kFuse, 7, &audit).ok());
+  EXPECT_EQ(s->LastLogSeq(PartKind::kFuse)->value_or(0), 7u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ContractTest, ::testing::Values("fake", "rocks", "jetstream"),
+                         [](const auto& info) { return info.param; });
+
+// ---- What only the replicated store does ----
+
+class JetStreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    nats_ = SharedNats();
+    ASSERT_NE(nats_, nullptr);
+    prefix_ = FreshPrefix();
+  }
+  std::unique_ptr<JetStreamStorage> Open(JetStreamOptions o = {}) {
+    o.prefix = prefix_;
+    auto s = OpenJetStream(nats_->urls(), o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *std::move(s) : nullptr;
+  }
+  NatsTestCluster* nats_ = nullptr;
+  std::string prefix_;
+};
+
+TEST_F(JetStreamTest, ASecondModelOfTheSameNameIsRefused) {
+  auto a = Open();
+  auto b = Open();
+  ASSERT_TRUE(a->CreateModel("m", "one", kGenesis).ok());
+  absl::Status again = b->CreateModel("m", "two", kGenesis);
+  EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists) << again;
+  EXPECT_EQ(b->ListSpecs()->at(0).second, "one");
+}
+
+TEST_F(JetStreamTest, AStaleWriterIsFencedAndCannotForkTheShard) {
+  auto storage = Open();
+  ASSERT_TRUE(storage->CreateModel("m", "spec", kGenesis).ok());
+  auto old_owner = storage->OpenShard("m", 1);
+  uint64_t audit_old = 1;
+  ASSERT_TRUE(CommitBatch(*old_owner, PartKind::kSau, 1, &audit_old).ok());
+  // A new owner loads the shard (a takeover) and writes; the old one does not know yet.
+  auto other = Open();
+  auto new_owner = other->OpenShard("m", 1);
+  uint64_t audit_new = audit_old;
+  ASSERT_TRUE(CommitBatch(*new_owner, PartKind::kSau, 2, &audit_new).ok());
+
+  absl::Status stale = CommitBatch(*old_owner, PartKind::kSau, 2, &audit_old);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kAborted) << stale;
+  EXPECT_THAT(stale.message(), HasSubstr("fenced"));
+  EXPECT_EQ(old_owner->ResumeWrites().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(CommitBatch(*old_owner, PartKind::kLmu, 1, &audit_old).code(),
+            absl::StatusCode::kAborted);
+  // The shard holds the new owner's history alone.
+  auto reader = Open()->OpenShard("m", 1);
+  EXPECT_THAT(Log(*reader, PartKind::kSau, 0),
+              ElementsAre(std::make_pair(uint64_t{1}, std::string("entry sau 1")),
+                          std::make_pair(uint64_t{2}, std::string("entry sau 2"))));
+  EXPECT_TRUE(Log(*reader, PartKind::kLmu, 0).empty());
+  EXPECT_EQ(AuditIndices(*reader, 0).size(), 3u);
+  // The new owner goes on.
+  EXPECT_TRUE(CommitBatch(*new_owner, PartKind::kSau, 3, &audit_new).ok());
+}
+
+TEST_F(JetStreamTest, CompactionPurgesTheJournalAndKeepsTheWholeChain) {
+  auto storage = Open({.snapshot_chunk = 300, .compact_after = 8});
+  ASSERT_TRUE(storage->CreateModel("m", "spec", kGenesis).ok());
+  auto s = storage->OpenShard("m", 0);
+  uint64_t audit = 1, sau = 0, lmu = 0;
+  auto snapshot = [&](PartKind part, uint64_t seq, std::vector<uint64_t> dropped,
+                      uint64_t trim) {
+    ShardWrite w;
+    const std::string line = absl::StrCat("line ", audit);
+    w.audit.push_back({.index = audit, .line = line});
+    w.snapshot = SnapshotPut{.part = part, .seq = seq, .blob = absl::StrCat("snap ", seq),
+                             .manifest = absl::StrCat("manifest ", seq),
+                             .dropped = std::move(dropped), .trim_log_through = trim};
+    absl::Status st = s->Commit(w);
+    if (st.ok()) ++audit;
+    return st;
+  };
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(CommitBatch(*s, PartKind::kSau, ++sau, &audit).ok());
+      if (i % 4 == 0) ASSERT_TRUE(CommitBatch(*s, PartKind::kLmu, ++lmu, &audit).ok());
+    }
+    ASSERT_TRUE(snapshot(PartKind::kLmu, lmu, {}, lmu).ok());
+    ASSERT_TRUE(snapshot(PartKind::kSau, sau - 2, {}, sau - 2).ok());
+  }
+  const uint64_t snap = sau - 2;
+  // The journal holds far fewer messages than were committed (3 x 27), ...
+  NatsClient& nats = storage->nats();
+  absl::StatusOr<std::vector<std::string>> subjects =
+      nats.Subjects(storage->archive_stream(), absl::AsciiStrToLower(prefix_) + ".a.>");
+  ASSERT_TRUE(subjects.ok()) << subjects.status();
+  EXPECT_EQ(subjects->size(), 1u) << "the audit archive holds the purged prefix's records";
+  // ... and a fresh reader sees everything a reader must.
+  for (int pass = 0; pass < 2; ++pass) {
+    auto r = Open()->OpenShard("m", 0);
+    std::vector<uint64_t> chain = AuditIndices(*r, 0);
+    ASSERT_EQ(chain.size(), audit);
+    for (uint64_t i = 0; i < audit; ++i) ASSERT_EQ(chain[i], i);
+    EXPECT_THAT(AuditIndices(*r, audit - 1), ElementsAre(audit - 1));
+    std::vector<std::pair<uint64_t, std::string>> log = Log(*r, PartKind::kSau, 0);
+    ASSERT_EQ(log.size(), sau - snap);
+    for (uint64_t i = 0; i < log.size(); ++i) {
+      EXPECT_EQ(log[i], std::make_pair(snap + 1 + i, absl::StrCat("entry sau ", snap + 1 + i)));
+    }
+    EXPECT_TRUE(Log(*r, PartKind::kLmu, 0).empty());
+    EXPECT_EQ(r->GetManifest(PartKind::kLmu)->value_or(""), absl::StrCat("manifest ", lmu));
+    EXPECT_EQ(r->GetSnapshot(PartKind::kSau, snap)->value_or(""), absl::StrCat("snap ", snap));
+    EXPECT_EQ(r->LastAudit()->value().first, audit - 1);
+    // The store's own view goes on writing after the compactions.
+    ASSERT_TRUE(CommitBatch(*s, PartKind::kSau, ++sau, &audit).ok());
+  }
+}
+
+// A 3-node NATS cluster, every stream with 3 replicas: the store keeps writing and reading
+// with one node down, and nothing acknowledged is lost.
+TEST(JetStreamClusterTest, AReplicatedShardSurvivesTheLossOfANatsNode) {
+  absl::StatusOr<std::unique_ptr<NatsTestCluster>> nats = NatsTestCluster::Start(3);
+  ASSERT_TRUE(nats.ok()) << nats.status();
+  // Opening reads the streams' state, which needs each stream's leader: right after a node's
+  // loss it may be in an election, so the server (and this test) tries again.
+  auto open = [&]() -> std::unique_ptr<JetStreamStorage> {
+    absl::StatusOr<std::unique_ptr<JetStreamStorage>> s;
+    for (int i = 0; i < 30; ++i) {
+      s = OpenJetStream((*nats)->urls(), {.prefix = "R3", .replicas = 3}, absl::Seconds(2));
+      if (s.ok() || !absl::IsUnavailable(s.status())) break;
+    }
+    EXPECT_TRUE(s.ok()) << s.status() << (*nats)->Logs();
+    return s.ok() ? *std::move(s) : nullptr;
+  };
+  auto storage = open();
+  ASSERT_NE(storage, nullptr);
+  ASSERT_TRUE(storage->CreateModel("m", "spec", kGenesis).ok());
+  auto s = storage->OpenShard("m", 0);
+  uint64_t audit = 1, seq = 0;
+  // Commits until `n` more are acknowledged; a commit NATS does not confirm (a leader
+  // election) is retried after ResumeWrites, as the server does.
+  auto commit_n = [&](int n) {
+    for (int done = 0; done < n;) {
+      absl::Status st = CommitBatch(*s, PartKind::kSau, seq + 1, &audit);
+      if (st.ok()) {
+        ++seq;
+        ++done;
+        continue;
+      }
+      ASSERT_EQ(st.code(), absl::StatusCode::kUnavailable) << st << (*nats)->Logs();
+      absl::Status resume;
+      for (int i = 0; i < 100; ++i) {
+        resume = s->ResumeWrites();
+        if (resume.ok()) break;
+        ASSERT_NE(resume.code(), absl::StatusCode::kAborted) << resume;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+      ASSERT_TRUE(resume.ok()) << resume << (*nats)->Logs();
+    }
+  };
+  commit_n(10);
+  (*nats)->Kill(0);
+  commit_n(10);
+  ASSERT_TRUE((*nats)->Restart(0).ok());
+  (*nats)->Kill(2);
+  commit_n(10);
+  auto reader = open();
+  ASSERT_NE(reader, nullptr);
+  auto r = reader->OpenShard("m", 0);
+  std::vector<std::pair<uint64_t, std::string>> log;
+  for (int i = 0; i < 30; ++i) {  // the same: the first read may meet an election
+    log.clear();
+    absl::Status st = r->ScanLog(PartKind::kSau, 0, [&](uint64_t seq, std::string_view e) {
+      log.emplace_back(seq, std::string(e));
+      return true;
+    });
+    if (st.ok()) break;
+    ASSERT_TRUE(absl::IsUnavailable(st)) << st;
+    r = reader->OpenShard("m", 0);
+  }
+  ASSERT_EQ(log.size(), seq);
+  for (uint64_t i = 0; i < seq; ++i) EXPECT_EQ(log[i].first, i + 1);
+  EXPECT_EQ(AuditIndices(*r, 0).size(), audit);
+}
+
+}  // namespace
+}  // namespace streamlearn::storage

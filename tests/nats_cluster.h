@@ -1,0 +1,259 @@
+// NatsTestCluster: real nats-server processes (Debian's nats-server) with JetStream on
+// loopback, for the cluster mode's tests: one node, or an n-node JetStream cluster (Raft)
+// whose streams can have up to n replicas. A node can be killed (SIGKILL), stopped (SIGSTOP)
+// and continued, and restarted with its data.
+//
+//   auto nats = NatsTestCluster::Start(3);            // ASSERT_TRUE(nats.ok())
+//   NatsOptions o{.servers = (*nats)->urls()};        // "nats://127.0.0.1:p1,nats://..."
+//   (*nats)->Kill(1);  ...  (*nats)->Restart(1);
+//
+// Ports are drawn at random below the kernel's ephemeral range, checked free, and the whole
+// cluster starts again on other ports if a node exits at start (a port taken in between).
+// Start returns once a stream with n replicas can be created (the JetStream meta group has a
+// leader). Each node writes its log to <dir>/n<i>.log, which a failing test prints.
+#ifndef STREAMLEARN_TESTS_NATS_CLUSTER_H_
+#define STREAMLEARN_TESTS_NATS_CLUSTER_H_
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/storage/nats_client.h"
+
+namespace streamlearn::test_util {
+
+class NatsTestCluster {
+ public:
+  static constexpr const char* kServer = "/usr/sbin/nats-server";
+
+  static absl::StatusOr<std::unique_ptr<NatsTestCluster>> Start(int nodes,
+                                                                std::string dir = "") {
+    if (access(kServer, X_OK) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          kServer, " is missing: the cluster tests need Debian's nats-server "
+                   "(scripts/setup.sh installs it)"));
+    }
+    if (dir.empty()) {
+      dir = absl::StrCat(::testing::TempDir(), "/nats_", getpid(), "_", Tag());
+    }
+    std::unique_ptr<NatsTestCluster> c(new NatsTestCluster(nodes, dir));
+    absl::Status last;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      last = c->StartAll();
+      if (last.ok()) return c;
+      c->KillAll();
+    }
+    return last;
+  }
+
+  ~NatsTestCluster() {
+    KillAll();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::string urls() const {
+    std::vector<std::string> u;
+    for (const Node& n : nodes_) u.push_back(absl::StrCat("nats://127.0.0.1:", n.client_port));
+    return absl::StrJoin(u, ",");
+  }
+  std::string url(int i) const { return absl::StrCat("nats://127.0.0.1:", nodes_[i].client_port); }
+  int size() const { return static_cast<int>(nodes_.size()); }
+
+  void Kill(int i) { Signal(i, SIGKILL, /*reap=*/true); }
+  void Pause(int i) { Signal(i, SIGSTOP, false); }
+  void Resume(int i) { Signal(i, SIGCONT, false); }
+  // Starts a killed node again, with its data and ports; returns once it accepts connections.
+  absl::Status Restart(int i) {
+    if (nodes_[i].pid > 0) Kill(i);
+    return Launch(i);
+  }
+
+  // Every node's log, for a failing test's output.
+  std::string Logs() const {
+    std::string out;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      std::ifstream in(LogPath(static_cast<int>(i)));
+      std::stringstream ss;
+      ss << in.rdbuf();
+      std::string text = ss.str();
+      if (text.size() > 4000) text = "..." + text.substr(text.size() - 4000);
+      absl::StrAppend(&out, "--- nats node ", i, " ---\n", text, "\n");
+    }
+    return out;
+  }
+
+ private:
+  struct Node {
+    int client_port = 0;
+    int cluster_port = 0;
+    pid_t pid = -1;
+  };
+
+  NatsTestCluster(int n, std::string dir) : nodes_(n), dir_(std::move(dir)) {}
+
+  static std::string Tag() {
+    std::random_device rd;
+    return absl::StrCat(rd() % 1000000);
+  }
+
+  static bool PortFree(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    close(fd);
+    return ok;
+  }
+
+  static bool Accepts(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    close(fd);
+    return ok;
+  }
+
+  int PickPort(std::set<int>* taken) {
+    static std::mt19937 rng(std::random_device{}());
+    while (true) {
+      const int p = 20000 + static_cast<int>(rng() % 12000);
+      if (taken->count(p) == 0 && PortFree(p)) {
+        taken->insert(p);
+        return p;
+      }
+    }
+  }
+
+  std::string LogPath(int i) const { return absl::StrCat(dir_, "/n", i, ".log"); }
+
+  absl::Status StartAll() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    std::filesystem::create_directories(dir_);
+    std::set<int> taken;
+    for (Node& n : nodes_) {
+      n.client_port = PickPort(&taken);
+      n.cluster_port = nodes_.size() > 1 ? PickPort(&taken) : 0;
+    }
+    for (int i = 0; i < size(); ++i) {
+      std::ofstream conf(absl::StrCat(dir_, "/n", i, ".conf"));
+      conf << "server_name: n" << i << "\n"
+           << "listen: 127.0.0.1:" << nodes_[i].client_port << "\n"
+           << "max_payload: 8MB\n"
+           << "jetstream {\n  store_dir: \"" << dir_ << "/n" << i << "\"\n"
+           << "  max_memory_store: 64MB\n  max_file_store: 2GB\n}\n";
+      if (size() > 1) {
+        conf << "cluster {\n  name: streamlearn-test\n  listen: 127.0.0.1:"
+             << nodes_[i].cluster_port << "\n  routes: [\n";
+        for (int j = 0; j < size(); ++j) {
+          if (j != i) conf << "    nats-route://127.0.0.1:" << nodes_[j].cluster_port << "\n";
+        }
+        conf << "  ]\n}\n";
+      }
+    }
+    for (int i = 0; i < size(); ++i) {
+      if (absl::Status s = Launch(i); !s.ok()) return s;
+    }
+    return WaitForJetStream();
+  }
+
+  absl::Status Launch(int i) {
+    const std::string conf = absl::StrCat(dir_, "/n", i, ".conf");
+    const std::string log = LogPath(i);
+    pid_t pid = fork();
+    if (pid < 0) return absl::InternalError("fork failed");
+    if (pid == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      execl(kServer, kServer, "-c", conf.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    nodes_[i].pid = pid;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        nodes_[i].pid = -1;
+        return absl::UnavailableError(absl::StrCat("nats node ", i, " exited at start:\n", Logs()));
+      }
+      if (Accepts(nodes_[i].client_port)) return absl::OkStatus();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return absl::DeadlineExceededError(absl::StrCat("nats node ", i, " did not listen:\n", Logs()));
+  }
+
+  // Until a stream with every node as a replica can be made (the meta group has a leader).
+  absl::Status WaitForJetStream() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    absl::Status last;
+    while (std::chrono::steady_clock::now() < deadline) {
+      absl::StatusOr<std::unique_ptr<storage::NatsClient>> c = storage::NatsClient::Connect(
+          {.servers = urls(), .name = "test-probe", .timeout = absl::Seconds(2)});
+      if (c.ok()) {
+        last = (*c)->EnsureStream(
+            {.name = "PROBE", .subjects = {"probe.>"}, .replicas = size()});
+        if (last.ok()) return absl::OkStatus();
+      } else {
+        last = c.status();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return absl::DeadlineExceededError(
+        absl::StrCat("JetStream not ready: ", last.ToString(), "\n", Logs()));
+  }
+
+  void Signal(int i, int sig, bool reap) {
+    if (nodes_[i].pid <= 0) return;
+    kill(nodes_[i].pid, sig);
+    if (reap) {
+      int status = 0;
+      waitpid(nodes_[i].pid, &status, 0);
+      nodes_[i].pid = -1;
+    }
+  }
+
+  void KillAll() {
+    for (int i = 0; i < size(); ++i) {
+      if (nodes_[i].pid > 0) kill(nodes_[i].pid, SIGCONT);
+      Kill(i);
+    }
+  }
+
+  std::vector<Node> nodes_;
+  const std::string dir_;
+};
+
+}  // namespace streamlearn::test_util
+
+#endif  // STREAMLEARN_TESTS_NATS_CLUSTER_H_
