@@ -6,7 +6,10 @@
   core/common/      includes nothing from the rest of core/ (the client library links it alone);
   server/storage/   includes no gRPC or Prometheus header and nothing from server/ outside it
                     (durability is a library of its own: the CLI links it without the server);
-  server/           includes RocksDB headers only inside server/storage/;
+  server/cluster/   includes no gRPC or Prometheus header and from server/ only storage/ and
+                    cluster/ (the control plane: leases and balance);
+  server/           includes RocksDB headers only inside server/storage/, and NATS headers only
+                    inside server/storage/ (the one NATS client);
   client/           includes from server/ only server/storage/ (the offline replay);
   client/lib/       includes from core/ only core/common/ and core/lmu/feature.h.
 
@@ -29,7 +32,12 @@ RULES = [
      "server/storage/ includes no gRPC or Prometheus header"),
     ("server/storage/", r"^server/(?!storage/)", None,
      "server/storage/ includes nothing from server/ outside it"),
+    ("server/cluster/", r"^(grpc|grpcpp|prometheus)/|\.grpc\.pb\.h$", None,
+     "server/cluster/ includes no gRPC or Prometheus header"),
+    ("server/cluster/", r"^server/(?!storage/|cluster/)", None,
+     "server/cluster/ includes from server/ only storage/ and cluster/"),
     ("server/", r"^rocksdb/", r"^server/storage/", "RocksDB headers only inside server/storage/"),
+    ("server/", r"^nats/|^nats\.h$", r"^server/storage/", "NATS headers only inside server/storage/"),
     ("client/", r"^server/(?!storage/)", None, "client/ includes from server/ only server/storage/"),
     ("client/lib/", r"^core/(?!common/|lmu/feature\.h$)", None,
      "client/lib/ includes from core/ only core/common/ and core/lmu/feature.h"),

@@ -274,6 +274,9 @@ absl::Status NatsClient::ScanSubject(std::string_view stream, std::string_view s
   // Fast: an ordered consumer pushes the messages. Its creation needs the cluster's meta
   // leader, which a NATS node's loss can keep in an election for seconds: then (or when the
   // consumer stalls) the rest is read one message at a time from the stream's leader.
+  // Nothing to read: say so at once (a consumer would wait for its timeout).
+  ASSIGN_OR_RETURN(std::optional<StoredMsg> first, NextMsg(stream, subject, from));
+  if (!first.has_value() || first->seq > through) return absl::OkStatus();
   uint64_t next = from;
   bool done = false;
   absl::Status fast = ScanWithConsumer(stream, subject, from, through, fn, &next, &done);
@@ -338,6 +341,17 @@ absl::Status NatsClient::PurgeSubject(std::string_view stream, std::string_view 
   natsStatus s = js_PurgeStream(js_, st.c_str(), &o, &jerr);
   if (s != NATS_OK) return NatsError(s, jerr, absl::StrCat("purging ", subj));
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> NatsClient::LastSeq(std::string_view stream) {
+  std::string st(stream);
+  jsOptions o = RequestOptions(options_);
+  jsErrCode jerr = jsErrCode(0);
+  jsStreamInfo* raw = nullptr;
+  natsStatus s = js_GetStreamInfo(&raw, js_, st.c_str(), &o, &jerr);
+  std::unique_ptr<jsStreamInfo, StreamInfoDeleter> info(raw);
+  if (s != NATS_OK) return NatsError(s, jerr, absl::StrCat("stream ", st));
+  return info->State.LastSeq;
 }
 
 absl::StatusOr<std::vector<std::string>> NatsClient::Subjects(std::string_view stream,

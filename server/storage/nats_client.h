@@ -96,6 +96,8 @@ class NatsClient {
   // Removes the subject's messages with stream sequence < before (0: all of them).
   absl::Status PurgeSubject(std::string_view stream, std::string_view subject,
                             uint64_t before = 0);
+  // The stream's last sequence (0 when it never held a message).
+  absl::StatusOr<uint64_t> LastSeq(std::string_view stream);
   // The subjects of the stream matching `filter` that hold messages, with their counts.
   absl::StatusOr<std::vector<std::string>> Subjects(std::string_view stream,
                                                     std::string_view filter);
