@@ -31,10 +31,13 @@
 #include "core/shard/model_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/storage/audit_replay.h"
+#include "server/storage/jetstream_storage.h"
 #include "server/storage/manifest.h"
 #include "server/storage/shard_chain.h"
 #include "server/storage/shard_writer.h"
 #include "tests/fake_storage.h"
+#include "tests/nats_cluster.h"
 
 namespace streamlearn::storage {
 namespace {
@@ -142,12 +145,18 @@ struct Recovered {
 class World {
  public:
   World() : trace_(__FILE__, __LINE__, absl::StrCat("STREAMLEARN_TEST_SEED=", TestSeed())) {}
+  // Over another backend: `open` makes a new view of the same store at every Open.
+  explicit World(std::function<std::unique_ptr<StorageBackend>()> open) : World() {
+    open_ = std::move(open);
+  }
 
   FakeStorage& fake() { return fake_; }
 
   std::unique_ptr<Persistence> Open() {
+    std::unique_ptr<StorageBackend> backend = open_ ? open_() : fake_.Share();
+    if (backend == nullptr) return nullptr;
     absl::StatusOr<std::unique_ptr<Persistence>> p =
-        Persistence::OpenWith(Options(), fake_.Share(), nullptr);
+        Persistence::OpenWith(Options(), std::move(backend), nullptr);
     EXPECT_TRUE(p.ok()) << p.status();
     return p.ok() ? *std::move(p) : nullptr;
   }
@@ -249,6 +258,7 @@ class World {
  private:
   const ::testing::ScopedTrace trace_;
   FakeStorage fake_;
+  std::function<std::unique_ptr<StorageBackend>()> open_;
   Inputs inputs_{TestSeed()};
   uint64_t sau_t_[kShards] = {};
   uint64_t lmu_t_[kShards] = {};
@@ -853,6 +863,63 @@ TEST(PersistenceTest, SpecTheStoreCannotHoldIsRefusedAtCreationNamingTheParamete
     ASSERT_TRUE(specs.ok()) << specs.status();
     EXPECT_TRUE(specs->empty());
     EXPECT_FALSE(registry.Find(kModel).ok());
+  }
+}
+
+// A takeover over the replicated store: server A (a Persistence over its own NATS connection)
+// writes, snapshots and trims; server B opens the same JetStream streams and recovers every
+// shard to A's states and chain heads; from then on B writes and A, which has not noticed, is
+// fenced by JetStream at its next commit; the chains replay end to end.
+TEST(PersistenceTest, ANewOwnerRecoversFromJetStreamAndTheOldOneIsFenced) {
+  absl::StatusOr<std::unique_ptr<test_util::NatsTestCluster>> nats =
+      test_util::NatsTestCluster::Start(1);
+  ASSERT_TRUE(nats.ok()) << nats.status();
+  const std::string urls = (*nats)->urls();
+  auto open = [urls]() -> std::unique_ptr<StorageBackend> {
+    absl::StatusOr<std::unique_ptr<NatsClient>> c = NatsClient::Connect({.servers = urls});
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return nullptr;
+    absl::StatusOr<std::unique_ptr<JetStreamStorage>> s = JetStreamStorage::Open(
+        std::shared_ptr<NatsClient>(*std::move(c)), {.snapshot_chunk = 4096, .compact_after = 4});
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *std::move(s) : nullptr;
+  };
+  World w(open);
+  std::unique_ptr<Persistence> a = w.Open();
+  ASSERT_NE(a, nullptr);
+  ModelRegistry reg_a(Secret());
+  std::shared_ptr<Model> m_a = w.Create(*a, reg_a);
+  ASSERT_NE(m_a, nullptr);
+  for (int s = 0; s < 3; ++s) {
+    ASSERT_NO_FATAL_FAILURE(w.Feed(*a, reg_a, *m_a, 3));
+    ExpectAllTaken(a->SnapshotModel(*m_a), static_cast<uint64_t>(s + 1));
+  }
+  ASSERT_NO_FATAL_FAILURE(w.Feed(*a, reg_a, *m_a, 2));
+  const std::vector<std::string> states = States(*m_a);
+  const std::vector<std::string> heads = Heads(*a, *m_a);
+
+  Recovered b;  // a takeover: B loads every shard from the streams
+  ASSERT_NO_FATAL_FAILURE(w.RestartAndRecover(&b));
+  EXPECT_EQ(States(*b.model), states);
+  EXPECT_EQ(Heads(*b.p, *b.model), heads);
+  ASSERT_NO_FATAL_FAILURE(w.Feed(*b.p, *b.registry, *b.model, 1));
+
+  // A still believes it owns shard 0: its commit is refused, nothing of it is stored.
+  absl::StatusOr<IngestOutcome> stale = World::Ingest(*a, *m_a, 0, w.NextSau(0));
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kAborted) << stale.status();
+  EXPECT_THAT(stale.status().message(), HasSubstr("fenced"));
+
+  // B's history is the only one: a third server recovers B's state, and every chain replays.
+  const std::vector<std::string> states_b = States(*b.model);
+  Recovered c;
+  ASSERT_NO_FATAL_FAILURE(w.RestartAndRecover(&c));
+  EXPECT_EQ(States(*c.model), states_b);
+  std::unique_ptr<StorageBackend> reader = open();
+  ASSERT_NE(reader, nullptr);
+  for (uint32_t i = 0; i < kShards; ++i) {
+    absl::StatusOr<ReplayReport> r = ReplayAndCheck(*reader, Secret(), kModel, i);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->ok()) << FormatReplayReport(*r);
   }
 }
 
