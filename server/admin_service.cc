@@ -35,7 +35,7 @@ grpc::Status AdminService::ListModels(grpc::ServerContext* context,
                                       v1::ListModelsResponse* response) {
   RpcTimer timer(metrics_, "ListModels");
   for (const std::shared_ptr<Model>& model : registry_->List()) {
-    *response->add_models() = MakeModelInfo(*model);
+    *response->add_models() = MakeModelInfo(*model, persistence_);
   }
   return ToGrpcStatus(timer.Done(absl::OkStatus()));
 }
@@ -110,15 +110,52 @@ absl::Status AdminService::DoCreateModel(const v1::CreateModelRequest& request,
   // Outside the registry's lock (the commit above runs under it): the marker's floor now
   // names the model. A failure is logged; the model is committed either way.
   (void)persistence_->RecordFloor();
-  *response = MakeModelInfo(**model);
+  *response = MakeModelInfo(**model, persistence_);
   return absl::OkStatus();
 }
 
 absl::Status AdminService::DoGetModel(const v1::GetModelRequest& request, v1::ModelInfo* response) {
   absl::StatusOr<std::shared_ptr<Model>> model = registry_->Find(request.name());
   if (!model.ok()) return model.status();
-  *response = MakeModelInfo(**model);
+  *response = MakeModelInfo(**model, persistence_);
   return absl::OkStatus();
+}
+
+grpc::Status AdminService::ShardMap(grpc::ServerContext* context,
+                                    const v1::ShardMapRequest* request,
+                                    v1::ShardMapResponse* response) {
+  RpcTimer timer(metrics_, "Admin.ShardMap");
+  const std::string want = request->model();
+  if (!cluster_mode_) {
+    for (const std::shared_ptr<Model>& m : registry_->List()) {
+      if (!want.empty() && m->spec().name != want) continue;
+      for (uint32_t i = 0; i < m->num_shards(); ++i) {
+        v1::ShardOwner* row = response->add_shards();
+        row->set_model(m->spec().name);
+        row->set_shard(i);
+        row->set_here(true);
+      }
+    }
+    return ToGrpcStatus(timer.Done(absl::OkStatus()));
+  }
+  ClusterNode* node = cluster_.load(std::memory_order_acquire);
+  if (node == nullptr) {
+    return ToGrpcStatus(timer.Done(
+        absl::UnavailableError("the server is joining the cluster; ask again shortly")));
+  }
+  response->set_server_id(node->options().id);
+  response->set_cluster(true);
+  for (const ShardOwner& o : node->ShardMap()) {
+    if (!want.empty() && o.model != want) continue;
+    v1::ShardOwner* row = response->add_shards();
+    row->set_model(o.model);
+    row->set_shard(o.shard);
+    row->set_owner(o.owner);
+    row->set_address(o.address);
+    row->set_epoch(o.epoch);
+    row->set_here(o.here);
+  }
+  return ToGrpcStatus(timer.Done(absl::OkStatus()));
 }
 
 }  // namespace streamlearn::server

@@ -12,11 +12,13 @@
 #ifndef STREAMLEARN_SERVER_ADMIN_SERVICE_H_
 #define STREAMLEARN_SERVER_ADMIN_SERVICE_H_
 
+#include <atomic>
 #include <string>
 #include <utility>
 
 #include "admin.grpc.pb.h"
 #include "core/shard/model_registry.h"
+#include "server/cluster_node.h"
 #include "server/metrics.h"
 #include "server/storage/persistence.h"
 
@@ -42,6 +44,12 @@ class AdminService final : public v1::Admin::Service {
                         v1::SnapshotResponse* response) override;
   grpc::Status Backup(grpc::ServerContext* context, const v1::BackupRequest* request,
                       v1::BackupResponse* response) override;
+  grpc::Status ShardMap(grpc::ServerContext* context, const v1::ShardMapRequest* request,
+                        v1::ShardMapResponse* response) override;
+  // Cluster mode: set once the server joined the cluster (before, ShardMap is UNAVAILABLE).
+  void set_cluster(ClusterNode* node) { cluster_.store(node, std::memory_order_release); }
+  // Before the server starts: whether it runs in the cluster mode.
+  void set_cluster_mode(bool on) { cluster_mode_ = on; }
 
  private:
   absl::Status DoCreateModel(const v1::CreateModelRequest& request, v1::ModelInfo* response);
@@ -53,6 +61,8 @@ class AdminService final : public v1::Admin::Service {
   Metrics* const metrics_;
   storage::Persistence* const persistence_;
   const std::string backup_root_;
+  std::atomic<ClusterNode*> cluster_{nullptr};
+  bool cluster_mode_ = false;  // set before the server starts
 };
 
 }  // namespace streamlearn::server

@@ -18,7 +18,8 @@ constexpr size_t kReadChunkBytes = 1 << 20;
 }  // namespace
 
 absl::StatusOr<storage::ShardWriter*> AuditorService::FindShard(
-    const std::string& model, uint32_t shard, std::shared_ptr<storage::ModelWriters>* keep) const {
+    const std::string& model, uint32_t shard, std::shared_ptr<storage::ModelWriters>* keep,
+    storage::ModelWriters::Use* use) const {
   absl::StatusOr<std::shared_ptr<Model>> m = registry_->Find(model);
   if (!m.ok()) return m.status();
   if (shard >= (*m)->num_shards()) {
@@ -30,6 +31,8 @@ absl::StatusOr<storage::ShardWriter*> AuditorService::FindShard(
   if (*keep == nullptr) {
     return absl::InternalError(absl::StrCat("model '", model, "' has no audit chains"));
   }
+  // Cluster mode: a shard's chain is read and written where the shard is served.
+  if (!persistence_->TryUseShard(**keep, shard, use)) return persistence_->NotServed(model, shard);
   return &(*keep)->shard(shard);
 }
 
@@ -62,7 +65,8 @@ absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,
         "json has %d bytes; the limit is %d", request.json().size(), kAuditAppendMaxBytes));
   }
   std::shared_ptr<storage::ModelWriters> keep;
-  absl::StatusOr<storage::ShardWriter*> shard = FindShard(request.model(), request.shard(), &keep);
+  storage::ModelWriters::Use use;
+  absl::StatusOr<storage::ShardWriter*> shard = FindShard(request.model(), request.shard(), &keep, &use);
   if (!shard.ok()) return shard.status();
   absl::StatusOr<AuditRecord> payload = ParseAuditJson(
       request.json(), {.max_bytes = kAuditAppendMaxBytes, .max_depth = kAuditAppendMaxDepth});
@@ -97,7 +101,8 @@ absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,
 absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::ReadRequest& request,
                                     grpc::ServerWriter<v1::ReadResponse>* writer) {
   std::shared_ptr<storage::ModelWriters> keep;
-  absl::StatusOr<storage::ShardWriter*> shard = FindShard(request.model(), request.shard(), &keep);
+  storage::ModelWriters::Use use;
+  absl::StatusOr<storage::ShardWriter*> shard = FindShard(request.model(), request.shard(), &keep, &use);
   if (!shard.ok()) return shard.status();
   const storage::ShardStore* store = (*shard)->store();
   if (store == nullptr) {
@@ -156,7 +161,8 @@ absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::Read
 
 absl::Status AuditorService::DoHead(const v1::HeadRequest& request, v1::HeadResponse* response) {
   std::shared_ptr<storage::ModelWriters> keep;
-  absl::StatusOr<storage::ShardWriter*> shard = FindShard(request.model(), request.shard(), &keep);
+  storage::ModelWriters::Use use;
+  absl::StatusOr<storage::ShardWriter*> shard = FindShard(request.model(), request.shard(), &keep, &use);
   if (!shard.ok()) return shard.status();
   const storage::ChainHead h = (*shard)->chain().head();
   response->set_next_index(h.next_index);

@@ -43,7 +43,8 @@ class AuditorService final : public v1::Auditor::Service {
 
  private:
   absl::StatusOr<storage::ShardWriter*> FindShard(const std::string& model, uint32_t shard,
-                                      std::shared_ptr<storage::ModelWriters>* keep) const;
+                                      std::shared_ptr<storage::ModelWriters>* keep,
+                                                  storage::ModelWriters::Use* use) const;
   absl::Status DoAppend(const v1::AppendRequest& request, v1::AppendResponse* response);
   absl::Status DoRead(grpc::ServerContext* context, const v1::ReadRequest& request,
                       grpc::ServerWriter<v1::ReadResponse>* writer);

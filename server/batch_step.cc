@@ -30,8 +30,24 @@ absl::StatusOr<BatchRoute> RouteBatch(const ModelRegistry& registry,
   }
   route.persistence = persistence;
   route.secret = &registry.secret();
-  if (binding->writers != nullptr) route.writer = &binding->writers->shard(route.shard);
+  if (binding->writers != nullptr) {
+    if (!persistence->TryUseShard(*binding->writers, route.shard, &route.use)) {
+      return persistence->NotServed(model_name, route.shard);
+    }
+    route.writer = &binding->writers->shard(route.shard);
+  }
   return route;
+}
+
+absl::StatusOr<storage::ModelWriters::Use> UseShard(storage::Persistence* persistence,
+                                                    const std::string& model, uint32_t shard) {
+  storage::ModelWriters::Use use;
+  if (persistence == nullptr || !persistence->cluster()) return use;
+  std::shared_ptr<storage::ModelWriters> writers = persistence->Find(model);
+  if (writers == nullptr || !persistence->TryUseShard(*writers, shard, &use)) {
+    return persistence->NotServed(model, shard);
+  }
+  return use;
 }
 
 }  // namespace streamlearn::server

@@ -49,10 +49,18 @@ struct BatchRoute {
   storage::ShardWriter* writer = nullptr;         // null: not durable
   storage::Persistence* persistence = nullptr;    // null: not durable
   const lmu::HashSecret* secret = nullptr;
+  storage::ModelWriters::Use use;                 // cluster mode: the shard, held
 };
 
+// Holds shard `shard` of the bound model for a request that reads it (a query): NOT-OWNER
+// (Persistence::NotServed) when this server does not serve it. Nothing is held without
+// persistence or in the embedded mode.
+absl::StatusOr<storage::ModelWriters::Use> UseShard(storage::Persistence* persistence,
+                                                    const std::string& model, uint32_t shard);
+
 // Errors: NOT_FOUND / FAILED_PRECONDITION (model, part: model_lookup.h), INVALID_ARGUMENT
-// (more than max_batch items; the shard is known by then, and set in the ack). On error the
+// (more than max_batch items; the shard is known by then, and set in the ack), UNAVAILABLE
+// NOT-OWNER (cluster mode: the shard is served by another server; also set in the ack). On error the
 // binding keeps what it had.
 absl::StatusOr<BatchRoute> RouteBatch(const ModelRegistry& registry,
                                       storage::Persistence* persistence,
@@ -70,7 +78,10 @@ absl::StatusOr<BatchRoute> RouteBatch(const ModelRegistry& registry,
   uint32_t shard = 0;
   absl::StatusOr<BatchRoute> route = RouteBatch(registry, persistence, model_name, routing_key,
                                                 kind, n, max_batch, binding, &shard);
-  if (route.ok() || absl::IsInvalidArgument(route.status())) ack->set_shard(shard);
+  if (route.ok() || absl::IsInvalidArgument(route.status()) ||
+      absl::IsUnavailable(route.status())) {
+    ack->set_shard(shard);
+  }
   return route;
 }
 
@@ -90,7 +101,15 @@ absl::StatusOr<storage::DurableStep<ShardT>> ApplyBatch(
   }
   absl::StatusOr<storage::DurableStep<ShardT>> step =
       storage::ApplyDurably(part, route.writer, batch, max_batch);
-  if (!step.ok()) return step.status();
+  if (!step.ok()) {
+    // Cluster mode: another server wrote the shard's journal (it took the shard over); this
+    // one stops serving it at once.
+    if (absl::IsAborted(step.status()) && route.persistence != nullptr &&
+        route.persistence->cluster()) {
+      route.persistence->StopServing(route.model->spec().name, route.shard);
+    }
+    return step.status();
+  }
   if (route.writer != nullptr) {
     const storage::ChainHead head =
         step->receipt.has_value()

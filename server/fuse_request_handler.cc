@@ -166,6 +166,8 @@ absl::Status FuseRequestHandler::Predict(const v1::FusePredictRequest& request,
   AppendFeatures(request.ids(), request.vals(), &x);
 
   const uint32_t shard = (*model)->ShardOf(request.routing_key());
+  ASSIGN_OR_RETURN(const storage::ModelWriters::Use use,
+                   UseShard(persistence_, request.model(), shard));
   absl::StatusOr<fuse::FusePrediction> p = (*model)->fuse(shard).Predict(x, Span(request.q()));
   if (!p.ok()) return p.status();
   response->mutable_y_hat()->Add(p->y_hat.begin(), p->y_hat.end());

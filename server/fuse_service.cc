@@ -8,9 +8,15 @@ namespace streamlearn::server {
 grpc::Status FuseService::Learn(grpc::ServerContext* context,
                                 grpc::ServerReaderWriter<v1::LearnAck, v1::LearnRequest>* stream) {
   FuseRequestHandler::LearnSession session;
+  StreamForwarder<v1::LearnRequest, v1::LearnAck> hops(
+      forwarder_, context, "Learn",
+      [](std::shared_ptr<grpc::Channel> c, grpc::ClientContext* ctx) {
+        return v1::Fuse::NewStub(c)->Learn(ctx);
+      });
   return ServeBatchStream(stream, draining_, metrics_, "Learn",
                           [&](const v1::LearnRequest& request, v1::LearnAck* ack) {
-                            return handler_->Learn(request, &session, ack);
+                            return hops.Forward(
+                                request, handler_->Learn(request, &session, ack), ack);
                           });
 }
 
@@ -18,7 +24,16 @@ grpc::Status FuseService::Predict(grpc::ServerContext* context,
                                   const v1::FusePredictRequest* request,
                                   v1::FusePredictResponse* response) {
   RpcTimer timer(metrics_, "FusePredict");
-  return ToGrpcStatus(timer.Done(handler_->Predict(*request, response)));
+  absl::Status s = handler_->Predict(*request, response);
+  if (forwarder_ != nullptr) {
+    s = forwarder_->Unary(*context, s, "FusePredict", response,
+                          [&](const std::string& owner, grpc::ClientContext* ctx,
+                              v1::FusePredictResponse* r) {
+                            return v1::Fuse::NewStub(forwarder_->Channel(owner))
+                                ->Predict(ctx, *request, r);
+                          });
+  }
+  return ToGrpcStatus(timer.Done(s));
 }
 
 }  // namespace streamlearn::server

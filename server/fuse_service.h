@@ -17,14 +17,18 @@
 
 #include "fuse.grpc.pb.h"
 #include "server/fuse_request_handler.h"
+#include "server/forwarder.h"
 #include "server/metrics.h"
 
 namespace streamlearn::server {
 
 class FuseService final : public v1::Fuse::Service {
  public:
-  FuseService(FuseRequestHandler* handler, Metrics* metrics, const std::atomic<bool>* draining)
-      : handler_(handler), metrics_(metrics), draining_(draining) {}
+  // forwarder: the cluster mode's (requests for other servers' shards go to them); null in
+  // the embedded mode.
+  FuseService(FuseRequestHandler* handler, Metrics* metrics, const std::atomic<bool>* draining,
+             Forwarder* forwarder = nullptr)
+      : handler_(handler), metrics_(metrics), draining_(draining), forwarder_(forwarder) {}
 
   grpc::Status Learn(grpc::ServerContext* context,
                      grpc::ServerReaderWriter<v1::LearnAck, v1::LearnRequest>* stream) override;
@@ -36,6 +40,7 @@ class FuseService final : public v1::Fuse::Service {
   FuseRequestHandler* const handler_;
   Metrics* const metrics_;
   const std::atomic<bool>* const draining_;
+  Forwarder* const forwarder_;
 };
 
 }  // namespace streamlearn::server

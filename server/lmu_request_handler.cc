@@ -114,6 +114,8 @@ absl::Status LmuRequestHandler::Predict(const v1::PredictRequest& request,
   AppendFeatures(request.ids(), request.vals(), &x);
 
   const uint32_t shard = (*model)->ShardOf(request.routing_key());
+  ASSIGN_OR_RETURN(const storage::ModelWriters::Use use,
+                   UseShard(persistence_, request.model(), shard));
   absl::StatusOr<PredictOutcome> outcome = (*model)->lmu(shard).Predict(x);
   if (!outcome.ok()) return outcome.status();
   response->mutable_y_hat()->Add(outcome->y_hat.begin(), outcome->y_hat.end());

@@ -9,16 +9,31 @@ grpc::Status LmuService::Update(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::UpdateAck, v1::UpdateRequest>* stream) {
   LmuRequestHandler::UpdateSession session;
+  StreamForwarder<v1::UpdateRequest, v1::UpdateAck> hops(
+      forwarder_, context, "Update",
+      [](std::shared_ptr<grpc::Channel> c, grpc::ClientContext* ctx) {
+        return v1::LMU::NewStub(c)->Update(ctx);
+      });
   return ServeBatchStream(stream, draining_, metrics_, "Update",
                           [&](const v1::UpdateRequest& request, v1::UpdateAck* ack) {
-                            return handler_->Update(request, &session, ack);
+                            return hops.Forward(
+                                request, handler_->Update(request, &session, ack), ack);
                           });
 }
 
 grpc::Status LmuService::Predict(grpc::ServerContext* context, const v1::PredictRequest* request,
                                  v1::PredictResponse* response) {
   RpcTimer timer(metrics_, "Predict");
-  return ToGrpcStatus(timer.Done(handler_->Predict(*request, response)));
+  absl::Status s = handler_->Predict(*request, response);
+  if (forwarder_ != nullptr) {
+    s = forwarder_->Unary(*context, s, "Predict", response,
+                          [&](const std::string& owner, grpc::ClientContext* ctx,
+                              v1::PredictResponse* r) {
+                            return v1::LMU::NewStub(forwarder_->Channel(owner))
+                                ->Predict(ctx, *request, r);
+                          });
+  }
+  return ToGrpcStatus(timer.Done(s));
 }
 
 }  // namespace streamlearn::server

@@ -17,14 +17,18 @@
 
 #include "lmu.grpc.pb.h"
 #include "server/lmu_request_handler.h"
+#include "server/forwarder.h"
 #include "server/metrics.h"
 
 namespace streamlearn::server {
 
 class LmuService final : public v1::LMU::Service {
  public:
-  LmuService(LmuRequestHandler* handler, Metrics* metrics, const std::atomic<bool>* draining)
-      : handler_(handler), metrics_(metrics), draining_(draining) {}
+  // forwarder: the cluster mode's (requests for other servers' shards go to them); null in
+  // the embedded mode.
+  LmuService(LmuRequestHandler* handler, Metrics* metrics, const std::atomic<bool>* draining,
+             Forwarder* forwarder = nullptr)
+      : handler_(handler), metrics_(metrics), draining_(draining), forwarder_(forwarder) {}
 
   grpc::Status Update(grpc::ServerContext* context,
                       grpc::ServerReaderWriter<v1::UpdateAck, v1::UpdateRequest>* stream) override;
@@ -36,6 +40,7 @@ class LmuService final : public v1::LMU::Service {
   LmuRequestHandler* const handler_;
   Metrics* const metrics_;
   const std::atomic<bool>* const draining_;
+  Forwarder* const forwarder_;
 };
 
 }  // namespace streamlearn::server

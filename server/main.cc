@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdint>
 #include <cstring>
 #include <iostream>
@@ -30,6 +31,8 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "core/common/status_macros.h"
+#include "server/storage/lmu_secret.h"
+#include "server/storage/audit_key.h"
 #include "server/config.h"
 #include "server/host_port.h"
 #include "server/server.h"
@@ -67,6 +70,23 @@ ABSL_FLAG(uint64_t, max_message_bytes, 16 << 20,
 ABSL_FLAG(std::string, lmu_secret_file, "",
           "32-byte secret of the LMU keyed hashes, created (mode 0600) if missing; "
           "default <data_dir>/lmu.secret");
+ABSL_FLAG(std::string, cluster, "",
+          "cluster mode: NATS JetStream URLs, comma-separated (nats://host:4222,...); the "
+          "state lives in JetStream, shared by every server (docs/CLUSTER.md); empty: embedded");
+ABSL_FLAG(std::string, server_id, "",
+          "cluster mode: this server's id, [A-Za-z0-9_-]{1,64}; default the host name");
+ABSL_FLAG(std::string, advertise, "",
+          "cluster mode: host:port where other servers and clients reach this server; default "
+          "the listen host (the host name for 0.0.0.0) and the bound port");
+ABSL_FLAG(int32_t, cluster_replicas, 3,
+          "cluster mode: JetStream replicas of every stream and bucket (1..5)");
+ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(6),
+          "cluster mode: a shard lease not renewed for this long is taken over (>= 1s)");
+ABSL_FLAG(std::string, cluster_prefix, "SL",
+          "cluster mode: prefix of the JetStream streams and buckets, [A-Z0-9_]+");
+ABSL_FLAG(std::string, init_keys, "",
+          "writes a new audit key (audit.key, audit.pub) and LMU secret (lmu.secret) into this "
+          "directory for the servers of a cluster to share, then exits");
 
 namespace {
 
@@ -151,7 +171,37 @@ absl::Status CheckFlags() {
   if (const uint64_t n = absl::GetFlag(FLAGS_max_message_bytes); n < 1 || n > kMaxInt) {
     return bad("max_message_bytes", absl::StrCat("in 1..", kMaxInt), absl::StrCat(n));
   }
+  if (const absl::Duration d = absl::GetFlag(FLAGS_lease_ttl); d < absl::Seconds(1)) {
+    return bad("lease_ttl", ">= 1s", absl::FormatDuration(d));
+  }
+  if (const int32_t n = absl::GetFlag(FLAGS_cluster_replicas); n < 1 || n > 5) {
+    return bad("cluster_replicas", "in 1..5", absl::StrCat(n));
+  }
   return absl::OkStatus();
+}
+
+// --init_keys DIR: the files every server of a cluster is given.
+int InitKeys(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string key = (std::filesystem::path(dir) / "audit.key").string();
+  const std::string secret = (std::filesystem::path(dir) / "lmu.secret").string();
+  for (const std::string& f : {key, secret}) {
+    if (std::filesystem::exists(f, ec)) {
+      spdlog::error("--init_keys: '{}' exists; it is never overwritten", f);
+      return kExitStartFailed;
+    }
+  }
+  absl::StatusOr<streamlearn::Ed25519PrivateKey> k = streamlearn::storage::LoadOrCreateAuditKey(key);
+  absl::StatusOr<streamlearn::lmu::HashSecret> s = streamlearn::storage::LoadOrCreateLmuSecret(secret);
+  if (!k.ok() || !s.ok()) {
+    spdlog::error("--init_keys: {}", std::string(!k.ok() ? k.status().message() : s.status().message()));
+    return kExitStartFailed;
+  }
+  std::cout << "wrote " << key << ", " << streamlearn::storage::AuditPublicKeyPath(key)
+            << " and " << secret << ": give the same files to every server (--audit_key_file, "
+            << "--lmu_secret_file)\n";
+  return kExitOk;
 }
 
 // absl's own flags (--helpfull, --version, --flagfile, ...): absl::ParseCommandLine handles
@@ -241,6 +291,12 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   o.snapshot_interval = absl::GetFlag(FLAGS_snapshot_interval);
   o.keep_snapshots = absl::GetFlag(FLAGS_keep_snapshots);
   o.backup_dir = absl::GetFlag(FLAGS_backup_dir);
+  o.cluster = absl::GetFlag(FLAGS_cluster);
+  o.server_id = absl::GetFlag(FLAGS_server_id);
+  o.advertise = absl::GetFlag(FLAGS_advertise);
+  o.cluster_replicas = absl::GetFlag(FLAGS_cluster_replicas);
+  o.lease_ttl = absl::GetFlag(FLAGS_lease_ttl);
+  o.cluster_prefix = absl::GetFlag(FLAGS_cluster_prefix);
   if (config.listen && !given.contains("listen")) o.listen = *config.listen;
   if (config.metrics && !given.contains("metrics")) o.metrics = *config.metrics;
   if (config.data_dir && !given.contains("data_dir")) o.data_dir = *config.data_dir;
@@ -271,6 +327,10 @@ int main(int argc, char** argv) {
   if (absl::Status s = CheckFlags(); !s.ok()) {
     spdlog::error("{}", std::string(s.message()));
     return kExitUsage;
+  }
+  if (const std::string dir = absl::GetFlag(FLAGS_init_keys); !dir.empty()) {
+    umask(077);
+    return InitKeys(dir);
   }
 
   // SIGTERM and SIGINT are blocked here, before any thread exists, so every thread inherits

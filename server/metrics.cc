@@ -144,9 +144,33 @@ Metrics::Metrics()
                                .Add({}, StoreWriteBuckets())),
       store_write_bytes_total_(CounterFamily(*registry_, "streamlearn_store_write_bytes_total",
                                              "Bytes written to the store.")
-                                   .Add({})) {}
+                                   .Add({})),
+      forwarded_total_(CounterFamily(
+          *registry_, "streamlearn_forwarded_total",
+          "Requests and batches forwarded to their shard's owner (cluster mode), by the "
+          "owner's answer.")),
+      cluster_owned_shards_(GaugeFamily(*registry_, "streamlearn_cluster_owned_shards",
+                                        "Shards whose lease this server holds (cluster mode).")
+                                .Add({})),
+      cluster_lease_events_total_(CounterFamily(
+          *registry_, "streamlearn_cluster_lease_events_total",
+          "Shard lease events of this server: acquired, renewed, released, lost, "
+          "renew_failed (cluster mode).")) {}
 
 Metrics::~Metrics() = default;
+
+void Metrics::RecordForward(std::string_view method, absl::StatusCode code) {
+  forwarded_total_.Add({{"method", std::string(method)}, {"code", absl::StatusCodeToString(code)}})
+      .Increment();
+}
+
+void Metrics::SetOwnedShards(size_t n) { cluster_owned_shards_.Set(static_cast<double>(n)); }
+
+void Metrics::RecordLeaseEvent(std::string_view event, uint64_t n) {
+  if (n == 0) return;
+  cluster_lease_events_total_.Add({{"event", std::string(event)}})
+      .Increment(static_cast<double>(n));
+}
 
 absl::Status Metrics::StartExposer(const std::string& address) {
   try {

@@ -147,6 +147,13 @@ class Metrics final : public storage::StorageObserver {
   // from `h`.
   void RecordFuse(const std::string& model, uint32_t shard, const FuseHealth& h);
 
+  // Cluster mode: one request or batch forwarded to its shard's owner, by the owner's answer.
+  void RecordForward(std::string_view method, absl::StatusCode code);
+  // Cluster mode: the shards this server holds leases for.
+  void SetOwnedShards(size_t n);
+  // Cluster mode: n lease events ("acquired", "renewed", "released", "lost", "renew_failed").
+  void RecordLeaseEvent(std::string_view event, uint64_t n = 1);
+
  private:
   using ShardKey = std::pair<std::string, uint32_t>;
 
@@ -281,6 +288,9 @@ class Metrics final : public storage::StorageObserver {
   // The store's series have no labels: made once, by the constructor.
   prometheus::Histogram& store_write_seconds_;
   prometheus::Counter& store_write_bytes_total_;
+  prometheus::Family<prometheus::Counter>& forwarded_total_;
+  prometheus::Gauge& cluster_owned_shards_;
+  prometheus::Family<prometheus::Counter>& cluster_lease_events_total_;
 
   // Series are looked up once and cached: Family::Add builds a metric on every call. Map
   // nodes never move, so a returned reference stays valid after mu_ is released.

@@ -1,5 +1,9 @@
 #include "server/model_info.h"
 
+#include <vector>
+
+#include "server/batch_step.h"
+
 #include "core/common/digest.h"
 #include "server/storage/spec_conversion.h"
 
@@ -51,13 +55,23 @@ void FuseShardInfoToProto(uint32_t shard, const FuseShardStats& stats, const Mod
 
 }  // namespace
 
-v1::ModelInfo MakeModelInfo(const Model& model) {
+v1::ModelInfo MakeModelInfo(const Model& model, storage::Persistence* persistence) {
   v1::ModelInfo info;
+  // Cluster mode: the shards this server serves, each held while it is read.
+  std::vector<storage::ModelWriters::Use> uses(model.num_shards());
+  std::vector<bool> here(model.num_shards(), true);
+  for (uint32_t i = 0; i < model.num_shards(); ++i) {
+    absl::StatusOr<storage::ModelWriters::Use> use =
+        UseShard(persistence, model.spec().name, i);
+    here[i] = use.ok();
+    if (use.ok()) uses[i] = *std::move(use);
+  }
   *info.mutable_spec() = storage::ModelSpecToProto(model.spec());
   if (model.spec().has_sau) {
     info.set_w_digest(ToHex(model.w_digest()));
     info.set_state_bytes(model.state_bytes());
     for (uint32_t i = 0; i < model.num_shards(); ++i) {
+      if (!here[i]) continue;
       const ShardStats stats = model.sau(i).Stats();
       v1::ShardInfo* shard = info.add_shards();
       shard->set_shard(i);
@@ -69,6 +83,7 @@ v1::ModelInfo MakeModelInfo(const Model& model) {
   }
   if (model.spec().has_lmu) {
     for (uint32_t i = 0; i < model.num_shards(); ++i) {
+      if (!here[i]) continue;
       LmuShardInfoToProto(i, model.lmu(i).Stats(), info.add_lmu_shards());
     }
   }
@@ -76,6 +91,7 @@ v1::ModelInfo MakeModelInfo(const Model& model) {
     info.set_w_digest(ToHex(model.w_digest()));
     info.set_state_bytes(model.state_bytes());
     for (uint32_t i = 0; i < model.num_shards(); ++i) {
+      if (!here[i]) continue;
       FuseShardInfoToProto(i, model.fuse(i).Stats(), model.spec(), info.add_fuse_shards());
     }
   }

@@ -18,11 +18,13 @@
 #define STREAMLEARN_SERVER_MODEL_INFO_H_
 
 #include "admin.pb.h"
+#include "server/storage/persistence.h"
 #include "core/shard/model_registry.h"
 
 namespace streamlearn::server {
 
-v1::ModelInfo MakeModelInfo(const Model& model);
+// In the cluster mode (persistence given and clustered) it lists the shards this server serves.
+v1::ModelInfo MakeModelInfo(const Model& model, storage::Persistence* persistence = nullptr);
 
 }  // namespace streamlearn::server
 

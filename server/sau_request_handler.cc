@@ -103,6 +103,8 @@ absl::Status SauRequestHandler::Query(const v1::QueryRequest& request,
   if (!path.ok()) return path.status();
 
   const uint32_t shard = (*model)->ShardOf(request.routing_key());
+  ASSIGN_OR_RETURN(const storage::ModelWriters::Use use,
+                   UseShard(persistence_, request.model(), shard));
   absl::StatusOr<QueryOutcome> outcome = (*model)->sau(shard).Query(
       Span(request.q()), *path, request.low_rank(), request.min_version());
   if (!outcome.ok()) return outcome.status();

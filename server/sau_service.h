@@ -18,6 +18,7 @@
 
 #include "sau.grpc.pb.h"
 #include "server/batch_stream.h"
+#include "server/forwarder.h"
 #include "server/metrics.h"
 #include "server/sau_request_handler.h"
 
@@ -25,8 +26,11 @@ namespace streamlearn::server {
 
 class SauService final : public v1::SAU::Service {
  public:
-  SauService(SauRequestHandler* handler, Metrics* metrics, const std::atomic<bool>* draining)
-      : handler_(handler), metrics_(metrics), draining_(draining) {}
+  // forwarder: the cluster mode's (requests for other servers' shards go to them); null in
+  // the embedded mode.
+  SauService(SauRequestHandler* handler, Metrics* metrics, const std::atomic<bool>* draining,
+             Forwarder* forwarder = nullptr)
+      : handler_(handler), metrics_(metrics), draining_(draining), forwarder_(forwarder) {}
 
   grpc::Status Ingest(grpc::ServerContext* context,
                       grpc::ServerReaderWriter<v1::IngestAck, v1::IngestRequest>* stream) override;
@@ -38,6 +42,7 @@ class SauService final : public v1::SAU::Service {
   SauRequestHandler* const handler_;
   Metrics* const metrics_;
   const std::atomic<bool>* const draining_;
+  Forwarder* const forwarder_;
 };
 
 }  // namespace streamlearn::server

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <openssl/crypto.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include "server/auditor_service.h"
 #include "server/config.h"
 #include "server/storage/data_dir.h"
+#include "server/storage/jetstream_storage.h"
 #include "server/fuse_request_handler.h"
 #include "server/fuse_service.h"
 #include "server/host_port.h"
@@ -60,6 +62,48 @@ absl::Status CheckOptions(const Server::Options& o) {
   return absl::OkStatus();
 }
 
+// This machine's name as a server id: [A-Za-z0-9_-] (other bytes become '-').
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "streamlearn";
+  std::string name(buf);
+  for (char& c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '_' || c == '-')) {
+      c = '-';
+    }
+  }
+  return name.substr(0, 64);
+}
+
+// Cluster mode: the key and the secret every server shares must exist (no server may make its
+// own: its signatures and hashes would differ from the others').
+absl::Status CheckClusterKeys(const Server::Options& o) {
+  if (o.audit_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "cluster mode needs --audit_key_file: the same Ed25519 key on every server (make one "
+        "with 'streamlearn-server --init_keys DIR')");
+  }
+  if (!o.lmu_secret.has_value() && o.lmu_secret_file.empty()) {
+    return absl::InvalidArgumentError(
+        "cluster mode needs --lmu_secret_file: the same LMU hash secret on every server (make "
+        "one with 'streamlearn-server --init_keys DIR')");
+  }
+  for (const std::string& f : {o.audit_key_file, o.lmu_secret_file}) {
+    std::error_code ec;
+    if (!f.empty() && !std::filesystem::exists(f, ec)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cluster mode: '", f, "' does not exist; every server must be given the same file "
+          "(make them once with 'streamlearn-server --init_keys DIR')"));
+    }
+  }
+  if (o.cluster_replicas < 1 || o.cluster_replicas > 5) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster_replicas must be 1..5, got ", o.cluster_replicas));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CreateDataDir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -78,7 +122,8 @@ Server::~Server() { Shutdown(absl::ZeroDuration()); }
 
 absl::StatusOr<int> Server::Start() {
   RETURN_IF_ERROR(CheckOptions(options_));
-  if (!options_.data_dir.empty()) {
+  if (!options_.cluster.empty()) RETURN_IF_ERROR(CheckClusterKeys(options_));
+  if (!options_.data_dir.empty() && options_.cluster.empty()) {
     RETURN_IF_ERROR(CreateDataDir(options_.data_dir));
     // Before any key is created: a directory that held state must still have all of it.
     const std::filesystem::path dir(options_.data_dir);
@@ -97,19 +142,20 @@ absl::StatusOr<int> Server::Start() {
   if (!secret.ok()) return secret.status();
   registry_ = std::make_unique<ModelRegistry>(*secret);
   OPENSSL_cleanse(secret->data(), secret->size());
-  absl::StatusOr<std::unique_ptr<storage::Persistence>> persistence = storage::Persistence::Open(
-      storage::PersistenceOptions{.data_dir = options_.data_dir,
-                         .durability = options_.durability,
-                         .audit_key_file = options_.audit_key_file,
-                         .checkpoint_every = options_.audit_checkpoint_every,
-                         .fuse_digest_every = options_.fuse_digest_every,
-                         .snapshot_every_steps = options_.snapshot_every_steps,
-                         .snapshot_interval = options_.snapshot_interval,
-                         .keep_snapshots = options_.keep_snapshots},
-      &metrics_);
+  std::shared_ptr<storage::NatsClient> nats;
+  absl::StatusOr<std::unique_ptr<storage::Persistence>> persistence = OpenPersistence(&nats);
   if (!persistence.ok()) return persistence.status();
   persistence_ = *std::move(persistence);
-  RETURN_IF_ERROR(persistence_->Recover(registry_.get()));
+  {
+    const absl::Time give_up = absl::Now() + options_.cluster_start_timeout;
+    absl::Status recovered;
+    while (!(recovered = persistence_->Recover(registry_.get())).ok() &&
+           !options_.cluster.empty() && absl::IsUnavailable(recovered) && absl::Now() < give_up) {
+      spdlog::warn("cluster not ready, retrying: {}", recovered.ToString());
+      absl::SleepFor(absl::Seconds(1));
+    }
+    RETURN_IF_ERROR(recovered);
+  }
   RETURN_IF_ERROR(CreateConfiguredModels());
   if (!options_.metrics.empty()) {
     RETURN_IF_ERROR(metrics_.StartExposer(options_.metrics));
@@ -127,11 +173,18 @@ absl::StatusOr<int> Server::Start() {
   }
   admin_service_ = std::make_unique<AdminService>(registry_.get(), &metrics_, persistence_.get(),
                                                   backup_root);
+  admin_service_->set_cluster_mode(!options_.cluster.empty());
   auditor_service_ = std::make_unique<AuditorService>(registry_.get(), persistence_.get(),
                                                       &metrics_, &draining_);
-  sau_service_ = std::make_unique<SauService>(sau_handler_.get(), &metrics_, &draining_);
-  lmu_service_ = std::make_unique<LmuService>(lmu_handler_.get(), &metrics_, &draining_);
-  fuse_service_ = std::make_unique<FuseService>(fuse_handler_.get(), &metrics_, &draining_);
+  if (!options_.cluster.empty()) {
+    forwarder_ = std::make_unique<Forwarder>(ServerId(), &metrics_);
+  }
+  sau_service_ = std::make_unique<SauService>(sau_handler_.get(), &metrics_, &draining_,
+                                              forwarder_.get());
+  lmu_service_ = std::make_unique<LmuService>(lmu_handler_.get(), &metrics_, &draining_,
+                                              forwarder_.get());
+  fuse_service_ = std::make_unique<FuseService>(fuse_handler_.get(), &metrics_, &draining_,
+                                                forwarder_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -156,12 +209,39 @@ absl::StatusOr<int> Server::Start() {
     server_ = std::move(server);
   }
   persistence_->StartSnapshotter(registry_.get());
+  if (nats != nullptr) {
+    std::string address = options_.advertise;
+    if (address.empty()) {
+      std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
+      if (host.empty() || host == "0.0.0.0" || host == "[::]") host = HostName();
+      address = absl::StrCat(host, ":", port_);
+    }
+    absl::StatusOr<std::unique_ptr<ClusterNode>> node = ClusterNode::Start(
+        {.id = ServerId(),
+         .address = address,
+         .prefix = options_.cluster_prefix,
+         .replicas = options_.cluster_replicas,
+         .lease_ttl = options_.lease_ttl},
+        nats, registry_.get(), persistence_.get(), &metrics_);
+    if (!node.ok()) {
+      Shutdown(absl::ZeroDuration());
+      return node.status();
+    }
+    cluster_ = *std::move(node);
+    admin_service_->set_cluster(cluster_.get());
+    spdlog::info("cluster: server '{}' at {} joined (NATS {}); serving {} shard(s)",
+                 cluster_->options().id, address, options_.cluster, cluster_->held());
+  }
   spdlog::info("serving gRPC on {} (port {}); metrics {}; max_batch {}; max_message_bytes {}",
                options_.listen, port_,
                options_.metrics.empty() ? std::string("disabled")
                                         : absl::StrCat("on http://", options_.metrics, "/metrics"),
                options_.max_batch, options_.max_message_bytes);
   return port_;
+}
+
+std::string Server::ServerId() const {
+  return options_.server_id.empty() ? HostName() : options_.server_id;
 }
 
 absl::Status Server::CreateConfiguredModels() {
@@ -171,6 +251,10 @@ absl::Status Server::CreateConfiguredModels() {
   const std::string origin = absl::StrCat("config file '", options_.config_path, "'");
   for (ModelSpec& spec : config->models) {
     const std::string name = spec.name;
+    if (!options_.cluster.empty() && !registry_->Find(name).ok()) {
+      // Another server of the cluster may have created it since this one recovered.
+      RETURN_IF_ERROR(persistence_->RegisterStoredModels(registry_.get()).status());
+    }
     if (absl::StatusOr<std::shared_ptr<Model>> have = registry_->Find(name); have.ok()) {
       // Recovered from the store: the config must still describe it.
       absl::StatusOr<std::shared_ptr<Model>> fresh = Model::Create(spec, registry_->secret());
@@ -198,6 +282,41 @@ absl::Status Server::CreateConfiguredModels() {
   return persistence_->RecordFloor();
 }
 
+absl::StatusOr<std::unique_ptr<storage::Persistence>> Server::OpenPersistence(
+    std::shared_ptr<storage::NatsClient>* nats) {
+  storage::PersistenceOptions po{.data_dir = options_.data_dir,
+                                 .durability = options_.durability,
+                                 .audit_key_file = options_.audit_key_file,
+                                 .checkpoint_every = options_.audit_checkpoint_every,
+                                 .fuse_digest_every = options_.fuse_digest_every,
+                                 .snapshot_every_steps = options_.snapshot_every_steps,
+                                 .snapshot_interval = options_.snapshot_interval,
+                                 .keep_snapshots = options_.keep_snapshots};
+  if (options_.cluster.empty()) return storage::Persistence::Open(po, &metrics_);
+  // Cluster mode: the state lives in JetStream; every server signs and hashes with the same
+  // key and secret, which must exist (docs/CLUSTER.md, "Keys").
+  po.data_dir.clear();
+  po.cluster = true;
+  ASSIGN_OR_RETURN(std::unique_ptr<storage::NatsClient> client,
+                   storage::NatsClient::Connect(
+                       {.servers = options_.cluster,
+                        .name = absl::StrCat("streamlearn ", options_.server_id)}));
+  *nats = std::shared_ptr<storage::NatsClient>(std::move(client));
+  // A NATS cluster electing a leader answers nothing for a few seconds: a server that starts
+  // then waits for it (logging why) instead of exiting into a restart loop.
+  const absl::Time give_up = absl::Now() + options_.cluster_start_timeout;
+  absl::StatusOr<std::unique_ptr<storage::JetStreamStorage>> backend;
+  for (;;) {
+    backend = storage::JetStreamStorage::Open(*nats, {.prefix = options_.cluster_prefix,
+                                                      .replicas = options_.cluster_replicas});
+    if (backend.ok() || !absl::IsUnavailable(backend.status()) || absl::Now() >= give_up) break;
+    spdlog::warn("cluster not ready, retrying: {}", backend.status().ToString());
+    absl::SleepFor(absl::Seconds(1));
+  }
+  if (!backend.ok()) return backend.status();
+  return storage::Persistence::OpenWith(po, *std::move(backend), &metrics_);
+}
+
 absl::StatusOr<lmu::HashSecret> Server::LmuSecret() const {
   if (options_.lmu_secret.has_value()) return *options_.lmu_secret;
   std::string path = options_.lmu_secret_file;
@@ -216,6 +335,8 @@ void Server::Shutdown(absl::Duration grace) {
   MutexLock lock(&shutdown_mu_);
   if (server_ == nullptr) return;
   draining_.store(true, std::memory_order_release);
+  // Cluster mode: hand every shard over first, so other servers take them at once.
+  if (cluster_ != nullptr) cluster_->Drain();
   if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
     health->SetServingStatus(false);
   }

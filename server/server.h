@@ -39,6 +39,8 @@
 #include "core/lmu/keyed_hash.h"
 #include "core/shard/model_registry.h"
 #include "server/metrics.h"
+#include "server/cluster_node.h"
+#include "server/forwarder.h"
 #include "server/storage/persistence.h"
 #include "server/storage/store.h"
 
@@ -77,6 +79,18 @@ class Server {
     absl::Duration snapshot_interval = absl::Minutes(5);  // zero = off
     size_t keep_snapshots = 2;
     std::string backup_dir;                // empty = <data_dir>/backups
+    // Cluster mode (docs/CLUSTER.md): NATS URLs (comma-separated); empty = embedded mode.
+    // The state lives in JetStream, not in data_dir; audit_key_file and lmu_secret_file must
+    // name existing files, the same on every server.
+    std::string cluster;
+    std::string server_id;                 // empty = the host name
+    std::string advertise;                 // host:port others reach this server at; empty =
+                                           // the listen host (or the host name) and the port
+    int cluster_replicas = 3;              // JetStream replicas of every stream and bucket
+    absl::Duration lease_ttl = absl::Seconds(6);
+    std::string cluster_prefix = "SL";     // names of the streams and buckets
+    // How long a starting server waits for an unavailable NATS cluster before it gives up.
+    absl::Duration cluster_start_timeout = absl::Seconds(60);
   };
 
   explicit Server(Options options);
@@ -104,21 +118,29 @@ class Server {
   Metrics& metrics() { return metrics_; }
   // REQUIRES: Start() succeeded.
   storage::Persistence& persistence() { return *persistence_; }
+  // Null in the embedded mode.
+  ClusterNode* cluster() { return cluster_.get(); }
 
  private:
   absl::Status CreateConfiguredModels();
   absl::StatusOr<lmu::HashSecret> LmuSecret() const;
+  // --server_id, or the host name.
+  std::string ServerId() const;
+  absl::StatusOr<std::unique_ptr<storage::Persistence>> OpenPersistence(
+      std::shared_ptr<storage::NatsClient>* nats);
 
   const Options options_;
   std::unique_ptr<ModelRegistry> registry_;  // made by Start(), with the LMU secret
   Metrics metrics_;
   std::unique_ptr<storage::Persistence> persistence_;
+  std::unique_ptr<ClusterNode> cluster_;
   std::atomic<bool> draining_{false};
   std::unique_ptr<SauRequestHandler> sau_handler_;
   std::unique_ptr<LmuRequestHandler> lmu_handler_;
   std::unique_ptr<FuseRequestHandler> fuse_handler_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<AuditorService> auditor_service_;
+  std::unique_ptr<Forwarder> forwarder_;  // cluster mode only
   std::unique_ptr<SauService> sau_service_;
   std::unique_ptr<LmuService> lmu_service_;
   std::unique_ptr<FuseService> fuse_service_;

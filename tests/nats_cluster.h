@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -39,6 +40,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/storage/nats_client.h"
+
+extern char** environ;
 
 namespace streamlearn::test_util {
 
@@ -188,17 +191,18 @@ class NatsTestCluster {
   absl::Status Launch(int i) {
     const std::string conf = absl::StrCat(dir_, "/n", i, ".conf");
     const std::string log = LogPath(i);
-    pid_t pid = fork();
-    if (pid < 0) return absl::InternalError("fork failed");
-    if (pid == 0) {
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-      }
-      execl(kServer, kServer, "-c", conf.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
+    // posix_spawn, not fork: the test process runs gRPC and NATS client threads.
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    std::string bin = kServer, flag = "-c", conf_arg = conf;
+    char* argv[] = {bin.data(), flag.data(), conf_arg.data(), nullptr};
+    pid_t pid = -1;
+    const int err = posix_spawn(&pid, kServer, &actions, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (err != 0) return absl::InternalError(absl::StrCat("cannot start ", kServer, ": ", err));
     nodes_[i].pid = pid;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < deadline) {

@@ -2,6 +2,8 @@
 
 #include <nats/nats.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <utility>
 
@@ -11,9 +13,12 @@
 #include "absl/strings/string_view.h"
 #include "core/common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
 
 namespace streamlearn::storage {
 namespace {
+
+constexpr int64_t kConsumersOffSeconds = 30;
 
 // Debian's Abseil has its own string_view.
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -51,6 +56,11 @@ absl::Status NatsError(natsStatus s, jsErrCode jerr, std::string_view what) {
                                            ": the subject moved on (another writer)"));
   }
   if (jerr == JSNoMessageFoundErr || s == NATS_NOT_FOUND) return absl::NotFoundError(detail);
+  // The cluster in an election or short of a quorum: it passes (the caller retries).
+  if (jerr == JSClusterNotAvailErr || jerr == JSStreamOfflineErr ||
+      jerr == JSClusterNotLeaderErr || jerr == JSClusterNoPeersErr) {
+    return absl::UnavailableError(detail);
+  }
   switch (s) {
     case NATS_TIMEOUT:
     case NATS_NO_RESPONDERS:
@@ -278,9 +288,20 @@ absl::Status NatsClient::ScanSubject(std::string_view stream, std::string_view s
   ASSIGN_OR_RETURN(std::optional<StoredMsg> first, NextMsg(stream, subject, from));
   if (!first.has_value() || first->seq > through) return absl::OkStatus();
   uint64_t next = from;
-  bool done = false;
-  absl::Status fast = ScanWithConsumer(stream, subject, from, through, fn, &next, &done);
-  if (done || (!fast.ok() && !absl::IsUnavailable(fast))) return fast;
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+  if (now_ms >= consumers_off_until_ms_.load(std::memory_order_relaxed)) {
+    bool done = false;
+    absl::Status fast = ScanWithConsumer(stream, subject, from, through, fn, &next, &done);
+    if (done || (!fast.ok() && !absl::IsUnavailable(fast))) return fast;
+    if (!fast.ok()) {
+      spdlog::warn("storage: {}; reading one message at a time for {} s", fast.ToString(),
+                   kConsumersOffSeconds);
+      consumers_off_until_ms_.store(now_ms + kConsumersOffSeconds * 1000,
+                                    std::memory_order_relaxed);
+    }
+  }
   while (next <= through) {
     ASSIGN_OR_RETURN(std::optional<StoredMsg> m, NextMsg(stream, subject, next));
     if (!m.has_value() || m->seq > through) return absl::OkStatus();
@@ -307,10 +328,14 @@ absl::Status NatsClient::ScanWithConsumer(std::string_view stream, std::string_v
   natsStatus s = js_SubscribeSync(&raw, js_, subj.c_str(), &o, &so, &jerr);
   if (s != NATS_OK) return NatsError(s, jerr, absl::StrCat("reading ", subj));
   std::unique_ptr<natsSubscription, SubDeleter> sub(raw);
+  // The first message exists (ScanSubject saw it): a consumer that has not pushed it within
+  // a second is stuck, and the caller falls back.
   const int64_t wait_ms = absl::ToInt64Milliseconds(options_.timeout);
+  int64_t wait = std::min<int64_t>(wait_ms, 1000);
   while (true) {
     natsMsg* mraw = nullptr;
-    s = natsSubscription_NextMsg(&mraw, sub.get(), wait_ms);
+    s = natsSubscription_NextMsg(&mraw, sub.get(), wait);
+    wait = wait_ms;
     MsgPtr m(mraw);
     if (s != NATS_OK) {
       return NatsError(s, jsErrCode(0),

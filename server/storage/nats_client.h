@@ -17,6 +17,7 @@
 #define STREAMLEARN_SERVER_STORAGE_NATS_CLIENT_H_
 
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -120,6 +121,10 @@ class NatsClient {
   NatsClient(NatsOptions options) : options_(std::move(options)) {}
 
   const NatsOptions options_;
+  // Until when (steady clock, ms) ScanSubject reads one message at a time: a consumer that
+  // failed (a NATS node lost, its placement in an election) is not tried again for a while,
+  // so each load does not pay its timeout.
+  std::atomic<int64_t> consumers_off_until_ms_{0};
   __natsConnection* conn_ = nullptr;
   __jsCtx* js_ = nullptr;
 };

@@ -22,6 +22,9 @@ struct PersistenceOptions {
   uint64_t snapshot_every_steps = 100000;        // events / samples per shard part (0: off)
   absl::Duration snapshot_interval = absl::Minutes(5);  // zero: off
   size_t keep_snapshots = 2;                     // >= 1; older ones and their log are dropped
+  // Cluster mode (docs/CLUSTER.md): shards are served only once loaded (Persistence::LoadShard,
+  // when this server holds their lease); Recover registers the models without loading any.
+  bool cluster = false;
 };
 
 }  // namespace streamlearn::storage

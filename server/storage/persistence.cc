@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -147,14 +148,16 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::OpenWith(
 
 Persistence::~Persistence() { Stop(); }
 
-std::shared_ptr<ModelWriters> Persistence::MakeWriters(const Model& model) {
+std::unique_ptr<ShardWriter> Persistence::MakeWriter(const Model& model, uint32_t shard) {
+  return std::make_unique<ShardWriter>(
+      backend_ != nullptr ? backend_->OpenShard(model.spec().name, shard) : nullptr,
+      model.spec().name, shard, key_, options_, observer_);
+}
+
+std::shared_ptr<ModelWriters> Persistence::MakeWriters(const Model& model, bool serving) {
   std::vector<std::unique_ptr<ShardWriter>> shards;
-  for (uint32_t i = 0; i < model.num_shards(); ++i) {
-    shards.push_back(std::make_unique<ShardWriter>(
-        backend_ != nullptr ? backend_->OpenShard(model.spec().name, i) : nullptr,
-        model.spec().name, i, key_, options_, observer_));
-  }
-  return std::make_shared<ModelWriters>(std::move(shards));
+  for (uint32_t i = 0; i < model.num_shards(); ++i) shards.push_back(MakeWriter(model, i));
+  return std::make_shared<ModelWriters>(std::move(shards), serving);
 }
 
 std::shared_ptr<ModelWriters> Persistence::Find(const std::string& name) const {
@@ -168,7 +171,8 @@ absl::Status Persistence::OnCreate(const std::shared_ptr<Model>& model,
   const ModelSpec& spec = model->spec();
   const v1::ModelSpec wire = ModelSpecToProto(spec);
   RETURN_IF_ERROR(CheckSpecSurvivesStore(*model, wire, secret));
-  std::shared_ptr<ModelWriters> writers = MakeWriters(*model);
+  // In the cluster mode a new model's shards serve once a server takes their lease.
+  std::shared_ptr<ModelWriters> writers = MakeWriters(*model, /*serving=*/!options_.cluster);
   // Genesis records and the spec in one write: a model exists on disk with its chains or not
   // at all. Each genesis names its (model, shard), so no chain passes as another's.
   const std::string spec_json = SpecJson(wire);
@@ -203,6 +207,7 @@ absl::Status Persistence::OnCreate(const std::shared_ptr<Model>& model,
 
 absl::Status Persistence::Recover(ModelRegistry* registry) {
   if (backend_ == nullptr) return absl::OkStatus();
+  if (options_.cluster) return RegisterStoredModels(registry).status();
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> specs = backend_->ListSpecs();
   if (!specs.ok()) return specs.status();
   for (const auto& [name, bytes] : *specs) {
@@ -259,7 +264,7 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
   absl::StatusOr<std::shared_ptr<Model>> model = Model::Create(*spec, registry->secret());
   if (!model.ok()) return model.status();
   Model& m = **model;
-  std::shared_ptr<ModelWriters> writers = MakeWriters(m);
+  std::shared_ptr<ModelWriters> writers = MakeWriters(m, /*serving=*/true);
   for (uint32_t i = 0; i < m.num_shards(); ++i) {
     ShardWriter& writer = writers->shard(i);
     absl::StatusOr<uint64_t> replayed =
@@ -275,6 +280,117 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
   MutexLock lock(&mu_);
   writers_[name] = std::move(writers);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> Persistence::RegisterStoredModels(
+    ModelRegistry* registry) {
+  std::vector<std::string> added;
+  if (backend_ == nullptr) return added;
+  ASSIGN_OR_RETURN(auto specs, backend_->ListSpecs());
+  for (const auto& [name, bytes] : specs) {
+    if (registry->Find(name).ok()) continue;
+    v1::ModelSpec wire;
+    if (!wire.ParseFromString(bytes)) {
+      return absl::DataLossError(absl::StrCat("model '", name, "': the stored spec is unreadable"));
+    }
+    absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
+    if (!spec.ok()) return WithContext(spec.status(), absl::StrCat("model '", name, "'"));
+    ASSIGN_OR_RETURN(std::shared_ptr<Model> model, Model::Create(*spec, registry->secret()));
+    std::shared_ptr<ModelWriters> writers = MakeWriters(*model, /*serving=*/false);
+    if (absl::Status s = registry->Add(model); !s.ok()) {
+      if (absl::IsAlreadyExists(s)) continue;  // created here meanwhile
+      return s;
+    }
+    {
+      MutexLock lock(&mu_);
+      writers_.try_emplace(name, std::move(writers));
+    }
+    added.push_back(name);
+  }
+  return added;
+}
+
+absl::StatusOr<uint64_t> Persistence::LoadShard(Model& model, uint32_t shard,
+                                                const lmu::HashSecret& secret) {
+  const std::string& name = model.spec().name;
+  std::shared_ptr<ModelWriters> writers = Find(name);
+  if (writers == nullptr) {
+    return absl::NotFoundError(absl::StrCat("model '", name, "' has no writers"));
+  }
+  const absl::Time start = absl::Now();
+  return writers->Exclusive(shard, [&]() -> absl::StatusOr<uint64_t> {
+    writers->set_serving(shard, false);
+    // Fresh parts: what this server held of the shard before is stale.
+    for (ShardPart* part : model.parts(shard)) {
+      absl::StatusOr<std::unique_ptr<ShardPart>> fresh =
+          VisitPart(part->kind(), [&]<typename ShardT>(PartType<ShardT>)
+                                      -> absl::StatusOr<std::unique_ptr<ShardPart>> {
+            ASSIGN_OR_RETURN(std::unique_ptr<ShardT> p, PartCodec<ShardT>::Fresh(model.spec(), secret));
+            return std::unique_ptr<ShardPart>(std::move(p));
+          });
+      if (!fresh.ok()) return fresh.status();
+      model.Replace(shard, *std::move(fresh));
+    }
+    std::unique_ptr<ShardWriter> writer = MakeWriter(model, shard);
+    absl::StatusOr<uint64_t> replayed =
+        RecoverShard(*writer, model, shard, secret, options_.keep_snapshots);
+    if (!replayed.ok()) {
+      return WithContext(replayed.status(),
+                         absl::StrCat("loading model '", name, "' shard ", shard));
+    }
+    writers->Replace(shard, std::move(writer));
+    writers->set_serving(shard, true);
+    if (observer_ != nullptr) {
+      observer_->RecordRecovery(name, shard, *replayed,
+                                absl::ToDoubleSeconds(absl::Now() - start));
+    }
+    spdlog::info("model '{}' shard {}: loaded (replayed {} logged batches; audit chain at {}); "
+                 "serving",
+                 name, shard, *replayed, writers->shard(shard).chain().head().next_index);
+    return *replayed;
+  });
+}
+
+void Persistence::ReleaseShard(const std::string& model, uint32_t shard) {
+  std::shared_ptr<ModelWriters> writers = Find(model);
+  if (writers == nullptr || shard >= writers->num_shards()) return;
+  writers->Exclusive(shard, [&] {
+    if (writers->serving(shard)) {
+      spdlog::info("model '{}' shard {}: released; no longer served here", model, shard);
+    }
+    writers->set_serving(shard, false);
+  });
+}
+
+absl::Status Persistence::NotServed(const std::string& model, uint32_t shard) const {
+  OwnerLookup lookup;
+  {
+    MutexLock lock(&mu_);
+    lookup = owner_lookup_;
+  }
+  std::pair<std::string, std::string> owner;
+  if (lookup) owner = lookup(model, shard);
+  if (owner.first.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "NOT-OWNER: model '", model, "' shard ", shard,
+        " is not served by this server and no server holds it yet (a takeover is under way); "
+        "retry shortly"));
+  }
+  absl::Status s = absl::UnavailableError(
+      absl::StrCat("NOT-OWNER: model '", model, "' shard ", shard, " is served by server '",
+                   owner.first, "' at ", owner.second));
+  s.SetPayload(kOwnerPayload, absl::Cord(owner.second));
+  return s;
+}
+
+void Persistence::StopServing(const std::string& model, uint32_t shard) {
+  std::shared_ptr<ModelWriters> writers = Find(model);
+  if (writers == nullptr || shard >= writers->num_shards()) return;
+  if (writers->serving(shard)) {
+    spdlog::warn("model '{}' shard {}: another server wrote its journal; no longer served here",
+                 model, shard);
+  }
+  writers->set_serving(shard, false);
 }
 
 absl::Status Persistence::ReinstateFenced(Model& model, uint32_t shard, PartKind part,
@@ -326,6 +442,8 @@ absl::StatusOr<std::vector<SnapshotInfo>> Persistence::SnapshotModel(const Model
   }
   std::vector<SnapshotInfo> out;
   for (uint32_t i = 0; i < model.num_shards(); ++i) {
+    ModelWriters::Use use;
+    if (!writers->TryUse(i, &use)) continue;  // cluster mode: served by another server
     ShardWriter& writer = writers->shard(i);
     MutexLock lock(&writer.snapshot_mu());
     for (const ShardPart* part : model.parts(i)) {
@@ -407,6 +525,8 @@ void Persistence::SnapshotterLoop(ModelRegistry* registry) {
       std::shared_ptr<ModelWriters> writers = Find(model->spec().name);
       if (writers == nullptr) continue;
       for (uint32_t i = 0; i < model->num_shards(); ++i) {
+        ModelWriters::Use use;
+        if (!writers->TryUse(i, &use)) continue;  // cluster mode: not served here
         ShardWriter& writer = writers->shard(i);
         uint64_t backlog = 0;  // log entries of the shard's parts not yet covered
         for (const ShardPart* part : model->parts(i)) {

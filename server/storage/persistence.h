@@ -20,6 +20,8 @@
 #define STREAMLEARN_SERVER_STORAGE_PERSISTENCE_H_
 
 #include <atomic>
+#include <functional>
+#include <utility>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -87,7 +89,43 @@ class Persistence {
     return ReinstateFenced(model, shard, part, secret);
   }
 
-  // Snapshots every shard part of the model now.
+  // ---- Cluster mode (options.cluster; docs/CLUSTER.md) ----
+  // Registers every stored model that `registry` does not hold yet, with none of its shards
+  // served; returns their names. Recover does this in the cluster mode.
+  absl::StatusOr<std::vector<std::string>> RegisterStoredModels(ModelRegistry* registry)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Loads shard `shard` of the model from the store (read afresh: another server may have
+  // written it since this one last served it) into fresh parts and a fresh writer, and serves
+  // it. Waits for nothing but the shard's own in-flight requests (none while it does not
+  // serve). Returns the log entries replayed. Errors of recovery; the shard then does not serve.
+  absl::StatusOr<uint64_t> LoadShard(Model& model, uint32_t shard,
+                                     const lmu::HashSecret& secret) ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops serving the shard once its in-flight requests finished (no-op if it does not serve).
+  void ReleaseShard(const std::string& model, uint32_t shard) ABSL_LOCKS_EXCLUDED(mu_);
+  // Holds the shard for a request: in the cluster mode its gate, shared, when this server
+  // serves it (false otherwise); in the embedded mode always true and nothing is held.
+  bool TryUseShard(const ModelWriters& writers, uint32_t shard, ModelWriters::Use* use) const {
+    return !options_.cluster || const_cast<ModelWriters&>(writers).TryUse(shard, use);
+  }
+  // The status of a request for a shard this server does not serve: UNAVAILABLE, starting
+  // "NOT-OWNER", naming the owner and its address when the cluster knows them (SetOwnerLookup),
+  // with the address also as the status payload kOwnerPayload.
+  static constexpr char kOwnerPayload[] = "streamlearn.owner";
+  absl::Status NotServed(const std::string& model, uint32_t shard) const;
+  // Who serves a shard: (server id, address), empty when nobody does yet.
+  using OwnerLookup =
+      std::function<std::pair<std::string, std::string>(const std::string&, uint32_t)>;
+  void SetOwnerLookup(OwnerLookup lookup) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    owner_lookup_ = std::move(lookup);
+  }
+  bool cluster() const { return options_.cluster; }
+  // Marks the shard as not served without waiting (a request that met the journal's fence
+  // calls it while it holds the shard).
+  void StopServing(const std::string& model, uint32_t shard) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Snapshots every shard part of the model now (in the cluster mode: the shards this server
+  // serves).
   absl::StatusOr<std::vector<SnapshotInfo>> SnapshotModel(const Model& model);
   // A consistent copy of the store plus the key files in `dir` (which must not exist).
   absl::Status Backup(const std::string& dir);
@@ -113,7 +151,8 @@ class Persistence {
   Persistence(PersistenceOptions options, StorageObserver* observer, Ed25519PrivateKey key)
       : options_(std::move(options)), observer_(observer), key_(std::move(key)) {}
 
-  std::shared_ptr<ModelWriters> MakeWriters(const Model& model);
+  std::shared_ptr<ModelWriters> MakeWriters(const Model& model, bool serving);
+  std::unique_ptr<ShardWriter> MakeWriter(const Model& model, uint32_t shard);
   absl::Status RecoverModel(ModelRegistry* registry, const std::string& name,
                             const std::string& spec_bytes) ABSL_LOCKS_EXCLUDED(mu_);
   void SnapshotterLoop(ModelRegistry* registry) ABSL_LOCKS_EXCLUDED(stop_mu_);
@@ -127,6 +166,7 @@ class Persistence {
   // Never held while a shard's snapshot_mu() is taken (RecordFloor).
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<ModelWriters>, std::less<>> writers_ ABSL_GUARDED_BY(mu_);
+  OwnerLookup owner_lookup_ ABSL_GUARDED_BY(mu_);
 
   // One marker write at a time: it serialises RecordFloor's sync and write, and guards no
   // member (the marker is a file).

@@ -147,4 +147,20 @@ absl::Status ShardWriter::CommitFuse(const FuseCommit& c, Receipt* receipt) {
   return CommitBatch(PartKind::kFuse, c.log_seq, entry, bodies, steps.size(), receipt);
 }
 
+ModelWriters::ModelWriters(std::vector<std::unique_ptr<ShardWriter>> shards, bool serving) {
+  for (std::unique_ptr<ShardWriter>& w : shards) {
+    auto slot = std::make_unique<Slot>();
+    slot->writer = std::move(w);
+    slot->serving.store(serving, std::memory_order_relaxed);
+    shards_.push_back(std::move(slot));
+  }
+}
+
+bool ModelWriters::TryUse(uint32_t i, Use* use) {
+  Use held(&shards_[i]->gate);
+  if (!shards_[i]->serving.load(std::memory_order_acquire)) return false;
+  *use = std::move(held);
+  return true;
+}
+
 }  // namespace streamlearn::storage

@@ -19,6 +19,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -92,16 +94,55 @@ class ShardWriter {
   std::string entries_[3];
 };
 
-// The writers of every shard of one model.
+// The writers of every shard of one model, and (cluster mode, docs/CLUSTER.md) whether this
+// server serves each shard now.
+//
+// A shard's gate is held shared by everything that uses the shard's parts or writer while it
+// serves (a batch, a query, a snapshot), and exclusively by what changes whether it serves
+// (Persistence::LoadShard, ReleaseShard): so a shard is never loaded or released under a
+// request that uses it, and a request that passed Serve() finishes on the state it started on.
+// In the embedded mode every shard serves from the start and nothing takes a gate exclusively.
 class ModelWriters {
  public:
-  explicit ModelWriters(std::vector<std::unique_ptr<ShardWriter>> shards)
-      : shards_(std::move(shards)) {}
-  ShardWriter& shard(uint32_t i) { return *shards_[i]; }
+  ModelWriters(std::vector<std::unique_ptr<ShardWriter>> shards, bool serving = true);
+  ShardWriter& shard(uint32_t i) { return *shards_[i]->writer; }
   uint32_t num_shards() const { return static_cast<uint32_t>(shards_.size()); }
 
+  // A shard in use: holds its gate shared.
+  class Use {
+   public:
+    Use() = default;
+    explicit Use(std::shared_mutex* gate) : lock_(*gate) {}
+    bool held() const { return lock_.owns_lock(); }
+   private:
+    std::shared_lock<std::shared_mutex> lock_;
+  };
+  // Holds shard i's gate shared and returns it when the shard serves; false (and nothing
+  // held) when it does not.
+  bool TryUse(uint32_t i, Use* use);
+  bool serving(uint32_t i) const { return shards_[i]->serving.load(std::memory_order_acquire); }
+
+  // Runs fn with shard i's gate held exclusively (no request uses the shard meanwhile).
+  template <typename Fn>
+  auto Exclusive(uint32_t i, Fn&& fn) {
+    std::unique_lock<std::shared_mutex> lock(shards_[i]->gate);
+    return fn();
+  }
+  // REQUIRES: inside Exclusive(i, ...).
+  void Replace(uint32_t i, std::unique_ptr<ShardWriter> writer) {
+    shards_[i]->writer = std::move(writer);
+  }
+  void set_serving(uint32_t i, bool serving) {
+    shards_[i]->serving.store(serving, std::memory_order_release);
+  }
+
  private:
-  std::vector<std::unique_ptr<ShardWriter>> shards_;
+  struct Slot {
+    std::unique_ptr<ShardWriter> writer;
+    std::shared_mutex gate;
+    std::atomic<bool> serving{true};
+  };
+  std::vector<std::unique_ptr<Slot>> shards_;
 };
 
 }  // namespace streamlearn::storage
