@@ -226,6 +226,9 @@ class DeployGrafanaTest : public test_util::SharedServerSuite<DeployGrafanaTest>
                                           .beta_floor = 1e-12, .lambda_star = 0, .den = 0.5,
                                           .actions = 2});
     metrics.SetLogBacklog("deploy", 0, 5);
+    metrics.RecordForward("Ingest", absl::StatusCode::kOk);
+    metrics.SetOwnedShards(3);
+    metrics.RecordLeaseEvent("lost");
 
     for (const prometheus::MetricFamily& family : metrics.registry()->Collect()) {
       ExportedFamily exported;

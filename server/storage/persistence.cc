@@ -461,6 +461,11 @@ absl::StatusOr<std::vector<SnapshotInfo>> Persistence::SnapshotModel(const Model
 }
 
 absl::Status Persistence::Backup(const std::string& dir) {
+  if (options_.cluster) {
+    return absl::FailedPreconditionError(
+        "the cluster mode keeps every shard in NATS JetStream, not on this server: back up "
+        "the streams and buckets with JetStream's own backup (docs/CLUSTER.md, \"Backup\")");
+  }
   if (rocks_ == nullptr) {
     return absl::FailedPreconditionError(
         "this server has no data_dir: there is nothing to back up (start it with --data_dir)");
