@@ -126,6 +126,11 @@ grpc::Status AdminService::ShardMap(grpc::ServerContext* context,
                                     v1::ShardMapResponse* response) {
   RpcTimer timer(metrics_, "Admin.ShardMap");
   const std::string want = request->model();
+  if (!want.empty()) {
+    if (absl::StatusOr<std::shared_ptr<Model>> m = registry_->Find(want); !m.ok()) {
+      return ToGrpcStatus(timer.Done(m.status()));
+    }
+  }
   if (!cluster_mode_) {
     for (const std::shared_ptr<Model>& m : registry_->List()) {
       if (!want.empty() && m->spec().name != want) continue;

@@ -81,6 +81,28 @@ TEST_F(ClientCliTest, CreateThenDescribeShowsTheEffectiveSpec) {
   EXPECT_TRUE(Contains(list.out, "cli_desc")) << list.out;
 }
 
+TEST_F(ClientCliTest, ShardsShowsEveryShardServedHereInTheEmbeddedMode) {
+  CommandResult created = Cli("create --name cli_shards --shards 3 --d 4 --dv 2 --r 16");
+  ASSERT_EQ(created.exit_code, 0) << Describe(created);
+  CommandResult r = Cli("shards cli_shards");
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "embedded mode")) << r.out;
+  for (const char* needle : {"* cli_shards      0  (here)", "* cli_shards      2  (here)"}) {
+    EXPECT_TRUE(Contains(r.out, needle)) << needle << "\n" << r.out;
+  }
+  CommandResult json = Cli("shards cli_shards --json");
+  ASSERT_EQ(json.exit_code, 0) << Describe(json);
+  const nlohmann::json map = nlohmann::json::parse(json.out);
+  EXPECT_EQ(map["shards"].size(), 3u);
+  EXPECT_EQ(map["shards"][2]["shard"], 2);
+  EXPECT_EQ(map["shards"][2]["here"], true);
+
+  CommandResult unknown = Cli("shards no_such_model");
+  EXPECT_EQ(unknown.exit_code, 1) << Describe(unknown);
+  EXPECT_TRUE(Contains(unknown.err, "NOT_FOUND")) << unknown.err;
+  EXPECT_TRUE(Contains(unknown.err, "no_such_model")) << unknown.err;
+}
+
 TEST_F(ClientCliTest, CreateFromSpecJsonAndFlagsOverride) {
   const std::string spec = TempPath("spec.json");
   std::ofstream(spec) << R"({"name": "cli_json", "shards": 3, "sau": {"d": 5, "d_v": 1, "r": 32}})";

@@ -64,4 +64,28 @@ int RunList(const GlobalOptions& options, std::span<const std::string> args) {
   return kExitOk;
 }
 
+int RunShards(const GlobalOptions& options, std::span<const std::string> args) {
+  ArgParser parser("streamlearn shards [MODEL] [--json]");
+  bool json = false;
+  parser.AddBool("--json", &json, "print the ShardMapResponse proto as JSON");
+  parser.RequireUtf8Positional(0, "model name");
+  if (absl::Status s = parser.Parse(args); !s.ok()) return ReportError(s, kExitUsage);
+  if (parser.help_requested()) {
+    std::cout << parser.Usage();
+    return kExitOk;
+  }
+  if (parser.positional().size() > 1) {
+    return ReportError(absl::InvalidArgumentError("shards takes at most one model name\n" +
+                                                  parser.Usage()),
+                       kExitUsage);
+  }
+  std::unique_ptr<Client> client = ConnectOrReport(options);
+  if (client == nullptr) return kExitFailure;
+  absl::StatusOr<v1::ShardMapResponse> map =
+      client->ShardMap(parser.positional().empty() ? "" : parser.positional()[0]);
+  if (!map.ok()) return ReportError(map.status());
+  std::cout << (json ? ProtoToJson(*map) : DescribeShardMap(*map));
+  return kExitOk;
+}
+
 }  // namespace streamlearn::cli

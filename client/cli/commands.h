@@ -33,6 +33,7 @@ int RunAuditVerify(const GlobalOptions& options, std::span<const std::string> ar
 int RunAuditReplay(const GlobalOptions& options, std::span<const std::string> args);
 int RunSnapshot(const GlobalOptions& options, std::span<const std::string> args);
 int RunBackup(const GlobalOptions& options, std::span<const std::string> args);
+int RunShards(const GlobalOptions& options, std::span<const std::string> args);
 
 }  // namespace streamlearn::cli
 

@@ -21,6 +21,7 @@ constexpr char kUsage[] =
     "            | --spec-json FILE|-\n"
     "  describe  MODEL [--json]\n"
     "  list      [--long] [--json]\n"
+    "  shards    [MODEL] [--json]  (who serves each shard: the cluster mode's shard map)\n"
     "  ingest    MODEL FILE [--routing-key K] [--batch 256] [--format csv|jsonl]\n"
     "  query     MODEL --q \"0.1,0.2,...\" | --q-json '[...]' [--path stabilized|correctness]\n"
     "            [--low-rank] [--routing-key K]\n"
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   if (command == "create") return RunCreate(options, args);
   if (command == "describe") return RunDescribe(options, args);
   if (command == "list") return RunList(options, args);
+  if (command == "shards") return RunShards(options, args);
   if (command == "ingest") return RunIngest(options, args);
   if (command == "query") return RunQuery(options, args);
   if (command == "train") return RunTrain(options, args);

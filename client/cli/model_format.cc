@@ -1,6 +1,7 @@
 #include "client/cli/model_format.h"
 
 #include <algorithm>
+#include <map>
 
 #include "fmt/format.h"
 
@@ -208,6 +209,47 @@ std::string ModelTable(const std::vector<v1::ModelInfo>& models) {
         sau_field(std::to_string(TotalEvents(m))), sau_field(std::to_string(version)),
         lmu ? std::to_string(samples) : "-", lmu ? std::to_string(ver_base) : "-",
         sau ? m.w_digest().substr(0, 16) : "-");
+  }
+  return out;
+}
+
+std::string DescribeShardMap(const v1::ShardMapResponse& map) {
+  std::string out;
+  if (map.cluster()) {
+    out = fmt::format("cluster mode; answered by server '{}'\n", map.server_id());
+  } else {
+    out = "embedded mode: this server serves every shard\n";
+  }
+  if (map.shards().empty()) return out + "no shards\n";
+  size_t model_width = 5, owner_width = 5, address_width = 7;
+  for (const v1::ShardOwner& o : map.shards()) {
+    model_width = std::max(model_width, o.model().size());
+    owner_width = std::max(owner_width, o.owner().size());
+    address_width = std::max(address_width, o.address().size());
+  }
+  out += fmt::format("  {:<{}}  {:>5}  {:<{}}  {:<{}}  {:>5}\n", "model", model_width, "shard",
+                     "owner", owner_width, "address", address_width, "epoch");
+  std::map<std::string, size_t> per_owner;
+  size_t unserved = 0;
+  for (const v1::ShardOwner& o : map.shards()) {
+    const bool known = !map.cluster() || !o.owner().empty();
+    const std::string owner = !map.cluster() ? "(here)" : known ? o.owner() : "-";
+    const std::string address = !map.cluster() || !known ? "-" : o.address();
+    const std::string epoch = !map.cluster() || !known ? "-" : fmt::format("{}", o.epoch());
+    out += fmt::format("{} {:<{}}  {:>5}  {:<{}}  {:<{}}  {:>5}\n", o.here() ? "*" : " ",
+                       o.model(), model_width, o.shard(), owner, owner_width, address,
+                       address_width, epoch);
+    if (known) {
+      ++per_owner[owner];
+    } else {
+      ++unserved;
+    }
+  }
+  if (map.cluster()) {
+    out += "shards per server:";
+    for (const auto& [owner, n] : per_owner) out += fmt::format(" {}={}", owner, n);
+    if (unserved > 0) out += fmt::format(" (none: {}, a takeover is under way)", unserved);
+    out += "\n";
   }
   return out;
 }

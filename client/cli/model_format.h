@@ -25,6 +25,11 @@ std::string DescribeModel(const v1::ModelInfo& info);
 // "-" without an SAU part), LMU samples and max ver_base ("-" without an LMU part), W digest.
 std::string ModelTable(const std::vector<v1::ModelInfo>& models);
 
+// `streamlearn shards`: which server answered and in which mode, then a table of model, shard,
+// owner, address, lease epoch ("-" while nobody serves a shard), with "*" on the rows the
+// answering server serves, and a count of shards per owner.
+std::string DescribeShardMap(const v1::ShardMapResponse& map);
+
 }  // namespace streamlearn::cli
 
 #endif  // STREAMLEARN_CLIENT_CLI_MODEL_FORMAT_H_

@@ -61,6 +61,18 @@ absl::StatusOr<v1::ModelInfo> Client::GetModel(std::string_view name) {
   return info;
 }
 
+absl::StatusOr<v1::ShardMapResponse> Client::ShardMap(std::string_view model) {
+  v1::ShardMapRequest request;
+  request.set_model(std::string(model));
+  v1::ShardMapResponse response;
+  auto ctx = NewContext();
+  if (absl::Status s = FromGrpcStatus(admin_->ShardMap(ctx.get(), request, &response));
+      !s.ok()) {
+    return s;
+  }
+  return response;
+}
+
 absl::StatusOr<std::vector<v1::ModelInfo>> Client::ListModels() {
   v1::ListModelsResponse response;
   auto ctx = NewContext();

@@ -77,6 +77,10 @@ class Client {
   // NOT_FOUND naming the model.
   absl::StatusOr<v1::ModelInfo> GetModel(std::string_view name);
   absl::StatusOr<std::vector<v1::ModelInfo>> ListModels();
+  // Who serves each shard of `model` (every model when empty), as the answering server saw it
+  // at its last lease round (docs/CLUSTER.md, "Routing"); in the embedded mode every shard is
+  // served by the one server. NOT_FOUND naming an unknown model.
+  absl::StatusOr<v1::ShardMapResponse> ShardMap(std::string_view model = "");
 
   // Reads attention at q from the shard of `routing_key`; read-only. With min_version > 0
   // the server fails with FAILED_PRECONDITION if the shard has not reached that version
