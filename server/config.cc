@@ -24,16 +24,21 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr const char* kKeys[] = {"listen",    "metrics",           "data_dir",       "max_batch",
-                                 "max_message_bytes", "lmu_secret_file", "models"};
+constexpr const char* kKeys[] = {"listen",          "metrics",        "data_dir",
+                                 "max_batch",       "max_message_bytes", "lmu_secret_file",
+                                 "audit_key_file",  "cluster",        "models"};
+constexpr const char* kClusterKeys[] = {"nats",     "server_id", "advertise",
+                                        "replicas", "lease_ttl", "prefix"};
 
-absl::Status CheckKeys(const Json& root) {
-  for (const auto& [key, value] : root.items()) {
+template <size_t N>
+absl::Status CheckKeys(const Json& object, const char* const (&keys)[N], const char* where) {
+  for (const auto& [key, value] : object.items()) {
     bool known = false;
-    for (const char* k : kKeys) known = known || key == k;
+    for (const char* k : keys) known = known || key == k;
     if (!known) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown key \"", key, "\" (expected ", absl::StrJoin(kKeys, ", "), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(where, "unknown key \"", key,
+                                                     "\" (expected ", absl::StrJoin(keys, ", "),
+                                                     ")"));
     }
   }
   return absl::OkStatus();
@@ -69,6 +74,51 @@ absl::Status ReadPositive(const Json& root, const char* key, uint64_t max,
         absl::StrCat("\"", key, "\" must be an integer in 1..", max, ", got ", it->dump()));
   }
   *out = it->get<uint64_t>();
+  return absl::OkStatus();
+}
+
+// "cluster": {"nats": "nats://...", "server_id": .., "advertise": .., "replicas": 1..5,
+// "lease_ttl": ">= 1s", "prefix": "[A-Z0-9_]+"}; nats is required.
+absl::Status ReadCluster(const Json& root, std::optional<ClusterConfig>* out) {
+  auto it = root.find("cluster");
+  if (it == root.end()) return absl::OkStatus();
+  if (!it->is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"cluster\" must be an object, got ", it->type_name()));
+  }
+  RETURN_IF_ERROR(CheckKeys(*it, kClusterKeys, "cluster: "));
+  ClusterConfig c;
+  auto with_place = [](const absl::Status& s) {
+    return s.ok() ? s : absl::InvalidArgumentError(absl::StrCat("cluster: ", s.message()));
+  };
+  std::optional<std::string> nats, lease_ttl;
+  RETURN_IF_ERROR(with_place(ReadString(*it, "nats", &nats)));
+  if (!nats.has_value() || nats->empty()) {
+    return absl::InvalidArgumentError(
+        "cluster: \"nats\" (the NATS URLs, comma-separated) is required");
+  }
+  c.nats = *nats;
+  RETURN_IF_ERROR(with_place(ReadString(*it, "server_id", &c.server_id)));
+  RETURN_IF_ERROR(with_place(ReadString(*it, "advertise", &c.advertise)));
+  if (c.advertise.has_value()) {
+    if (absl::Status s = CheckHostPort(*c.advertise); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("cluster: \"advertise\": ", s.message()));
+    }
+  }
+  std::optional<uint64_t> replicas;
+  RETURN_IF_ERROR(with_place(ReadPositive(*it, "replicas", 5, &replicas)));
+  if (replicas.has_value()) c.replicas = static_cast<int>(*replicas);
+  RETURN_IF_ERROR(with_place(ReadString(*it, "lease_ttl", &lease_ttl)));
+  if (lease_ttl.has_value()) {
+    absl::Duration d;
+    if (!absl::ParseDuration(*lease_ttl, &d) || d < absl::Seconds(1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cluster: \"lease_ttl\" must be a duration >= 1s (\"6s\"), got \"", *lease_ttl, "\""));
+    }
+    c.lease_ttl = d;
+  }
+  RETURN_IF_ERROR(with_place(ReadString(*it, "prefix", &c.prefix)));
+  *out = std::move(c);
   return absl::OkStatus();
 }
 
@@ -134,7 +184,7 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view json_text) {
   }
   ServerConfig config;
   constexpr uint64_t kMaxInt = std::numeric_limits<int>::max();
-  RETURN_IF_ERROR(CheckKeys(root));
+  RETURN_IF_ERROR(CheckKeys(root, kKeys, ""));
   RETURN_IF_ERROR(ReadString(root, "listen", &config.listen));
   RETURN_IF_ERROR(ReadString(root, "metrics", &config.metrics));
   if (absl::Status s = CheckAddress("listen", config.listen, /*may_be_empty=*/false); !s.ok()) {
@@ -154,6 +204,8 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view json_text) {
       !s.ok()) {
     return s;
   }
+  RETURN_IF_ERROR(ReadString(root, "audit_key_file", &config.audit_key_file));
+  RETURN_IF_ERROR(ReadCluster(root, &config.cluster));
   RETURN_IF_ERROR(ReadModels(root, &config.models));
   return config;
 }

@@ -7,6 +7,12 @@
 //     "max_batch": 4096,              // optional, >= 1
 //     "max_message_bytes": 16777216,  // optional, >= 1
 //     "lmu_secret_file": "/etc/sl/lmu.secret",  // optional; default <data_dir>/lmu.secret
+//     "audit_key_file": "/etc/sl/audit.key",    // optional; default <data_dir>/audit.key
+//     "cluster": {                    // optional: the cluster mode (docs/CLUSTER.md)
+//       "nats": "nats://n1:4222,nats://n2:4222",  // required in the object
+//       "server_id": "s1", "advertise": "s1:50051", "replicas": 3, "lease_ttl": "6s",
+//       "prefix": "SL"                // each optional, as the flags of the same names
+//     },
 //     "models": [                     // optional; created at start-up
 //       {"name": "demo", "shards": 2, "sau": {"d": 64, "d_v": 64, "r": 256}}
 //     ]
@@ -35,9 +41,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/shard/model_registry.h"
 
 namespace streamlearn::server {
+
+// The "cluster" object; each unset field keeps its flag's value.
+struct ClusterConfig {
+  std::string nats;
+  std::optional<std::string> server_id;
+  std::optional<std::string> advertise;
+  std::optional<int> replicas;
+  std::optional<absl::Duration> lease_ttl;
+  std::optional<std::string> prefix;
+};
 
 struct ServerConfig {
   // Settings; unset when the file does not give them.
@@ -47,6 +64,8 @@ struct ServerConfig {
   std::optional<uint64_t> max_batch;
   std::optional<uint64_t> max_message_bytes;
   std::optional<std::string> lmu_secret_file;
+  std::optional<std::string> audit_key_file;
+  std::optional<ClusterConfig> cluster;
   // Validated specs (ValidateModelSpec, and sau::ValidateSpec for an SAU part, pass), names
   // distinct.
   std::vector<ModelSpec> models;

@@ -307,6 +307,18 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   if (config.max_message_bytes && !given.contains("max_message_bytes")) {
     o.max_message_bytes = *config.max_message_bytes;
   }
+  if (config.audit_key_file && !given.contains("audit_key_file")) {
+    o.audit_key_file = *config.audit_key_file;
+  }
+  if (config.cluster.has_value()) {
+    const streamlearn::server::ClusterConfig& c = *config.cluster;
+    if (!given.contains("cluster")) o.cluster = c.nats;
+    if (c.server_id && !given.contains("server_id")) o.server_id = *c.server_id;
+    if (c.advertise && !given.contains("advertise")) o.advertise = *c.advertise;
+    if (c.replicas && !given.contains("cluster_replicas")) o.cluster_replicas = *c.replicas;
+    if (c.lease_ttl && !given.contains("lease_ttl")) o.lease_ttl = *c.lease_ttl;
+    if (c.prefix && !given.contains("cluster_prefix")) o.cluster_prefix = *c.prefix;
+  }
   return o;
 }
 

@@ -152,6 +152,29 @@ TEST(ServerConfigTest, FullConfigIsParsedWithProtoFieldNamesAndEnumNames) {
   EXPECT_EQ(config->models[1].sau.input_mode, sau::InputMode::kRaw);
 }
 
+TEST(ServerConfigTest, ClusterObjectGivesTheClusterSettings) {
+  absl::StatusOr<ServerConfig> config = ParseServerConfig(R"({
+    "audit_key_file": "/keys/audit.key", "lmu_secret_file": "/keys/lmu.secret",
+    "cluster": {"nats": "nats://n1:4222,nats://n2:4222", "server_id": "s1",
+                "advertise": "s1.sl:50051", "replicas": 3, "lease_ttl": "4s", "prefix": "PROD"}
+  })");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->audit_key_file, "/keys/audit.key");
+  ASSERT_TRUE(config->cluster.has_value());
+  EXPECT_EQ(config->cluster->nats, "nats://n1:4222,nats://n2:4222");
+  EXPECT_EQ(config->cluster->server_id, "s1");
+  EXPECT_EQ(config->cluster->advertise, "s1.sl:50051");
+  EXPECT_EQ(config->cluster->replicas, 3);
+  EXPECT_EQ(config->cluster->lease_ttl, absl::Seconds(4));
+  EXPECT_EQ(config->cluster->prefix, "PROD");
+
+  absl::StatusOr<ServerConfig> minimal =
+      ParseServerConfig(R"({"cluster": {"nats": "nats://n1:4222"}})");
+  ASSERT_TRUE(minimal.ok()) << minimal.status();
+  EXPECT_FALSE(minimal->cluster->server_id.has_value());
+  EXPECT_FALSE(minimal->cluster->lease_ttl.has_value());
+}
+
 TEST(ServerConfigTest, EmptyObjectLeavesEverySettingUnset) {
   absl::StatusOr<ServerConfig> config = ParseServerConfig("{}");
   ASSERT_TRUE(config.ok()) << config.status();
@@ -215,6 +238,17 @@ TEST(ServerConfigTest, BadConfigIsAnInvalidArgumentNamingThePlaceAndProblem) {
       {"listen empty", R"({"listen": ""})", {"\"listen\"", "host:port"}},
       {"metrics port with junk", R"({"metrics": "0.0.0.0:9464x"})",
        {"\"metrics\"", "decimal digits"}},
+      {"cluster not an object", R"({"cluster": "nats://a:4222"})", {"\"cluster\"", "object"}},
+      {"cluster without nats", R"({"cluster": {"server_id": "s1"}})",
+       {"cluster", "\"nats\"", "required"}},
+      {"cluster unknown key", R"({"cluster": {"nats": "nats://a:4222", "ttl": "6s"}})",
+       {"cluster: unknown key \"ttl\"", "lease_ttl"}},
+      {"cluster lease_ttl too short", R"({"cluster": {"nats": "nats://a:4222", "lease_ttl": "500ms"}})",
+       {"cluster", "lease_ttl", ">= 1s", "500ms"}},
+      {"cluster replicas above 5", R"({"cluster": {"nats": "nats://a:4222", "replicas": 7}})",
+       {"cluster", "replicas", "1..5"}},
+      {"cluster advertise without a port", R"({"cluster": {"nats": "nats://a", "advertise": "s1"}})",
+       {"cluster", "advertise", "host:port"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.scenario);
