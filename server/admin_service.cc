@@ -4,6 +4,7 @@
 #include <cctype>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -27,7 +28,52 @@ grpc::Status AdminService::CreateModel(grpc::ServerContext* context,
 grpc::Status AdminService::GetModel(grpc::ServerContext* context,
                                     const v1::GetModelRequest* request, v1::ModelInfo* response) {
   RpcTimer timer(metrics_, "GetModel");
-  return ToGrpcStatus(timer.Done(DoGetModel(*request, response)));
+  absl::Status s = DoGetModel(*request, response);
+  if (s.ok()) AddRemoteShards(*context, response);
+  return ToGrpcStatus(timer.Done(s));
+}
+
+void AdminService::AddRemoteShards(const grpc::ServerContext& context, v1::ModelInfo* response) {
+  ClusterNode* node = cluster_.load(std::memory_order_acquire);
+  if (node == nullptr || forwarder_ == nullptr ||
+      context.client_metadata().count(kHopKey) > 0) {
+    return;
+  }
+  const std::string& name = response->spec().name();
+  std::set<std::string> owners;
+  for (const ShardOwner& o : node->ShardMap()) {
+    if (o.model == name && !o.here && !o.address.empty()) owners.insert(o.address);
+  }
+  std::set<uint32_t> have;
+  for (const v1::ShardInfo& i : response->shards()) have.insert(i.shard());
+  for (const v1::LmuShardInfo& i : response->lmu_shards()) have.insert(i.shard());
+  for (const v1::FuseShardInfo& i : response->fuse_shards()) have.insert(i.shard());
+  for (const std::string& address : owners) {
+    std::unique_ptr<grpc::ClientContext> ctx = forwarder_->HopContext(context, /*unary=*/true);
+    v1::GetModelRequest request;
+    request.set_name(name);
+    v1::ModelInfo theirs;
+    grpc::Status st =
+        v1::Admin::NewStub(forwarder_->Channel(address))->GetModel(ctx.get(), request, &theirs);
+    forwarder_->Count("GetModel", static_cast<absl::StatusCode>(st.error_code()));
+    if (!st.ok()) continue;  // its shards are left out
+    // Only shards not reported yet (a map a round old may name two servers for one shard).
+    for (const v1::ShardInfo& i : theirs.shards()) {
+      if (!have.contains(i.shard())) *response->add_shards() = i;
+    }
+    for (const v1::LmuShardInfo& i : theirs.lmu_shards()) {
+      if (!have.contains(i.shard())) *response->add_lmu_shards() = i;
+    }
+    for (const v1::FuseShardInfo& i : theirs.fuse_shards()) {
+      if (!have.contains(i.shard())) *response->add_fuse_shards() = i;
+    }
+  }
+  auto by_shard = [](const auto& a, const auto& b) { return a.shard() < b.shard(); };
+  std::sort(response->mutable_shards()->begin(), response->mutable_shards()->end(), by_shard);
+  std::sort(response->mutable_lmu_shards()->begin(), response->mutable_lmu_shards()->end(),
+            by_shard);
+  std::sort(response->mutable_fuse_shards()->begin(), response->mutable_fuse_shards()->end(),
+            by_shard);
 }
 
 grpc::Status AdminService::ListModels(grpc::ServerContext* context,

@@ -19,6 +19,7 @@
 #include "admin.grpc.pb.h"
 #include "core/shard/model_registry.h"
 #include "server/cluster_node.h"
+#include "server/forwarder.h"
 #include "server/metrics.h"
 #include "server/storage/persistence.h"
 
@@ -50,10 +51,16 @@ class AdminService final : public v1::Admin::Service {
   void set_cluster(ClusterNode* node) { cluster_.store(node, std::memory_order_release); }
   // Before the server starts: whether it runs in the cluster mode.
   void set_cluster_mode(bool on) { cluster_mode_ = on; }
+  // Before the server starts, cluster mode: GetModel then also asks the owners of the shards
+  // this server does not serve for theirs (one hop), so `describe` shows every shard.
+  void set_forwarder(Forwarder* forwarder) { forwarder_ = forwarder; }
 
  private:
   absl::Status DoCreateModel(const v1::CreateModelRequest& request, v1::ModelInfo* response);
   absl::Status DoGetModel(const v1::GetModelRequest& request, v1::ModelInfo* response);
+  // Cluster mode: adds the shards of *response's model that other servers serve, from them.
+  // A shard whose owner does not answer is left out (the reply says how many shards it has).
+  void AddRemoteShards(const grpc::ServerContext& context, v1::ModelInfo* response);
   absl::Status DoSnapshot(const v1::SnapshotRequest& request, v1::SnapshotResponse* response);
   absl::Status DoBackup(const v1::BackupRequest& request, v1::BackupResponse* response);
 
@@ -63,6 +70,7 @@ class AdminService final : public v1::Admin::Service {
   const std::string backup_root_;
   std::atomic<ClusterNode*> cluster_{nullptr};
   bool cluster_mode_ = false;  // set before the server starts
+  Forwarder* forwarder_ = nullptr;  // set before the server starts
 };
 
 }  // namespace streamlearn::server

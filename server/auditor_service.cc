@@ -1,5 +1,7 @@
 #include "server/auditor_service.h"
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -40,19 +42,57 @@ grpc::Status AuditorService::Append(grpc::ServerContext* context,
                                     const v1::AppendRequest* request,
                                     v1::AppendResponse* response) {
   RpcTimer timer(metrics_, "Auditor.Append");
-  return ToGrpcStatus(timer.Done(DoAppend(*request, response)));
+  absl::Status s = DoAppend(*request, response);
+  if (forwarder_ != nullptr) {
+    s = forwarder_->Unary(*context, s, "Auditor.Append", response,
+                          [&](const std::string& owner, grpc::ClientContext* ctx,
+                              v1::AppendResponse* r) {
+                            return v1::Auditor::NewStub(forwarder_->Channel(owner))
+                                ->Append(ctx, *request, r);
+                          });
+  }
+  return ToGrpcStatus(timer.Done(s));
 }
 
 grpc::Status AuditorService::Read(grpc::ServerContext* context, const v1::ReadRequest* request,
                                   grpc::ServerWriter<v1::ReadResponse>* writer) {
   RpcTimer timer(metrics_, "Auditor.Read");
-  return ToGrpcStatus(timer.Done(DoRead(context, *request, writer)));
+  absl::Status s = DoRead(context, *request, writer);
+  std::optional<std::string> owner;
+  if (forwarder_ != nullptr) owner = forwarder_->Target(*context, s);
+  if (owner.has_value()) {
+    // Nothing was written yet (the shard was refused first): relay the owner's chunks, under
+    // the caller's deadline.
+    std::unique_ptr<grpc::ClientContext> ctx = forwarder_->HopContext(*context, /*unary=*/false);
+    ctx->set_deadline(context->deadline());
+    std::unique_ptr<grpc::ClientReader<v1::ReadResponse>> reader =
+        v1::Auditor::NewStub(forwarder_->Channel(*owner))->Read(ctx.get(), *request);
+    v1::ReadResponse chunk;
+    while (reader->Read(&chunk)) {
+      if (!writer->Write(chunk)) {
+        ctx->TryCancel();  // the caller went away
+        break;
+      }
+    }
+    s = Forwarder::FromGrpc(reader->Finish(), *owner);
+    forwarder_->Count("Auditor.Read", s.code());
+  }
+  return ToGrpcStatus(timer.Done(s));
 }
 
 grpc::Status AuditorService::Head(grpc::ServerContext* context, const v1::HeadRequest* request,
                                   v1::HeadResponse* response) {
   RpcTimer timer(metrics_, "Auditor.Head");
-  return ToGrpcStatus(timer.Done(DoHead(*request, response)));
+  absl::Status s = DoHead(*request, response);
+  if (forwarder_ != nullptr) {
+    s = forwarder_->Unary(*context, s, "Auditor.Head", response,
+                          [&](const std::string& owner, grpc::ClientContext* ctx,
+                              v1::HeadResponse* r) {
+                            return v1::Auditor::NewStub(forwarder_->Channel(owner))
+                                ->Head(ctx, *request, r);
+                          });
+  }
+  return ToGrpcStatus(timer.Done(s));
 }
 
 absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,

@@ -20,6 +20,7 @@
 
 #include "audit.grpc.pb.h"
 #include "core/shard/model_registry.h"
+#include "server/forwarder.h"
 #include "server/metrics.h"
 #include "server/storage/persistence.h"
 
@@ -33,6 +34,9 @@ class AuditorService final : public v1::Auditor::Service {
   AuditorService(ModelRegistry* registry, storage::Persistence* persistence, Metrics* metrics,
                  const std::atomic<bool>* draining)
       : registry_(registry), persistence_(persistence), metrics_(metrics), draining_(draining) {}
+  // Before the server starts, cluster mode: calls for a shard served elsewhere go to its owner
+  // (Append and Head as unary calls, Read relayed chunk by chunk).
+  void set_forwarder(Forwarder* forwarder) { forwarder_ = forwarder; }
 
   grpc::Status Append(grpc::ServerContext* context, const v1::AppendRequest* request,
                       v1::AppendResponse* response) override;
@@ -54,6 +58,7 @@ class AuditorService final : public v1::Auditor::Service {
   storage::Persistence* const persistence_;
   Metrics* const metrics_;
   const std::atomic<bool>* const draining_;
+  Forwarder* forwarder_ = nullptr;
 };
 
 }  // namespace streamlearn::server

@@ -178,6 +178,8 @@ absl::StatusOr<int> Server::Start() {
                                                       &metrics_, &draining_);
   if (!options_.cluster.empty()) {
     forwarder_ = std::make_unique<Forwarder>(ServerId(), &metrics_);
+    admin_service_->set_forwarder(forwarder_.get());
+    auditor_service_->set_forwarder(forwarder_.get());
   }
   sau_service_ = std::make_unique<SauService>(sau_handler_.get(), &metrics_, &draining_,
                                               forwarder_.get());
