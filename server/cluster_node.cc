@@ -236,16 +236,24 @@ absl::Status ClusterNode::Balance() {
     spdlog::info("cluster: handing over model '{}' shard {} (balance)", id.model, id.shard);
     Give(id, /*epoch=*/0, /*release_lease=*/true);
   }
+  std::map<cluster::ShardId, const cluster::Lease*> by_id;
+  for (const cluster::Lease& l : *leases) by_id[{l.model, l.shard}] = &l;
   for (const cluster::ShardId& id : plan.acquire) {
-    if (absl::Status s = Take(id); !s.ok() && !absl::IsFailedPrecondition(s) &&
-                                   !absl::IsAborted(s)) {
+    absl::Status s = Take(id);
+    if (s.ok()) {
+      // Another server's lease that expired: a takeover (not a hand-over or a new shard).
+      if (auto l = by_id.find(id);
+          l != by_id.end() && !l->second->owner.empty() && l->second->owner != options_.id) {
+        spdlog::info("cluster: model '{}' shard {} taken over from '{}'", id.model, id.shard,
+                     l->second->owner);
+        CountLease("taken_over");
+      }
+    } else if (!absl::IsFailedPrecondition(s) && !absl::IsAborted(s)) {
       note(s);  // lost races are normal; the rest is reported
     }
   }
 
   // The map readers see.
-  std::map<cluster::ShardId, const cluster::Lease*> by_id;
-  for (const cluster::Lease& l : *leases) by_id[{l.model, l.shard}] = &l;
   std::vector<ShardOwner> map;
   MutexLock held_lock(&held_mu_);
   for (const cluster::ShardId& id : shards) {

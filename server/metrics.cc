@@ -154,7 +154,7 @@ Metrics::Metrics()
                                 .Add({})),
       cluster_lease_events_total_(CounterFamily(
           *registry_, "streamlearn_cluster_lease_events_total",
-          "Shard lease events of this server: acquired, renewed, released, lost, "
+          "Shard lease events of this server: acquired, taken_over, renewed, released, lost, "
           "renew_failed (cluster mode).")) {}
 
 Metrics::~Metrics() = default;

@@ -151,7 +151,8 @@ class Metrics final : public storage::StorageObserver {
   void RecordForward(std::string_view method, absl::StatusCode code);
   // Cluster mode: the shards this server holds leases for.
   void SetOwnedShards(size_t n);
-  // Cluster mode: n lease events ("acquired", "renewed", "released", "lost", "renew_failed").
+  // Cluster mode: n lease events ("acquired", "taken_over" (another server's expired lease),
+  // "renewed", "released", "lost", "renew_failed").
   void RecordLeaseEvent(std::string_view event, uint64_t n = 1);
 
  private:

@@ -131,7 +131,7 @@ class JetStreamShardStore final : public ShardStore {
 
  private:
   std::string Where() const { return absl::StrCat("model '", model(), "' shard ", shard()); }
-  std::string ChunkSubject(const journal::SnapshotRef& r) const {
+  std::string ChunkSubject(const journal::SnapshotRef& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return absl::StrCat(Lower(backend_->options.prefix), ".s.", incarnation_, ".", shard(),
                         ".", r.part(), ".", r.seq(), ".", r.nonce());
   }
@@ -144,7 +144,24 @@ class JetStreamShardStore final : public ShardStore {
   // After an unanswered publish: is the subject where this store left it?
   absl::Status Resync() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Publishes a record to the journal with the fence; on success applies it.
-  absl::Status Append(const journal::JournalRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes r after the subject's last message, as the record following the last valid one;
+  // applies it once it is known to be valid. ABORTED (fenced) when another writer's valid
+  // record came first.
+  absl::Status Append(journal::JournalRecord r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether r follows the valid records read so far (the journal.proto rule). The first
+  // message of the subject is valid: the first ever, or where a compaction purged up to, which
+  // is always a valid record (MaybeCompact).
+  bool Follows(const journal::JournalRecord& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return records_.empty() || r.prev() == last_valid_;
+  }
+  // Whether a valid record of another writer is among the subject's messages in
+  // [from, through]; void ones are skipped.
+  absl::StatusOr<bool> AnotherWriterIn(uint64_t from, uint64_t through) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The valid records, for scans outside the lock.
+  std::vector<uint64_t> ValidRecords() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::vector<uint64_t>(records_.begin(), records_.end());
+  }
   absl::Status Fence(absl::Status cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     fenced_ = absl::AbortedError(absl::StrCat(
         Where(), ": another writer appended to the shard's journal; this store is fenced (",
@@ -171,9 +188,10 @@ class JetStreamShardStore final : public ShardStore {
   mutable std::string journal_subject_ ABSL_GUARDED_BY(mu_);
   mutable std::string archive_subject_ ABSL_GUARDED_BY(mu_);
   mutable uint64_t last_jseq_ ABSL_GUARDED_BY(mu_) = 0;      // the subject's last message
+  mutable uint64_t last_valid_ ABSL_GUARDED_BY(mu_) = 0;     // its last valid record
   mutable uint64_t archive_last_ ABSL_GUARDED_BY(mu_) = 0;   // the archive's last message
   mutable uint64_t archived_through_ ABSL_GUARDED_BY(mu_) = 1;  // indices < this: archive
-  mutable std::deque<uint64_t> records_ ABSL_GUARDED_BY(mu_);   // journal messages, in order
+  mutable std::deque<uint64_t> records_ ABSL_GUARDED_BY(mu_);   // valid records, in order
   mutable std::map<PartKind, PartIndex> parts_ ABSL_GUARDED_BY(mu_);
   mutable std::optional<std::pair<uint64_t, std::string>> last_audit_ ABSL_GUARDED_BY(mu_);
   absl::Status fenced_ ABSL_GUARDED_BY(mu_);
@@ -185,7 +203,7 @@ std::string SubjectPrefix(const JetStreamOptions& o) { return Lower(o.prefix); }
 absl::Status JetStreamShardStore::EnsureLoaded() const {
   if (loaded_) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::optional<StoredMsg> entry_msg,
-                   nats_.LastMsg(backend_->models_stream, backend_->model_subject));
+                   nats_.NextMsg(backend_->models_stream, backend_->model_subject, 1));
   if (!entry_msg.has_value()) {
     return absl::NotFoundError(absl::StrCat("model '", model(), "' is not in the cluster"));
   }
@@ -204,6 +222,7 @@ absl::Status JetStreamShardStore::EnsureLoaded() const {
   archive_subject_ = absl::StrCat(prefix, ".a.", incarnation_, ".", shard());
   parts_.clear();
   records_.clear();
+  last_valid_ = 0;
   archived_through_ = 1;
   last_audit_ = std::make_pair(uint64_t{0}, genesis_);
 
@@ -214,20 +233,30 @@ absl::Status JetStreamShardStore::EnsureLoaded() const {
                    nats_.LastMsg(backend_->journal_stream, journal_subject_));
   last_jseq_ = last.has_value() ? last->seq : 0;
   absl::Status apply_status;
+  uint64_t void_records = 0;
   if (last_jseq_ > 0) {
     RETURN_IF_ERROR(nats_.ScanSubject(
         backend_->journal_stream, journal_subject_, 1, last_jseq_,
         [&](const StoredMsg& m) {
+          mu_.AssertHeld();  // ScanSubject calls back synchronously, under the caller's lock
           journal::JournalRecord r;
           if (!r.ParseFromString(m.data)) {
             apply_status = absl::DataLossError(absl::StrCat(
                 Where(), ": journal message ", m.seq, " does not parse"));
             return false;
           }
+          if (!Follows(r)) {
+            ++void_records;  // a writer that lost a race; never acknowledged
+            return true;
+          }
           apply_status = Apply(m.seq, r);
           return apply_status.ok();
         }));
     RETURN_IF_ERROR(apply_status);
+  }
+  if (void_records > 0) {
+    spdlog::info("{}: {} void journal record(s) skipped (writers that lost a race)", Where(),
+                 void_records);
   }
   loaded_ = true;
   return absl::OkStatus();
@@ -235,6 +264,7 @@ absl::Status JetStreamShardStore::EnsureLoaded() const {
 
 absl::Status JetStreamShardStore::Apply(uint64_t jseq, const journal::JournalRecord& r) const {
   records_.push_back(jseq);
+  last_valid_ = jseq;
   if (r.has_base()) {
     const journal::Base& b = r.base();
     for (const journal::PartBase& pb : b.parts()) {
@@ -298,7 +328,28 @@ absl::Status JetStreamShardStore::Resync() {
   return absl::OkStatus();
 }
 
-absl::Status JetStreamShardStore::Append(const journal::JournalRecord& r) {
+absl::StatusOr<bool> JetStreamShardStore::AnotherWriterIn(uint64_t from,
+                                                          uint64_t through) const {
+  bool found = false;
+  absl::Status inner;
+  RETURN_IF_ERROR(nats_.ScanSubject(
+      backend_->journal_stream, journal_subject_, from, through, [&](const StoredMsg& m) {
+        mu_.AssertHeld();  // ScanSubject calls back synchronously, under the caller's lock
+        journal::JournalRecord r;
+        if (!r.ParseFromString(m.data)) {
+          inner = absl::DataLossError(absl::StrCat(Where(), ": journal message ", m.seq,
+                                                   " does not parse"));
+          return false;
+        }
+        found = Follows(r);
+        return !found;
+      }));
+  RETURN_IF_ERROR(inner);
+  return found;
+}
+
+absl::Status JetStreamShardStore::Append(journal::JournalRecord r) {
+  r.set_prev(last_valid_);
   std::string bytes;
   r.SerializeToString(&bytes);
   if (static_cast<int64_t>(bytes.size()) > nats_.max_payload()) {
@@ -306,15 +357,44 @@ absl::Status JetStreamShardStore::Append(const journal::JournalRecord& r) {
         Where(), ": a journal record of ", bytes.size(), " bytes exceeds NATS's max_payload of ",
         nats_.max_payload(), " bytes (raise max_payload, or send smaller batches)"));
   }
-  absl::StatusOr<uint64_t> seq =
-      nats_.Publish(journal_subject_, bytes, Expect::LastSeq(last_jseq_));
-  if (!seq.ok()) {
-    if (absl::IsAborted(seq.status())) return Fence(seq.status());
-    if (absl::IsUnavailable(seq.status())) uncertain_ = true;
-    return seq.status();
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<uint64_t> seq =
+        nats_.Publish(journal_subject_, bytes, Expect::LastSeq(last_jseq_));
+    if (!seq.ok()) {
+      if (!absl::IsAborted(seq.status())) {
+        if (absl::IsUnavailable(seq.status())) uncertain_ = true;
+        return seq.status();
+      }
+      // The subject moved on. Only void records (a racer's, already fenced)? Then publish
+      // again after them; a valid record of another writer fences this one.
+      ASSIGN_OR_RETURN(std::optional<StoredMsg> last,
+                       nats_.LastMsg(backend_->journal_stream, journal_subject_));
+      const uint64_t now = last.has_value() ? last->seq : 0;
+      if (now <= last_jseq_ || attempt >= 3) return Fence(seq.status());
+      ASSIGN_OR_RETURN(bool other, AnotherWriterIn(last_jseq_ + 1, now));
+      if (other) return Fence(seq.status());
+      last_jseq_ = now;
+      continue;
+    }
+    // Stored at *seq. If anything was stored in the stream between the subject's last message
+    // and *seq, another writer may have published beside this one (the check JetStream let
+    // through); the first valid record of the two counts.
+    if (*seq != last_jseq_ + 1) {
+      absl::StatusOr<bool> other = AnotherWriterIn(last_jseq_ + 1, *seq - 1);
+      if (!other.ok()) {
+        uncertain_ = true;  // stored, but valid or not is unknown: Resync fences
+        return other.status();
+      }
+      if (*other) {
+        last_jseq_ = *seq;
+        return Fence(absl::AbortedError(
+            absl::StrCat(Where(), ": another writer's record came first (journal message ",
+                         *seq, " is void)")));
+      }
+    }
+    last_jseq_ = *seq;
+    return Apply(*seq, r);
   }
-  last_jseq_ = *seq;
-  return Apply(*seq, r);
 }
 
 absl::StatusOr<journal::SnapshotRef> JetStreamShardStore::PutSnapshotChunks(
@@ -408,9 +488,15 @@ absl::Status JetStreamShardStore::Commit(const ShardWrite& write) {
 
 absl::Status JetStreamShardStore::MaybeCompact() {
   // The journal's messages before `keep` hold nothing the parts' logs still need.
+  // The purge must stop at a valid record (a reader takes the first message it finds for one):
+  // the first still needed by a part's log, or else the Base published below.
   uint64_t keep = last_jseq_ + 1;
+  bool keep_is_valid = false;
   for (const auto& [kind, p] : parts_) {
-    if (!p.log.empty()) keep = std::min(keep, p.log.begin()->second);
+    if (!p.log.empty() && p.log.begin()->second < keep) {
+      keep = p.log.begin()->second;
+      keep_is_valid = true;
+    }
   }
   const size_t removable = static_cast<size_t>(
       std::lower_bound(records_.begin(), records_.end(), keep) - records_.begin());
@@ -421,6 +507,7 @@ absl::Status JetStreamShardStore::MaybeCompact() {
   size_t batch_bytes = 0;
   uint64_t archived = archived_through_;
   auto flush = [&]() -> absl::Status {
+    mu_.AssertHeld();  // called only below, under the caller's lock
     if (batch.records_size() == 0) return absl::OkStatus();
     absl::StatusOr<uint64_t> seq = nats_.Publish(archive_subject_, batch.SerializeAsString(),
                                                  Expect::LastSeq(archive_last_));
@@ -437,6 +524,8 @@ absl::Status JetStreamShardStore::MaybeCompact() {
   absl::Status inner;
   RETURN_IF_ERROR(nats_.ScanSubject(
       backend_->journal_stream, journal_subject_, 1, keep - 1, [&](const StoredMsg& m) {
+        mu_.AssertHeld();  // ScanSubject calls back synchronously, under the caller's lock
+        if (!std::binary_search(records_.begin(), records_.end(), m.seq)) return true;  // void
         journal::JournalRecord r;
         if (!r.ParseFromString(m.data)) {
           inner = absl::DataLossError(absl::StrCat(Where(), ": journal message ", m.seq,
@@ -473,6 +562,7 @@ absl::Status JetStreamShardStore::MaybeCompact() {
   base->mutable_last_audit()->set_index(last_audit_->first);
   base->mutable_last_audit()->set_line(last_audit_->second);
   RETURN_IF_ERROR(Append(base_record));
+  if (!keep_is_valid) keep = last_valid_;  // the Base
 
   // 3. The prefix goes.
   RETURN_IF_ERROR(nats_.PurgeSubject(backend_->journal_stream, journal_subject_, keep));
@@ -484,6 +574,7 @@ absl::Status JetStreamShardStore::ScanLog(PartKind part, uint64_t from,
                                           const LogVisitor& fn) const {
   uint64_t start = 0, through = 0;
   std::string subject;
+  std::vector<uint64_t> valid;
   {
     MutexLock lock(&mu_);
     RETURN_IF_ERROR(EnsureLoaded());
@@ -494,10 +585,12 @@ absl::Status JetStreamShardStore::ScanLog(PartKind part, uint64_t from,
     start = first->second;
     through = it->second.log.rbegin()->second;
     subject = journal_subject_;
+    valid = ValidRecords();
   }
   absl::Status inner;
   RETURN_IF_ERROR(nats_.ScanSubject(
       backend_->journal_stream, subject, start, through, [&](const StoredMsg& m) {
+        if (!std::binary_search(valid.begin(), valid.end(), m.seq)) return true;  // void
         journal::JournalRecord r;
         if (!r.ParseFromString(m.data)) {
           inner = absl::DataLossError(absl::StrCat(Where(), ": journal message ", m.seq,
@@ -549,6 +642,7 @@ absl::StatusOr<std::optional<std::string>> JetStreamShardStore::GetSnapshot(
 absl::Status JetStreamShardStore::ScanAudit(uint64_t from, const AuditVisitor& fn) const {
   std::string genesis, archive, journal;
   uint64_t archived_through = 1, archive_last = 0, last_jseq = 0;
+  std::vector<uint64_t> valid;
   {
     MutexLock lock(&mu_);
     RETURN_IF_ERROR(EnsureLoaded());
@@ -558,6 +652,7 @@ absl::Status JetStreamShardStore::ScanAudit(uint64_t from, const AuditVisitor& f
     archived_through = archived_through_;
     archive_last = archive_last_;
     last_jseq = last_jseq_;
+    valid = ValidRecords();
   }
   uint64_t next = 0;  // the index the chain needs next
   bool go_on = true;
@@ -603,6 +698,7 @@ absl::Status JetStreamShardStore::ScanAudit(uint64_t from, const AuditVisitor& f
   if (last_jseq == 0) return absl::OkStatus();
   RETURN_IF_ERROR(nats_.ScanSubject(
       backend_->journal_stream, journal, 1, last_jseq, [&](const StoredMsg& m) {
+        if (!std::binary_search(valid.begin(), valid.end(), m.seq)) return true;  // void
         journal::JournalRecord r;
         if (!r.ParseFromString(m.data)) {
           inner = absl::DataLossError(absl::StrCat(Where(), ": journal message ", m.seq,
@@ -638,7 +734,7 @@ absl::StatusOr<std::unique_ptr<JetStreamStorage>> JetStreamStorage::Open(
                                           .subjects = {absl::StrCat("$KV.", options.prefix,
                                                                     "_MODELS.>")},
                                           .replicas = options.replicas,
-                                          .max_msgs_per_subject = 1}));
+                                          .max_msgs_per_subject = 8}));
   RETURN_IF_ERROR(s->nats_->EnsureStream({.name = s->journal_stream(),
                                           .subjects = {absl::StrCat(p, ".j.>")},
                                           .replicas = options.replicas}));
@@ -660,7 +756,8 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> JetStreamStorag
   for (const std::string& subject : subjects) {
     std::optional<std::string> name = ModelFromKey(std::string_view(subject).substr(skip));
     if (!name.has_value()) continue;  // not a key this code writes
-    ASSIGN_OR_RETURN(std::optional<StoredMsg> msg, nats_->LastMsg(models_stream(), subject));
+    // The first entry is the model (CreateModel).
+    ASSIGN_OR_RETURN(std::optional<StoredMsg> msg, nats_->NextMsg(models_stream(), subject, 1));
     if (!msg.has_value()) continue;
     journal::ModelEntry entry;
     if (!entry.ParseFromString(msg->data)) {
@@ -678,13 +775,17 @@ absl::Status JetStreamStorage::CreateModel(std::string_view name, std::string_vi
   entry.set_spec(std::string(spec_bytes));
   entry.set_incarnation(RandomId());
   for (const std::string& g : genesis_lines) entry.add_genesis(g);
-  absl::StatusOr<uint64_t> seq =
-      nats_->Publish(model_subject(name), entry.SerializeAsString(), Expect::Empty());
-  if (absl::IsAborted(seq.status())) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("model '", Sv(name), "' already exists in the cluster"));
-  }
-  return seq.status();
+  const std::string subject = model_subject(name);
+  absl::StatusOr<uint64_t> seq = nats_->Publish(subject, entry.SerializeAsString(), Expect::Empty());
+  const absl::Status exists =
+      absl::AlreadyExistsError(absl::StrCat("model '", Sv(name), "' already exists in the cluster"));
+  if (absl::IsAborted(seq.status())) return exists;
+  RETURN_IF_ERROR(seq.status());
+  // Two creates that reach the stream's leader together can both be stored (nats-server issue
+  // 4320): the first entry of the key is the model, everywhere it is read.
+  ASSIGN_OR_RETURN(std::optional<StoredMsg> first, nats_->NextMsg(models_stream(), subject, 1));
+  if (!first.has_value() || first->seq != *seq) return exists;
+  return absl::OkStatus();
 }
 
 std::unique_ptr<ShardStore> JetStreamStorage::OpenShard(std::string_view model,

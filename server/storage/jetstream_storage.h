@@ -3,12 +3,17 @@
 //
 // Where things live (prefix "SL" by default; <inc> is the model's incarnation id):
 //   KV_SL_MODELS  key-value bucket: model name -> journal.ModelEntry (spec, incarnation,
-//                 every shard's genesis record); one atomic create per model.
+//                 every shard's genesis record); created with "expect no message", and the
+//                 key's first entry is the model (two racing creates: the first stored wins).
 //   SL_JOURNAL    stream, subject sl.j.<inc>.<shard>: one message per committed ShardWrite
 //                 (journal.JournalRecord: the batch's log entry with its audit records, or a
 //                 snapshot's manifest with its audit record). Every publish carries the
-//                 subject's expected last sequence: a writer that is not the latest one to
-//                 have read the subject fails (ABORTED) and can never fork the shard.
+//                 subject's expected last sequence, and every record names the valid record
+//                 it follows (journal.proto): a record that does not follow the last valid one
+//                 is void and skipped by every reader. A writer that is not the latest one to
+//                 have read the subject fails (ABORTED); one that raced another to the stream
+//                 leader (nats-server issue 4320 lets both publishes through) checks before it
+//                 returns and is fenced if the other came first. No shard can fork.
 //   SL_SNAP       stream, subject sl.s.<inc>.<shard>.<part>.<seq>.<nonce>: a snapshot's bytes
 //                 in chunks, written before the journal record that makes them part of the
 //                 manifest, and purged when a later manifest drops them.
