@@ -40,10 +40,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/storage/nats_client.h"
+#include "tests/spawn_util.h"
 
 extern char** environ;
 
 namespace streamlearn::test_util {
+
 
 class NatsTestCluster {
  public:
@@ -197,10 +199,14 @@ class NatsTestCluster {
     posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
                                      0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    std::string bin = kServer, flag = "-c", conf_arg = conf;
-    char* argv[] = {bin.data(), flag.data(), conf_arg.data(), nullptr};
+    // Through setpriv --pdeathsig (util-linux, always there): the node dies with this process
+    // even when a test is killed (a timeout) before its destructor runs.
+    std::vector<std::string> args = WithParentDeathSignal({kServer, "-c", conf});
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     pid_t pid = -1;
-    const int err = posix_spawn(&pid, kServer, &actions, nullptr, argv, environ);
+    const int err = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     if (err != 0) return absl::InternalError(absl::StrCat("cannot start ", kServer, ": ", err));
     nodes_[i].pid = pid;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/spawn_util.h"
 
 extern char** environ;
 
@@ -44,6 +45,7 @@ class ServerProcess {
       : log_(std::move(log)) {
     std::vector<std::string> args = {kServerBinary, "--listen=127.0.0.1:0", "--metrics="};
     args.insert(args.end(), flags.begin(), flags.end());
+    args = test_util::WithParentDeathSignal(std::move(args));
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -58,7 +60,7 @@ class ServerProcess {
     for (std::string& e : env_strings) envp.push_back(e.data());
     for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
     envp.push_back(nullptr);
-    const int err = posix_spawn(&pid_, kServerBinary, &actions, nullptr, argv.data(), envp.data());
+    const int err = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     if (err != 0) {
       ADD_FAILURE() << "cannot start " << kServerBinary << ": " << std::strerror(err);
