@@ -217,8 +217,9 @@ absl::Status ClusterNode::Balance() {
   std::map<std::string, std::string> address;
   std::vector<std::string> live;
   for (const cluster::Member& m : *members) {
-    if (m.id != options_.id && leases_.Expired(m)) continue;
+    // Every member's address, an expired one's too: its unexpired leases still route there.
     address[m.id] = m.address;
+    if (m.id != options_.id && leases_.Expired(m)) continue;
     if (!m.draining) live.push_back(m.id);
   }
   std::vector<cluster::ShardId> shards;
