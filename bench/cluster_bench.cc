@@ -35,16 +35,20 @@
 //
 //   Takeover (a timed measurement, not a Google Benchmark case; it runs first, alone on the
 //   machine): 3 streamlearn-server processes, a 3-shard model; --takeover_kills=N times
-//   (default 12, 0 = skip): SIGKILL the owner of shard 0, then every 20 ms send a one-event
-//   Ingest stream for a shard-0 routing key to a surviving server (which serves it or
-//   forwards it to the owner it knows) until one is acknowledged OK; the time from the kill
-//   to that ack. A replacement process then joins and the shards are rebalanced (one per
-//   server) before the next kill. Prints every kill, then p50 / p99 / max (nearest rank) with
-//   the lease_ttl, after the ratio table and as context of the JSON output. Expected: the
-//   survivors see the lease expire by their own clocks lease_ttl after they first saw its last
-//   renewal, at a balance round (every lease_ttl / 3), then the winner replays the shard and
-//   the entry learns the new owner at its next round: about lease_ttl +- lease_ttl / 3, plus
-//   up to lease_ttl / 3. --takeover_only runs it and nothing else.
+//   (default 12, 0 = skip): once every shard is served by a server of its own and the entry (a
+//   survivor-to-be) acknowledges a shard-0 batch, wait a random U[0, lease_ttl) (seeded,
+//   printed: the kill must not be in phase with the servers' rounds), SIGKILL the owner of
+//   shard 0, then every 20 ms send a one-event Ingest stream for a shard-0 routing key to the
+//   entry (which serves it or forwards it to the owner it knows) until one is acknowledged
+//   OK; the time from the kill to that ack. A replacement process then joins and the shards
+//   are rebalanced before the next kill. Prints every kill (with the new owner and the last
+//   refusal), then p50 / p99 / max (nearest rank) with the lease_ttl, after the ratio table
+//   and as context of the JSON output. Expected: the survivors judge the lease expired by
+//   their own clocks lease_ttl after they first saw its last renewal, at a balance round
+//   (every lease_ttl / 3); the renewal was 0..lease_ttl/3 before the kill and first seen
+//   0..lease_ttl/3 after it was written, so the take comes lease_ttl -lease_ttl/3..+lease_ttl/3
+//   after the kill, plus the shard's replay, plus up to lease_ttl / 3 when the entry is not the
+//   new owner and learns of it at its next round. --takeover_only runs it and nothing else.
 //
 //   Control-plane probe (timed, after the takeovers, before the cases): on a scratch R=3
 //   key-value stream of 2000 lease-sized keys, the latency of one renewal (a compare-and-set
@@ -55,9 +59,10 @@
 //
 // Every nats-server and streamlearn-server process is a child of this process (the server
 // binary is the build's streamlearn-server); their logs, the NATS store, the keys and the
-// embedded data_dir live under one temporary directory, removed at the end. The event pool is
-// Dgp kind A, seed 7 (printed with the rest of the configuration). About 4 minutes on 2 cores:
-// ~1.5 min of takeovers, ~0.5 min of set-up (NATS, 7 servers), the rest the cases.
+// embedded data_dir live under one temporary directory, removed at the end (--keep_logs keeps
+// the servers' logs). The event pool is Dgp kind A, seed 7 (printed with the rest of the
+// configuration). About 2-3 minutes on 2 cores: ~1.5 min of takeovers, ~0.5 min of set-up
+// (NATS, 7 servers), the rest the cases.
 //   cluster_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
@@ -75,8 +80,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <semaphore>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -126,6 +131,8 @@ constexpr size_t kAggregateBatchesPerShard = 16;  // 4096 events per stream per 
 constexpr uint32_t kTakeoverShards = 3;
 constexpr int kDefaultKills = 12;
 constexpr auto kRetryEvery = milliseconds(20);
+constexpr uint64_t kTakeoverSeed = 20261126;  // the random delays before the kills
+bool g_keep_logs = false;                     // --keep_logs
 
 enum Mode { kEmbedded = 0, kCluster = 1 };
 constexpr const char* kModeNames[] = {"embedded-process", "cluster"};
@@ -537,7 +544,14 @@ void TearDown() {
     g_fixtures = nullptr;
   }
   if (g_env != nullptr) {
+    g_env->client.reset();
     g_env->nats.reset();
+    if (g_keep_logs) {
+      std::fprintf(stderr, "server logs kept in %s\n", g_env->root.c_str());
+      delete g_env;
+      g_env = nullptr;
+      return;
+    }
     fs::remove_all(g_env->root);
     delete g_env;
     g_env = nullptr;
@@ -767,11 +781,13 @@ void RunTakeover(int kills) {
   const std::string key = KeyOfShard("takeover", 0, kTakeoverShards);
   v1::IngestRequest req = MakeRequests(env, model, key, 1)[0];
   uint64_t next_t = 0;
+  std::mt19937_64 rng(kTakeoverSeed);
+  std::uniform_real_distribution<double> phase(0, absl::ToDoubleMilliseconds(kLeaseTtl));
 
   std::printf("\ntakeover after kill -9: 3 server processes, lease_ttl %s, %d kills\n",
               absl::FormatDuration(kLeaseTtl).c_str(), kills);
-  std::printf("%5s %8s %8s %12s %9s  %s\n", "kill", "victim", "entry", "kill->ack ms",
-              "attempts", "last refusal");
+  std::printf("%5s %8s %8s %10s %12s %9s  %s\n", "kill", "victim", "entry", "new owner",
+              "kill->ack ms", "attempts", "last refusal");
   std::fflush(stdout);
   std::vector<double> ms;
   int failed = 0;
@@ -789,6 +805,9 @@ void RunTakeover(int kills) {
       std::this_thread::sleep_for(kRetryEvery);
     }
 
+    // At a random point of the lease's renewal and balance periods (lease_ttl / 3 each): the
+    // settling above ends at a balance round of the entry, which would otherwise fix the phase.
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(phase(rng)));
     const auto killed = Clock::now();
     nodes[victim].process->Kill();
     int attempts = 0;
@@ -803,15 +822,22 @@ void RunTakeover(int kills) {
       }
       std::this_thread::sleep_until(attempt + kRetryEvery);
     }
-    if (why.size() > 90) why = why.substr(0, 87) + "...";
+    if (why.size() > 80) why = why.substr(0, 77) + "...";
+    // Who took it over, as the entry says now.
+    std::string new_owner = "?";
+    if (std::optional<v1::ShardMapResponse> m = ShardMapAt(nodes[entry].address, model);
+        m.has_value() && m->shards_size() > 0) {
+      new_owner = m->shards(0).owner();
+    }
     if (took.has_value()) {
       ms.push_back(*took);
-      std::printf("%5d %8s %8s %12.0f %9d  %s\n", k + 1, nodes[victim].id.c_str(),
-                  nodes[entry].id.c_str(), *took, attempts, why.c_str());
+      std::printf("%5d %8s %8s %10s %12.0f %9d  %s\n", k + 1, nodes[victim].id.c_str(),
+                  nodes[entry].id.c_str(), new_owner.c_str(), *took, attempts, why.c_str());
     } else {
       ++failed;
-      std::printf("%5d %8s %8s %12s %9d  %s\n", k + 1, nodes[victim].id.c_str(),
-                  nodes[entry].id.c_str(), "none in 60 s", attempts, why.c_str());
+      std::printf("%5d %8s %8s %10s %12s %9d  %s\n", k + 1, nodes[victim].id.c_str(),
+                  nodes[entry].id.c_str(), new_owner.c_str(), "none in 60 s", attempts,
+                  why.c_str());
     }
     std::fflush(stdout);
     nodes.erase(nodes.begin() + victim);
@@ -847,10 +873,11 @@ void PrintConfig(int kills) {
       "config: Dgp kind A seed %d; SAU d=%d d_v=%d r=%d; NATS %d nodes (nats-server, "
       "JetStream), replicas %d, lease_ttl %s; BM_Ingest: 1 shard, window clamp(2048/batch, 4, "
       "64); BM_Aggregate: %d shards, batch %d, %d batches per stream per iteration; takeover: "
-      "%d kills, %d shards, retry every %d ms",
+      "%d kills, %d shards, retry every %d ms, random delay before each kill U[0, lease_ttl) "
+      "seed %d",
       kDgpSeed, kD, kDv, kR, kNatsNodes, kReplicas, absl::FormatDuration(kLeaseTtl),
       kAggregateShards, kAggregateBatch, kAggregateBatchesPerShard, kills, kTakeoverShards,
-      static_cast<int>(kRetryEvery.count()));
+      static_cast<int>(kRetryEvery.count()), kTakeoverSeed);
   std::printf("%s\n", config.c_str());
   std::fflush(stdout);
   benchmark::AddCustomContext("cluster_bench_config", config);
@@ -862,6 +889,7 @@ void PrintConfig(int kills) {
 // Flags of this benchmark, taken out before Google Benchmark sees the rest:
 //   --takeover_kills=N   kills of the takeover measurement (default 12; 0 = skip it)
 //   --takeover_only      the takeover measurement alone
+//   --keep_logs          keep the server processes' logs (the directory is printed at the end)
 int main(int argc, char** argv) {
   namespace b = streamlearn::bench;
   int kills = b::kDefaultKills;
@@ -873,6 +901,8 @@ int main(int argc, char** argv) {
       kills = std::atoi(a.c_str() + std::strlen("--takeover_kills="));
     } else if (i > 0 && a == "--takeover_only") {
       takeover_only = true;
+    } else if (i > 0 && a == "--keep_logs") {
+      b::g_keep_logs = true;
     } else {
       args.push_back(argv[i]);
     }
