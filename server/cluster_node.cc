@@ -226,12 +226,20 @@ absl::Status ClusterNode::Balance() {
   for (const std::shared_ptr<Model>& m : registry_->List()) {
     for (uint32_t i = 0; i < m->num_shards(); ++i) shards.push_back({m->spec().name, i});
   }
+  // A lease the table still gives this server but that it no longer holds (dropped after
+  // renewals failed for a whole lease_ttl, not released: NATS did not answer) is free for
+  // the plan: this server may take it again, or another will. Counted as this server's, it
+  // would be neither served nor taken.
+  std::vector<cluster::Lease> view_leases = *leases;
+  for (cluster::Lease& l : view_leases) {
+    if (l.owner == options_.id && !held.contains({l.model, l.shard})) l.owner.clear();
+  }
   cluster::BalancePlan plan = cluster::PlanBalance(
       {.me = options_.id,
        .draining = false,
        .live = live,
        .shards = shards,
-       .leases = *leases,
+       .leases = view_leases,
        .expired = [this](const cluster::Lease& l) { return leases_.Expired(l); }});
   for (const cluster::ShardId& id : plan.release) {
     spdlog::info("cluster: handing over model '{}' shard {} (balance)", id.model, id.shard);

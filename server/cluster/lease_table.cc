@@ -83,13 +83,12 @@ absl::StatusOr<std::optional<Lease>> LeaseTable::Get(std::string_view model, uin
 }
 
 absl::StatusOr<std::vector<Lease>> LeaseTable::Leases() {
-  ASSIGN_OR_RETURN(uint64_t last, nats_->LastSeq(stream()));
   std::vector<Lease> out;
   const std::string prefix = absl::StrCat("$KV.", options_.prefix, "_LEASES.lease.");
-  if (last == 0) return out;
-  absl::Status bad;
-  RETURN_IF_ERROR(nats_->ScanSubject(
-      stream(), prefix + ">", 1, last, [&](const storage::StoredMsg& m) {
+  // One direct get per key (the bucket keeps one value per key): no consumer, which a NATS
+  // node's loss can keep from starting (nats_client.h, ScanSubjectDirect).
+  RETURN_IF_ERROR(nats_->ScanSubjectDirect(
+      stream(), prefix + ">", [&](const storage::StoredMsg& m) {
         // lease.<model key>.<shard>
         std::vector<std::string> parts = absl::StrSplit(m.subject.substr(prefix.size()), '.');
         uint32_t shard = 0;
@@ -114,12 +113,10 @@ absl::StatusOr<std::vector<Lease>> LeaseTable::Leases() {
 }
 
 absl::StatusOr<std::vector<Member>> LeaseTable::Members() {
-  ASSIGN_OR_RETURN(uint64_t last, nats_->LastSeq(stream()));
   std::vector<Member> out;
   const std::string prefix = absl::StrCat("$KV.", options_.prefix, "_LEASES.member.");
-  if (last == 0) return out;
-  RETURN_IF_ERROR(nats_->ScanSubject(
-      stream(), prefix + ">", 1, last, [&](const storage::StoredMsg& m) {
+  RETURN_IF_ERROR(nats_->ScanSubjectDirect(
+      stream(), prefix + ">", [&](const storage::StoredMsg& m) {
         std::optional<nlohmann::json> j = ParseJson(m.data);
         if (!j.has_value()) return true;
         out.push_back({.id = m.subject.substr(prefix.size()),

@@ -750,23 +750,24 @@ absl::StatusOr<std::unique_ptr<JetStreamStorage>> JetStreamStorage::Open(
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> JetStreamStorage::ListSpecs()
     const {
   const std::string filter = absl::StrCat("$KV.", options_.prefix, "_MODELS.>");
-  ASSIGN_OR_RETURN(std::vector<std::string> subjects, nats_->Subjects(models_stream(), filter));
-  std::vector<std::pair<std::string, std::string>> out;
   const size_t skip = filter.size() - 1;
-  for (const std::string& subject : subjects) {
-    std::optional<std::string> name = ModelFromKey(std::string_view(subject).substr(skip));
-    if (!name.has_value()) continue;  // not a key this code writes
-    // The first entry is the model (CreateModel).
-    ASSIGN_OR_RETURN(std::optional<StoredMsg> msg, nats_->NextMsg(models_stream(), subject, 1));
-    if (!msg.has_value()) continue;
+  // Every entry, one direct get each (no stream info, no consumer: both can time out while a
+  // NATS node is down); the first entry of a key is the model (CreateModel).
+  std::map<std::string, std::string> first;
+  absl::Status bad;
+  RETURN_IF_ERROR(nats_->ScanSubjectDirect(models_stream(), filter, [&](const StoredMsg& m) {
+    std::optional<std::string> name = ModelFromKey(std::string_view(m.subject).substr(skip));
+    if (!name.has_value() || first.contains(*name)) return true;  // not ours, or a later entry
     journal::ModelEntry entry;
-    if (!entry.ParseFromString(msg->data)) {
-      return absl::DataLossError(absl::StrCat("model '", *name, "': its entry does not parse"));
+    if (!entry.ParseFromString(m.data)) {
+      bad = absl::DataLossError(absl::StrCat("model '", *name, "': its entry does not parse"));
+      return false;
     }
-    out.emplace_back(*name, entry.spec());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+    first.emplace(*name, entry.spec());
+    return true;
+  }));
+  RETURN_IF_ERROR(bad);
+  return std::vector<std::pair<std::string, std::string>>(first.begin(), first.end());
 }
 
 absl::Status JetStreamStorage::CreateModel(std::string_view name, std::string_view spec_bytes,

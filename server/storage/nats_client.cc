@@ -311,6 +311,16 @@ absl::Status NatsClient::ScanSubject(std::string_view stream, std::string_view s
   return absl::OkStatus();
 }
 
+absl::Status NatsClient::ScanSubjectDirect(std::string_view stream, std::string_view subject,
+                                           const std::function<bool(const StoredMsg&)>& fn) {
+  uint64_t next = 1;
+  for (;;) {
+    ASSIGN_OR_RETURN(std::optional<StoredMsg> m, NextMsg(stream, subject, next));
+    if (!m.has_value() || !fn(*m)) return absl::OkStatus();
+    next = m->seq + 1;
+  }
+}
+
 absl::Status NatsClient::ScanWithConsumer(std::string_view stream, std::string_view subject,
                                           uint64_t from, uint64_t through,
                                           const std::function<bool(const StoredMsg&)>& fn,

@@ -94,6 +94,12 @@ class NatsClient {
   // until fn returns false (an ordered consumer; nothing is left on the server after).
   absl::Status ScanSubject(std::string_view stream, std::string_view subject, uint64_t from,
                            uint64_t through, const std::function<bool(const StoredMsg&)>& fn);
+  // The same, one direct get per message from the stream's leader, never a consumer, up to the
+  // subject's last message: for the few keys of a bucket. A consumer needs a peer of the
+  // stream to host it, and with a NATS node down its creation can time out for as long as the
+  // node is down; a direct get needs only the stream's leader.
+  absl::Status ScanSubjectDirect(std::string_view stream, std::string_view subject,
+                                 const std::function<bool(const StoredMsg&)>& fn);
   // Removes the subject's messages with stream sequence < before (0: all of them).
   absl::Status PurgeSubject(std::string_view stream, std::string_view subject,
                             uint64_t before = 0);

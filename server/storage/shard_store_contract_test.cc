@@ -376,9 +376,14 @@ TEST(JetStreamClusterTest, AReplicatedShardSurvivesTheLossOfANatsNode) {
   // loss it may be in an election, so the server (and this test) tries again.
   auto open = [&]() -> std::unique_ptr<JetStreamStorage> {
     absl::StatusOr<std::unique_ptr<JetStreamStorage>> s;
-    for (int i = 0; i < 30; ++i) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    for (;;) {
       s = OpenJetStream((*nats)->urls(), {.prefix = "R3", .replicas = 3}, absl::Seconds(2));
-      if (s.ok() || !absl::IsUnavailable(s.status())) break;
+      if (s.ok() || !absl::IsUnavailable(s.status()) ||
+          std::chrono::steady_clock::now() > deadline) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     EXPECT_TRUE(s.ok()) << s.status() << (*nats)->Logs();
     return s.ok() ? *std::move(s) : nullptr;
@@ -391,7 +396,9 @@ TEST(JetStreamClusterTest, AReplicatedShardSurvivesTheLossOfANatsNode) {
   // Commits until `n` more are acknowledged; a commit NATS does not confirm (a leader
   // election) is retried after ResumeWrites, as the server does.
   auto commit_n = [&](int n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     for (int done = 0; done < n;) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << (*nats)->Logs();
       absl::Status st = CommitBatch(*s, PartKind::kSau, seq + 1, &audit);
       if (st.ok()) {
         ++seq;
@@ -399,14 +406,20 @@ TEST(JetStreamClusterTest, AReplicatedShardSurvivesTheLossOfANatsNode) {
         continue;
       }
       ASSERT_EQ(st.code(), absl::StatusCode::kUnavailable) << st << (*nats)->Logs();
-      absl::Status resume;
-      for (int i = 0; i < 100; ++i) {
-        resume = s->ResumeWrites();
-        if (resume.ok()) break;
-        ASSERT_NE(resume.code(), absl::StatusCode::kAborted) << resume;
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      absl::Status resume = s->ResumeWrites();
+      if (resume.ok()) continue;
+      ASSERT_NE(resume.code(), absl::StatusCode::kAborted) << resume;
+      // Whether the commit landed is unknown: read the shard again, as the server does.
+      s = storage->OpenShard("m", 0);
+      absl::StatusOr<std::optional<uint64_t>> last = s->LastLogSeq(PartKind::kSau);
+      absl::StatusOr<std::optional<std::pair<uint64_t, std::string>>> head = s->LastAudit();
+      if (!last.ok() || !head.ok()) continue;  // still electing
+      if (last->value_or(0) == seq + 1) {     // it landed
+        ++seq;
+        ++done;
       }
-      ASSERT_TRUE(resume.ok()) << resume << (*nats)->Logs();
+      audit = head->has_value() ? (*head)->first + 1 : 1;
     }
   };
   commit_n(10);
@@ -419,7 +432,10 @@ TEST(JetStreamClusterTest, AReplicatedShardSurvivesTheLossOfANatsNode) {
   ASSERT_NE(reader, nullptr);
   auto r = reader->OpenShard("m", 0);
   std::vector<std::pair<uint64_t, std::string>> log;
-  for (int i = 0; i < 30; ++i) {  // the same: the first read may meet an election
+  // The same: the first read may meet an election (until a deadline, not a count: an
+  // election can refuse at once, "no responders").
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  for (;;) {
     log.clear();
     absl::Status st = r->ScanLog(PartKind::kSau, 0, [&](uint64_t seq, std::string_view e) {
       log.emplace_back(seq, std::string(e));
@@ -427,6 +443,8 @@ TEST(JetStreamClusterTest, AReplicatedShardSurvivesTheLossOfANatsNode) {
     });
     if (st.ok()) break;
     ASSERT_TRUE(absl::IsUnavailable(st)) << st;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << st << (*nats)->Logs();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     r = reader->OpenShard("m", 0);
   }
   ASSERT_EQ(log.size(), seq);
@@ -450,9 +468,14 @@ class JetStreamRaceTest : public ::testing::Test {
   }
   std::unique_ptr<JetStreamStorage> Open(const std::string& prefix) {
     absl::StatusOr<std::unique_ptr<JetStreamStorage>> s;
-    for (int i = 0; i < 30; ++i) {  // a fresh cluster may still elect its stream leaders
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    for (;;) {  // a fresh cluster may still elect its stream leaders
       s = OpenJetStream(nats_->urls(), {.prefix = prefix, .replicas = 3});
-      if (s.ok() || !absl::IsUnavailable(s.status())) break;
+      if (s.ok() || !absl::IsUnavailable(s.status()) ||
+          std::chrono::steady_clock::now() > deadline) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? *std::move(s) : nullptr;
