@@ -284,52 +284,7 @@ std::string KeyOfShard(const std::string& prefix, uint32_t shard, uint32_t shard
 
 std::vector<v1::IngestRequest> MakeRequests(const Env& env, const std::string& model,
                                             const std::string& key, size_t batch) {
-  std::vector<v1::IngestRequest> requests(kPoolEvents / batch);
-  for (size_t b = 0; b < requests.size(); ++b) {
-    v1::IngestRequest& req = requests[b];
-    req.set_model(model);
-    req.set_routing_key(key);
-    for (size_t i = 0; i < batch; ++i) {
-      const sau::DgpEvent& e = env.events[b * batch + i];
-      v1::Event* ev = req.add_events();
-      ev->mutable_k()->Add(e.k.begin(), e.k.end());
-      ev->mutable_v()->Add(e.v.begin(), e.v.end());
-    }
-  }
-  return requests;
-}
-
-// One Ingest stream carrying `batches` requests cycled from `requests`, at most `window`
-// unacknowledged (as rpc_durability_bench). Counts acks and rejected acks.
-grpc::Status PipelinedIngest(v1::SAU::Stub& stub, std::vector<v1::IngestRequest>& requests,
-                             size_t batches, size_t window, uint64_t* next_t, uint64_t* acks,
-                             uint64_t* rejected) {
-  grpc::ClientContext context;
-  auto stream = stub.Ingest(&context);
-  std::counting_semaphore<> slots(static_cast<std::ptrdiff_t>(window));
-  std::atomic<bool> broken{false};
-  std::thread reader([&] {
-    v1::IngestAck ack;
-    for (size_t i = 0; i < batches; ++i) {
-      if (!stream->Read(&ack)) {
-        broken.store(true);
-        slots.release(static_cast<std::ptrdiff_t>(batches));
-        return;
-      }
-      ++*acks;
-      if (ack.status().code() != 0) ++*rejected;
-      slots.release();
-    }
-  });
-  for (size_t b = 0; b < batches && !broken.load(); ++b) {
-    slots.acquire();
-    v1::IngestRequest& req = requests[b % requests.size()];
-    for (v1::Event& e : *req.mutable_events()) e.set_t(++*next_t);
-    if (!stream->Write(req)) break;
-  }
-  stream->WritesDone();
-  reader.join();
-  return stream->Finish();
+  return MakeIngestRequests(env.events, model, key, batch);
 }
 
 // One batch on a stream of its own; true if it was acknowledged OK, else why not in *why.

@@ -148,19 +148,7 @@ void TearDownFixture() {
 
 // The pool's events cut into requests of `batch` events (t is set at send time).
 std::vector<v1::IngestRequest> MakeRequests(const Fixture& f, size_t batch) {
-  std::vector<v1::IngestRequest> requests(kPoolEvents / batch);
-  for (size_t b = 0; b < requests.size(); ++b) {
-    v1::IngestRequest& req = requests[b];
-    req.set_model(kModel);
-    req.set_routing_key(kRoutingKey);
-    for (size_t i = 0; i < batch; ++i) {
-      const sau::DgpEvent& e = f.events[b * batch + i];
-      v1::Event* ev = req.add_events();
-      ev->mutable_k()->Add(e.k.begin(), e.k.end());
-      ev->mutable_v()->Add(e.v.begin(), e.v.end());
-    }
-  }
-  return requests;
+  return MakeIngestRequests(f.events, kModel, kRoutingKey, batch);
 }
 
 struct StreamTotals {
