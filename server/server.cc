@@ -63,6 +63,27 @@ absl::Status CheckOptions(const Server::Options& o) {
 }
 
 // This machine's name as a server id: [A-Za-z0-9_-] (other bytes become '-').
+const absl::Status& StatusOf(const absl::Status& s) { return s; }
+template <typename T>
+const absl::Status& StatusOf(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+
+// Cluster mode: calls fn until it is not UNAVAILABLE or `timeout` passed. A NATS cluster
+// electing a leader answers nothing for a few seconds; a server that starts then waits for it
+// (saying why) instead of exiting into a restart loop.
+template <typename Fn>
+auto RetryWhileUnavailable(absl::Duration timeout, Fn fn) -> decltype(fn()) {
+  const absl::Time give_up = absl::Now() + timeout;
+  for (;;) {
+    auto r = fn();
+    const absl::Status& s = StatusOf(r);
+    if (s.ok() || !absl::IsUnavailable(s) || absl::Now() >= give_up) return r;
+    spdlog::warn("cluster not ready, retrying: {}", s.ToString());
+    absl::SleepFor(absl::Seconds(1));
+  }
+}
+
 std::string HostName() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "streamlearn";
@@ -76,9 +97,23 @@ std::string HostName() {
   return name.substr(0, 64);
 }
 
-// Cluster mode: the key and the secret every server shares must exist (no server may make its
-// own: its signatures and hashes would differ from the others').
+// Cluster mode: the server id and replicas are valid, and the key and the secret every server
+// shares exist (no server may make its own: its signatures and hashes would differ from the
+// others').
 absl::Status CheckClusterKeys(const Server::Options& o) {
+  if (o.cluster_replicas < 1 || o.cluster_replicas > 5) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster_replicas must be 1..5, got ", o.cluster_replicas));
+  }
+  const bool id_ok =
+      o.server_id.size() <= 64 && std::all_of(o.server_id.begin(), o.server_id.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '-';
+      });
+  if (!id_ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server_id '", o.server_id, "' is not 1..64 of [A-Za-z0-9_-] (empty: the host name)"));
+  }
   if (o.audit_key_file.empty()) {
     return absl::InvalidArgumentError(
         "cluster mode needs --audit_key_file: the same Ed25519 key on every server (make one "
@@ -96,10 +131,6 @@ absl::Status CheckClusterKeys(const Server::Options& o) {
           "cluster mode: '", f, "' does not exist; every server must be given the same file "
           "(make them once with 'streamlearn-server --init_keys DIR')"));
     }
-  }
-  if (o.cluster_replicas < 1 || o.cluster_replicas > 5) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cluster_replicas must be 1..5, got ", o.cluster_replicas));
   }
   return absl::OkStatus();
 }
@@ -146,16 +177,9 @@ absl::StatusOr<int> Server::Start() {
   absl::StatusOr<std::unique_ptr<storage::Persistence>> persistence = OpenPersistence(&nats);
   if (!persistence.ok()) return persistence.status();
   persistence_ = *std::move(persistence);
-  {
-    const absl::Time give_up = absl::Now() + options_.cluster_start_timeout;
-    absl::Status recovered;
-    while (!(recovered = persistence_->Recover(registry_.get())).ok() &&
-           !options_.cluster.empty() && absl::IsUnavailable(recovered) && absl::Now() < give_up) {
-      spdlog::warn("cluster not ready, retrying: {}", recovered.ToString());
-      absl::SleepFor(absl::Seconds(1));
-    }
-    RETURN_IF_ERROR(recovered);
-  }
+  RETURN_IF_ERROR(RetryWhileUnavailable(
+      options_.cluster.empty() ? absl::ZeroDuration() : options_.cluster_start_timeout,
+      [&] { return persistence_->Recover(registry_.get()); }));
   RETURN_IF_ERROR(CreateConfiguredModels());
   if (!options_.metrics.empty()) {
     RETURN_IF_ERROR(metrics_.StartExposer(options_.metrics));
@@ -218,13 +242,15 @@ absl::StatusOr<int> Server::Start() {
       if (host.empty() || host == "0.0.0.0" || host == "[::]") host = HostName();
       address = absl::StrCat(host, ":", port_);
     }
-    absl::StatusOr<std::unique_ptr<ClusterNode>> node = ClusterNode::Start(
-        {.id = ServerId(),
-         .address = address,
-         .prefix = options_.cluster_prefix,
-         .replicas = options_.cluster_replicas,
-         .lease_ttl = options_.lease_ttl},
-        nats, registry_.get(), persistence_.get(), &metrics_);
+    absl::StatusOr<std::unique_ptr<ClusterNode>> node =
+        RetryWhileUnavailable(options_.cluster_start_timeout, [&] {
+          return ClusterNode::Start({.id = ServerId(),
+                                     .address = address,
+                                     .prefix = options_.cluster_prefix,
+                                     .replicas = options_.cluster_replicas,
+                                     .lease_ttl = options_.lease_ttl},
+                                    nats, registry_.get(), persistence_.get(), &metrics_);
+        });
     if (!node.ok()) {
       Shutdown(absl::ZeroDuration());
       return node.status();
@@ -304,17 +330,11 @@ absl::StatusOr<std::unique_ptr<storage::Persistence>> Server::OpenPersistence(
                        {.servers = options_.cluster,
                         .name = absl::StrCat("streamlearn ", options_.server_id)}));
   *nats = std::shared_ptr<storage::NatsClient>(std::move(client));
-  // A NATS cluster electing a leader answers nothing for a few seconds: a server that starts
-  // then waits for it (logging why) instead of exiting into a restart loop.
-  const absl::Time give_up = absl::Now() + options_.cluster_start_timeout;
-  absl::StatusOr<std::unique_ptr<storage::JetStreamStorage>> backend;
-  for (;;) {
-    backend = storage::JetStreamStorage::Open(*nats, {.prefix = options_.cluster_prefix,
-                                                      .replicas = options_.cluster_replicas});
-    if (backend.ok() || !absl::IsUnavailable(backend.status()) || absl::Now() >= give_up) break;
-    spdlog::warn("cluster not ready, retrying: {}", backend.status().ToString());
-    absl::SleepFor(absl::Seconds(1));
-  }
+  absl::StatusOr<std::unique_ptr<storage::JetStreamStorage>> backend =
+      RetryWhileUnavailable(options_.cluster_start_timeout, [&] {
+        return storage::JetStreamStorage::Open(*nats, {.prefix = options_.cluster_prefix,
+                                                       .replicas = options_.cluster_replicas});
+      });
   if (!backend.ok()) return backend.status();
   return storage::Persistence::OpenWith(po, *std::move(backend), &metrics_);
 }

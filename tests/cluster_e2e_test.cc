@@ -128,7 +128,7 @@ class ClusterE2eTest : public ::testing::Test {
                                  "--snapshot_every_steps=40", "--snapshot_interval=0s",
                                  "--audit_checkpoint_every=16"},
         dir_ + "/" + id + ".log");
-    const int port = n.process->WaitForPort(milliseconds(60000));
+    const int port = n.process->WaitForPort(milliseconds(150000));
     ASSERT_GT(port, 0) << n.process->Log();
     n.address = absl::StrCat("127.0.0.1:", port);
     n.alive = true;

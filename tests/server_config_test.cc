@@ -373,6 +373,22 @@ TEST(ServerOptionsTest, InvalidOptionsAreRejectedByStart) {
   EXPECT_EQ(Server(options).Start().status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ServerOptionsTest, ClusterModeRefusesABadServerIdAndMissingSharedKeys) {
+  Server::Options options;
+  options.listen = "127.0.0.1:0";
+  options.metrics = "";
+  options.data_dir = "";
+  options.cluster = "nats://127.0.0.1:1";  // never reached: the checks come first
+  options.server_id = "pod.7";
+  absl::Status bad_id = Server(options).Start().status();
+  EXPECT_EQ(bad_id.code(), absl::StatusCode::kInvalidArgument) << bad_id;
+  EXPECT_THAT(bad_id.message(), HasSubstr("server_id 'pod.7'"));
+  options.server_id = "s1";
+  absl::Status no_key = Server(options).Start().status();
+  EXPECT_EQ(no_key.code(), absl::StatusCode::kInvalidArgument) << no_key;
+  EXPECT_THAT(no_key.message(), HasSubstr("--audit_key_file"));
+}
+
 TEST(ServerOptionsTest, BadAddressesAndANegativeSnapshotIntervalAreRejectedByStart) {
   struct Case {
     std::string scenario;
