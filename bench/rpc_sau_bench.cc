@@ -156,39 +156,12 @@ struct StreamTotals {
   uint64_t rejected = 0;
 };
 
-// One Ingest stream carrying `batches` requests cycled from `requests`, with at most `window`
-// of them unacknowledged: the calling thread writes, a reader thread reads the acks (the
-// server sends one per batch, in order). Returns once every ack has arrived.
+// One Ingest stream with at most `window` batches unacknowledged (rpc_fixture.h).
 grpc::Status PipelinedIngest(v1::SAU::Stub& stub, std::vector<v1::IngestRequest>& requests,
                              size_t batches, size_t window, uint64_t* next_t,
                              StreamTotals* totals) {
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::IngestRequest, v1::IngestAck>> stream =
-      stub.Ingest(&context);
-  std::counting_semaphore<> slots(static_cast<std::ptrdiff_t>(window));
-  std::atomic<bool> broken{false};
-  std::thread reader([&] {
-    v1::IngestAck ack;
-    for (size_t i = 0; i < batches; ++i) {
-      if (!stream->Read(&ack)) {
-        broken.store(true);
-        slots.release(static_cast<std::ptrdiff_t>(batches));  // unblock the writer
-        return;
-      }
-      ++totals->acks;
-      if (ack.status().code() != 0) ++totals->rejected;
-      slots.release();
-    }
-  });
-  for (size_t b = 0; b < batches && !broken.load(); ++b) {
-    slots.acquire();
-    v1::IngestRequest& req = requests[b % requests.size()];
-    for (v1::Event& e : *req.mutable_events()) e.set_t(++*next_t);
-    if (!stream->Write(req)) break;
-  }
-  stream->WritesDone();
-  reader.join();
-  return stream->Finish();
+  return bench::PipelinedIngest(stub, requests, batches, window, next_t, &totals->acks,
+                                &totals->rejected);
 }
 
 void RunIngestOverGrpc(benchmark::State& state, bool empty_handler) {
