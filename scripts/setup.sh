@@ -14,8 +14,15 @@ PACKAGES=(
   python3 python3-grpcio python3-protobuf python3-grpc-tools
   prometheus python3-yaml
   nats-server libnats-dev
+  # the deployment checks: the Kubernetes API models (schema of every rendered object), the
+  # compose file's validator, and pip to install the Python client package from its directory
+  python3-kubernetes docker-compose python3-pip python3-setuptools python3-wheel
   "$@"
 )
+# kubectl renders the kustomize overlays (`kubectl kustomize`). Debian's is the package
+# kubernetes-client; a machine that has a kubectl from another source keeps it (the overlays
+# are written for both the kustomize of Debian's kubectl 1.20 and current ones).
+if ! command -v kubectl > /dev/null 2>&1; then PACKAGES+=(kubernetes-client); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -212,6 +212,7 @@ absl::Status ClusterNode::Balance() {
   if (!leases.ok() || !members.ok()) {
     note(leases.status());
     note(members.status());
+    SetReady(false);
     return first_error;
   }
   std::map<std::string, std::string> address;
@@ -287,11 +288,23 @@ absl::Status ClusterNode::Balance() {
     MutexLock view(&view_mu_);
     map_ = std::move(map);
   }
+  bool ready = first_error.ok() && !draining_.load(std::memory_order_acquire);
+  for (const auto& [id, lease] : held_) {
+    std::shared_ptr<storage::ModelWriters> w = persistence_->Find(id.model);
+    if (w == nullptr || !w->serving(id.shard)) ready = false;
+  }
+  SetReady(ready);
   return first_error;
+}
+
+void ClusterNode::SetReady(bool ready) {
+  ready_.store(ready, std::memory_order_release);
+  if (options_.on_ready) options_.on_ready(ready);
 }
 
 void ClusterNode::Drain() {
   if (draining_.exchange(true)) return;
+  SetReady(false);
   StopThreads();  // no round runs from here on
   MutexLock lock(&tick_mu_);
   (void)leases_.Join({.id = options_.id, .address = options_.address, .draining = true});

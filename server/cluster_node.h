@@ -20,6 +20,7 @@
 #define STREAMLEARN_SERVER_CLUSTER_NODE_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -47,6 +48,9 @@ struct ClusterOptions {
   int replicas = 3;
   absl::Duration lease_ttl = absl::Seconds(6);
   bool run_thread = true;                  // false: the caller drives Tick()
+  // Called at the end of every balance round with ready() (on the balancing thread; the
+  // first time within Start). May be empty.
+  std::function<void(bool)> on_ready;
 };
 
 // One row of the shard map.
@@ -85,12 +89,18 @@ class ClusterNode {
       ABSL_LOCKS_EXCLUDED(view_mu_);
   // The shards this server holds leases for.
   size_t held() const ABSL_LOCKS_EXCLUDED(view_mu_);
+  // Whether the last balance round ended with this server holding and serving its fair share:
+  // no error, nothing left that it wanted and could not take, every held shard loaded, and
+  // not draining. The readiness of a server in the cluster mode (grpc.health.v1 service
+  // "streamlearn.ready"): a rolling upgrade waits for it before replacing the next server.
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
   const ClusterOptions& options() const { return options_; }
 
  private:
   ClusterNode(ClusterOptions options, std::shared_ptr<storage::NatsClient> nats,
               ModelRegistry* registry, storage::Persistence* persistence, Metrics* metrics);
   void CountLease(std::string_view event, uint64_t n = 1);
+  void SetReady(bool ready);
   void SetHeldCount() ABSL_EXCLUSIVE_LOCKS_REQUIRED(held_mu_) ABSL_LOCKS_EXCLUDED(view_mu_);
   // Runs round() every lease_ttl / 3 until stopped.
   void Loop(absl::Status (ClusterNode::*round)(), const char* what) ABSL_LOCKS_EXCLUDED(stop_mu_);
@@ -118,6 +128,7 @@ class ClusterNode {
   mutable Mutex held_mu_;
   std::map<cluster::ShardId, Held> held_ ABSL_GUARDED_BY(held_mu_);
   std::atomic<bool> draining_{false};
+  std::atomic<bool> ready_{false};
 
   // What the last round saw, for readers.
   mutable Mutex view_mu_;

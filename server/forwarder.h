@@ -145,6 +145,7 @@ class StreamForwarder {
       hop.stream = open_(forwarder_->Channel(*target), hop.ctx.get());
     }
     const uint64_t token = forwarder_->Arm(hop.ctx.get());
+    const uint32_t shard = ack->shard();  // set by the local NOT-OWNER answer
     ack->Clear();
     const bool ok = hop.stream->Write(request) && hop.stream->Read(ack);
     forwarder_->Disarm(token);
@@ -160,6 +161,7 @@ class StreamForwarder {
                         : finished,
           *target);
       ack->Clear();
+      ack->set_shard(shard);
       ToBatchStatus(s, ack->mutable_status());
     }
     forwarder_->Count(method_, s.code());

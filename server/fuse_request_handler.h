@@ -68,6 +68,8 @@ class FuseRequestHandler {
 
   size_t max_batch() const { return max_batch_; }
 
+  const ModelRegistry& registry() const { return *registry_; }
+
  private:
   absl::Status LearnBatch(const v1::LearnRequest& request, LearnSession* session,
                           v1::LearnAck* ack);

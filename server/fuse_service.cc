@@ -1,6 +1,7 @@
 #include "server/fuse_service.h"
 
 #include "server/batch_stream.h"
+#include "server/model_lookup.h"
 #include "server/status_conversion.h"
 
 namespace streamlearn::server {
@@ -14,6 +15,9 @@ grpc::Status FuseService::Learn(grpc::ServerContext* context,
         return v1::Fuse::NewStub(c)->Learn(ctx);
       });
   return ServeBatchStream(stream, draining_, metrics_, "Learn",
+                          [&](const auto& r) {
+                            return ShardOfKey(handler_->registry(), r.model(), r.routing_key());
+                          },
                           [&](const v1::LearnRequest& request, v1::LearnAck* ack) {
                             return hops.Forward(
                                 request, handler_->Learn(request, &session, ack), ack);

@@ -68,6 +68,8 @@ class LmuRequestHandler {
 
   size_t max_batch() const { return max_batch_; }
 
+  const ModelRegistry& registry() const { return *registry_; }
+
  private:
   absl::Status UpdateBatch(const v1::UpdateRequest& request, UpdateSession* session,
                            v1::UpdateAck* ack);

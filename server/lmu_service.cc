@@ -1,6 +1,7 @@
 #include "server/lmu_service.h"
 
 #include "server/batch_stream.h"
+#include "server/model_lookup.h"
 #include "server/status_conversion.h"
 
 namespace streamlearn::server {
@@ -15,6 +16,9 @@ grpc::Status LmuService::Update(
         return v1::LMU::NewStub(c)->Update(ctx);
       });
   return ServeBatchStream(stream, draining_, metrics_, "Update",
+                          [&](const auto& r) {
+                            return ShardOfKey(handler_->registry(), r.model(), r.routing_key());
+                          },
                           [&](const v1::UpdateRequest& request, v1::UpdateAck* ack) {
                             return hops.Forward(
                                 request, handler_->Update(request, &session, ack), ack);

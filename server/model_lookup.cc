@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/common/routing.h"
 #include "core/common/status_macros.h"
 
 namespace streamlearn::server {
@@ -28,6 +29,13 @@ absl::StatusOr<std::shared_ptr<Model>> FindModelWithPart(const ModelRegistry& re
   if (!model.ok()) return model.status();
   RETURN_IF_ERROR(RequirePart(**model, part));
   return model;
+}
+
+std::optional<uint32_t> ShardOfKey(const ModelRegistry& registry, std::string_view model,
+                                   std::string_view routing_key) {
+  absl::StatusOr<std::shared_ptr<Model>> m = registry.Find(model);
+  if (!m.ok()) return std::nullopt;
+  return ShardFor(routing_key, (*m)->num_shards());
 }
 
 }  // namespace streamlearn::server

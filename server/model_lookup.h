@@ -12,7 +12,9 @@
 #ifndef STREAMLEARN_SERVER_MODEL_LOOKUP_H_
 #define STREAMLEARN_SERVER_MODEL_LOOKUP_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +29,10 @@ absl::Status RequirePart(const Model& model, PartKind part);
 // Errors: NOT_FOUND (no such model), FAILED_PRECONDITION (the model lacks the part).
 absl::StatusOr<std::shared_ptr<Model>> FindModelWithPart(const ModelRegistry& registry,
                                                          std::string_view name, PartKind part);
+
+// The shard of `routing_key` in the named model; nullopt when there is no such model.
+std::optional<uint32_t> ShardOfKey(const ModelRegistry& registry, std::string_view model,
+                                   std::string_view routing_key);
 
 }  // namespace streamlearn::server
 

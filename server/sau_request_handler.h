@@ -60,6 +60,8 @@ class SauRequestHandler {
 
   size_t max_batch() const { return max_batch_; }
 
+  const ModelRegistry& registry() const { return *registry_; }
+
  private:
   absl::Status IngestBatch(const v1::IngestRequest& request, IngestSession* session,
                            v1::IngestAck* ack);

@@ -1,5 +1,6 @@
 #include "server/sau_service.h"
 
+#include "server/model_lookup.h"
 #include "server/status_conversion.h"
 
 namespace streamlearn::server {
@@ -14,6 +15,9 @@ grpc::Status SauService::Ingest(
         return v1::SAU::NewStub(c)->Ingest(ctx);
       });
   return ServeBatchStream(stream, draining_, metrics_, "Ingest",
+                          [&](const auto& r) {
+                            return ShardOfKey(handler_->registry(), r.model(), r.routing_key());
+                          },
                           [&](const v1::IngestRequest& request, v1::IngestAck* ack) {
                             return hops.Forward(
                                 request, handler_->Ingest(request, &session, ack), ack);

@@ -230,11 +230,16 @@ absl::StatusOr<int> Server::Start() {
     return absl::UnavailableError(absl::StrCat("cannot listen on '", options_.listen,
                                                "' (address in use or not valid for this host)"));
   }
+  // Readiness (grpc.health.v1 service kReadyService): the embedded mode is ready once it
+  // listens (recovery ran before); the cluster mode once a balance round ends with this
+  // server holding and serving its share (ClusterNode::ready()).
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   {
     MutexLock lock(&shutdown_mu_);
     server_ = std::move(server);
   }
   persistence_->StartSnapshotter(registry_.get());
+  if (health != nullptr) health->SetServingStatus(kReadyService, nats == nullptr);
   if (nats != nullptr) {
     std::string address = options_.advertise;
     if (address.empty()) {
@@ -248,7 +253,13 @@ absl::StatusOr<int> Server::Start() {
                                      .address = address,
                                      .prefix = options_.cluster_prefix,
                                      .replicas = options_.cluster_replicas,
-                                     .lease_ttl = options_.lease_ttl},
+                                     .lease_ttl = options_.lease_ttl,
+                                     .on_ready =
+                                         [health](bool ready) {
+                                           if (health != nullptr) {
+                                             health->SetServingStatus(kReadyService, ready);
+                                           }
+                                         }},
                                     nats, registry_.get(), persistence_.get(), &metrics_);
         });
     if (!node.ok()) {

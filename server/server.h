@@ -4,8 +4,10 @@
 // the models of the config file, optionally starts the metrics exposer and listens;
 // Shutdown() drains: open Ingest streams acknowledge the batch in hand and end with
 // UNAVAILABLE, unary calls finish, and whatever is still open at the deadline is cancelled.
-// Also serves grpc.health.v1.Health ("" is SERVING until the drain starts) and server
-// reflection.
+// Also serves grpc.health.v1.Health and server reflection. Health service "" is SERVING until
+// the drain starts (liveness); kReadyService "streamlearn.ready" is SERVING when the server can
+// serve its part: the embedded mode once it listens, the cluster mode while it holds and
+// serves its fair share of the shards (ClusterNode::ready(); readiness).
 //
 // The LMU hash secret (server/storage/lmu_secret.h) comes from Options::lmu_secret when set
 // (tests), else from Options::lmu_secret_file, else from <data_dir>/lmu.secret; each file is
@@ -49,6 +51,9 @@ class Server;
 }  // namespace grpc
 
 namespace streamlearn::server {
+
+// The grpc.health.v1 service name of readiness (above).
+inline constexpr char kReadyService[] = "streamlearn.ready";
 
 class AdminService;
 class AuditorService;

@@ -13,11 +13,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "core/audit/ed25519_key.h"
 #include "gmock/gmock.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "server/storage/data_dir.h"
 #include "tests/command_runner.h"
@@ -275,35 +278,52 @@ TEST_F(DataDirTest, FullDiskRefusesWritesThenResumesWithoutARestart) {
 
   auto sau = v1::SAU::NewStub(channel_);
   auto lmu = v1::LMU::NewStub(channel_);
-  LockStepStream<v1::IngestRequest, v1::IngestAck> ingest(
-      [&](grpc::ClientContext* c) { return sau->Ingest(c); });
-  LockStepStream<v1::UpdateRequest, v1::UpdateAck> update(
-      [&](grpc::ClientContext* c) { return lmu->Update(c); });
+  using IngestStream = LockStepStream<v1::IngestRequest, v1::IngestAck>;
+  using UpdateStream = LockStepStream<v1::UpdateRequest, v1::UpdateAck>;
+  auto open_ingest = [&] {
+    return std::make_unique<IngestStream>([&](grpc::ClientContext* c) { return sau->Ingest(c); });
+  };
+  auto open_update = [&] {
+    return std::make_unique<UpdateStream>([&](grpc::ClientContext* c) { return lmu->Update(c); });
+  };
+  std::unique_ptr<IngestStream> ingest = open_ingest();
+  std::unique_ptr<UpdateStream> update = open_update();
   std::vector<v1::IngestRequest> acked_sau;
   std::vector<v1::UpdateRequest> acked_lmu;
   int failed_sau = 0, failed_lmu = 0;
+  // (part, shard) of every failed batch; and of the batches refused as held back (an earlier
+  // batch of the stream for the shard failed).
+  std::set<std::pair<std::string, uint32_t>> failed, held_back;
   // One round: a batch of each part to every key; returns whether every batch was acked.
   const auto round = [&](int n) {
     bool all = true;
     for (const char* key : {"a", "b", "c", "d"}) {
       v1::IngestRequest req = SauBatch(kModel, key, n);
-      const v1::IngestAck ack = ingest.Send(req);
+      const v1::IngestAck ack = ingest->Send(req);
       if (ack.status().code() == 0) {
         acked_sau.push_back(req);
       } else {
         EXPECT_EQ(ack.status().code(), grpc::StatusCode::UNAVAILABLE) << ack.status().message();
         ++failed_sau;
+        failed.emplace("sau", ack.shard());
+        if (absl::StartsWith(ack.status().message(), "an earlier batch")) {
+          held_back.emplace("sau", ack.shard());
+        }
         std::printf("sau refused: %s\n", ack.status().message().c_str());
         all = false;
       }
       v1::UpdateRequest ureq = LmuBatch(kModel, key, n);
-      const v1::UpdateAck uack = update.Send(ureq);
+      const v1::UpdateAck uack = update->Send(ureq);
       if (uack.status().code() == 0) {
         acked_lmu.push_back(ureq);
       } else {
         EXPECT_EQ(uack.status().code(), grpc::StatusCode::UNAVAILABLE)
             << uack.status().message();
         ++failed_lmu;
+        failed.emplace("lmu", uack.shard());
+        if (absl::StartsWith(uack.status().message(), "an earlier batch")) {
+          held_back.emplace("lmu", uack.shard());
+        }
         std::printf("lmu refused: %s\n", uack.status().message().c_str());
         all = false;
       }
@@ -322,11 +342,29 @@ TEST_F(DataDirTest, FullDiskRefusesWritesThenResumesWithoutARestart) {
 
   fs::remove(mnt + "/filler");
   const size_t sau_before = acked_sau.size(), lmu_before = acked_lmu.size();
+  // On the same streams, a shard whose batch failed takes nothing more (a batch applied after
+  // the failed one would make its resend a duplicate): its batches are refused as held back,
+  // and nothing of them is applied; the other shards' batches are applied.
+  const std::set<std::pair<std::string, uint32_t>> failed_before = failed;
+  held_back.clear();
+  round(16);
+  EXPECT_EQ(held_back, failed_before)
+      << "a failed shard took batches on the stream of its failure, or a good one refused";
+  size_t failed_sau_shards = 0;
+  for (const auto& [part, shard] : failed_before) failed_sau_shards += part == "sau" ? 1 : 0;
+  EXPECT_LE(acked_sau.size() + failed_sau_shards, sau_before + 4);
+  EXPECT_LE(acked_lmu.size() + (failed_before.size() - failed_sau_shards), lmu_before + 4);
+  const size_t sau_mid = acked_sau.size(), lmu_mid = acked_lmu.size();
+  EXPECT_TRUE(ingest->Finish().ok());
+  EXPECT_TRUE(update->Finish().ok());
+  // New streams: writes resume without a restart.
+  ingest = open_ingest();
+  update = open_update();
   EXPECT_TRUE(round(16)) << "writes did not resume once the disk had space";
-  EXPECT_EQ(acked_sau.size(), sau_before + 4);
-  EXPECT_EQ(acked_lmu.size(), lmu_before + 4);
-  EXPECT_TRUE(ingest.Finish().ok());
-  EXPECT_TRUE(update.Finish().ok());
+  EXPECT_EQ(acked_sau.size(), sau_mid + 4);
+  EXPECT_EQ(acked_lmu.size(), lmu_mid + 4);
+  EXPECT_TRUE(ingest->Finish().ok());
+  EXPECT_TRUE(update->Finish().ok());
   const std::vector<std::string> states = States();
 
   {  // The same acknowledged batches into a server without a store.

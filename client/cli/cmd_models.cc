@@ -88,4 +88,28 @@ int RunShards(const GlobalOptions& options, std::span<const std::string> args) {
   return kExitOk;
 }
 
+int RunHealth(const GlobalOptions& options, std::span<const std::string> args) {
+  ArgParser parser("streamlearn health [--service NAME]");
+  std::optional<std::string> service;
+  parser.AddString("--service", &service,
+                   "grpc.health.v1 service: \"\" (default) the process, serving until it drains; "
+                   "streamlearn.ready its readiness (the cluster mode: it holds its shards)");
+  if (absl::Status s = parser.Parse(args); !s.ok()) return ReportError(s, kExitUsage);
+  if (parser.help_requested()) {
+    std::cout << parser.Usage();
+    return kExitOk;
+  }
+  if (!parser.positional().empty()) {
+    return ReportError(absl::InvalidArgumentError("health takes no positional argument\n" +
+                                                  parser.Usage()),
+                       kExitUsage);
+  }
+  std::unique_ptr<Client> client = ConnectOrReport(options);
+  if (client == nullptr) return kExitFailure;
+  absl::StatusOr<bool> serving = client->Healthy(service.value_or(""));
+  if (!serving.ok()) return ReportError(serving.status());
+  std::cout << (*serving ? "SERVING" : "NOT_SERVING") << "\n";
+  return *serving ? kExitOk : kExitFailure;
+}
+
 }  // namespace streamlearn::cli

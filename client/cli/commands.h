@@ -10,6 +10,7 @@
 //   fuse-predict  a fused model's prediction at (x, q)            (cmd_predict.cc)
 //   audit     head, export, verify, append, replay of audit chains (cmd_audit*.cc)
 //   snapshot  snapshot a model now; backup: copy the data directory (cmd_snapshot.cc)
+//   shards    who serves each shard; health: grpc.health.v1 status  (cmd_models.cc)
 #ifndef STREAMLEARN_CLIENT_CLI_COMMANDS_H_
 #define STREAMLEARN_CLIENT_CLI_COMMANDS_H_
 
@@ -34,6 +35,7 @@ int RunAuditReplay(const GlobalOptions& options, std::span<const std::string> ar
 int RunSnapshot(const GlobalOptions& options, std::span<const std::string> args);
 int RunBackup(const GlobalOptions& options, std::span<const std::string> args);
 int RunShards(const GlobalOptions& options, std::span<const std::string> args);
+int RunHealth(const GlobalOptions& options, std::span<const std::string> args);
 
 }  // namespace streamlearn::cli
 

@@ -13,7 +13,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: streamlearn [--server HOST:PORT] COMMAND [ARGS]\n"
-    "  --server defaults to localhost:50051 (may also follow the command)\n"
+    "  --server defaults to localhost:50051 (may also follow the command); several\n"
+    "    addresses separated by commas are seeds: any one that answers gives the shard map\n"
     "commands:\n"
     "  create    --name N [--shards S] [--d .. --dv .. --r .. ...] [--lmu [--m ..] [--no-sau]]\n"
     "            | --name N --fuse [--pattern meta_linear|attention_as_feature|linear_as_gate]\n"
@@ -22,6 +23,7 @@ constexpr char kUsage[] =
     "  describe  MODEL [--json]\n"
     "  list      [--long] [--json]\n"
     "  shards    [MODEL] [--json]  (who serves each shard: the cluster mode's shard map)\n"
+    "  health    [--service NAME]  (exit 0 iff SERVING; streamlearn.ready: readiness)\n"
     "  ingest    MODEL FILE [--routing-key K] [--batch 256] [--format csv|jsonl]\n"
     "  query     MODEL --q \"0.1,0.2,...\" | --q-json '[...]' [--path stabilized|correctness]\n"
     "            [--low-rank] [--routing-key K]\n"
@@ -62,6 +64,7 @@ int main(int argc, char** argv) {
   if (command == "describe") return RunDescribe(options, args);
   if (command == "list") return RunList(options, args);
   if (command == "shards") return RunShards(options, args);
+  if (command == "health") return RunHealth(options, args);
   if (command == "ingest") return RunIngest(options, args);
   if (command == "query") return RunQuery(options, args);
   if (command == "train") return RunTrain(options, args);

@@ -1,8 +1,15 @@
 #include "client/lib/client.h"
 
+#include <algorithm>
+#include <optional>
+#include <thread>
 #include <utility>
 
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "client/lib/grpc_status.h"
+#include "health.grpc.pb.h"
 #include "core/common/routing.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -10,28 +17,36 @@
 
 namespace streamlearn {
 
-absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address,
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addresses,
                                                         const Options& options) {
-  if (address.empty()) return absl::InvalidArgumentError("server address is empty");
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  const auto deadline = std::chrono::system_clock::now() + options.connect_timeout;
-  if (!channel->WaitForConnected(deadline)) {
-    return absl::UnavailableError(
-        "cannot connect to streamlearn server at " + address + " within " +
-        std::to_string(options.connect_timeout.count()) + " ms");
+  std::vector<std::string> seeds;
+  for (absl::string_view a : absl::StrSplit(addresses, ',', absl::SkipWhitespace())) {
+    seeds.emplace_back(absl::StripAsciiWhitespace(a));
   }
-  return std::unique_ptr<Client>(new Client(address, options, std::move(channel)));
+  if (seeds.empty()) return absl::InvalidArgumentError("server address is empty");
+  // Each seed gets an equal part of connect_timeout, in turn, until one is ready.
+  auto router = std::make_shared<Router>(seeds, Router::Options{.route = options.route});
+  const auto per_seed = options.connect_timeout / static_cast<int>(seeds.size());
+  for (const std::string& seed : seeds) {
+    if (router->Channel(seed)->WaitForConnected(std::chrono::system_clock::now() + per_seed)) {
+      if (router->Fallback() != seed) {
+        // The first seed that answered takes the calls any server answers.
+        std::vector<std::string> ordered = {seed};
+        for (const std::string& other : seeds) {
+          if (other != seed) ordered.push_back(other);
+        }
+        router = std::make_shared<Router>(ordered, Router::Options{.route = options.route});
+      }
+      return std::unique_ptr<Client>(new Client(seed, options, std::move(router)));
+    }
+  }
+  return absl::UnavailableError("cannot connect to a streamlearn server at " + addresses +
+                                " within " + std::to_string(options.connect_timeout.count()) +
+                                " ms");
 }
 
-Client::Client(std::string address, Options options, std::shared_ptr<grpc::Channel> channel)
-    : address_(std::move(address)),
-      options_(options),
-      channel_(std::move(channel)),
-      admin_(v1::Admin::NewStub(channel_)),
-      sau_(v1::SAU::NewStub(channel_)),
-      lmu_(v1::LMU::NewStub(channel_)),
-      fuse_(v1::Fuse::NewStub(channel_)) {}
+Client::Client(std::string address, Options options, std::shared_ptr<Router> router)
+    : address_(std::move(address)), options_(options), router_(std::move(router)) {}
 
 std::unique_ptr<grpc::ClientContext> Client::NewContext() const {
   auto ctx = std::make_unique<grpc::ClientContext>();
@@ -39,12 +54,60 @@ std::unique_ptr<grpc::ClientContext> Client::NewContext() const {
   return ctx;
 }
 
+absl::Status Client::Call(
+    std::string_view model, std::string_view routing_key,
+    const std::function<grpc::Status(const std::shared_ptr<grpc::Channel>&,
+                                     grpc::ClientContext*)>& call,
+    bool retry) {
+  std::optional<uint32_t> shard;
+  if (!model.empty() && options_.route) {
+    absl::StatusOr<uint32_t> s = ShardOf(model, routing_key);
+    if (!s.ok()) return s.status();
+    shard = *s;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + options_.retry_timeout;
+  std::chrono::milliseconds backoff(50);
+  while (true) {
+    const std::string address =
+        shard.has_value() ? router_->AddressOf(model, *shard) : router_->Fallback();
+    auto ctx = NewContext();
+    const absl::Status s = FromGrpcStatus(call(router_->Channel(address), ctx.get()));
+    if (s.ok() || !retry || !RetryableStatus(s) ||
+        std::chrono::steady_clock::now() + backoff > deadline) {
+      return s;
+    }
+    router_->Failover(address);
+    if (shard.has_value()) router_->Refresh(model, address).IgnoreError();
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
+}
+
+absl::StatusOr<bool> Client::Healthy(std::string_view service) {
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(std::string(service));
+  grpc::health::v1::HealthCheckResponse response;
+  auto ctx = NewContext();
+  if (absl::Status s = FromGrpcStatus(grpc::health::v1::Health::NewStub(
+                                          router_->Channel(address_))
+                                          ->Check(ctx.get(), request, &response));
+      !s.ok()) {
+    return s;
+  }
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
 absl::StatusOr<v1::ModelInfo> Client::CreateModel(const v1::ModelSpec& spec) {
   v1::CreateModelRequest request;
   *request.mutable_spec() = spec;
   v1::ModelInfo info;
-  auto ctx = NewContext();
-  if (absl::Status s = FromGrpcStatus(admin_->CreateModel(ctx.get(), request, &info)); !s.ok()) {
+  if (absl::Status s = Call(
+          "", "",
+          [&](const std::shared_ptr<grpc::Channel>& c, grpc::ClientContext* ctx) {
+            return v1::Admin::NewStub(c)->CreateModel(ctx, request, &info);
+          },
+          /*retry=*/false);
+      !s.ok()) {
     return s;
   }
   return info;
@@ -54,8 +117,12 @@ absl::StatusOr<v1::ModelInfo> Client::GetModel(std::string_view name) {
   v1::GetModelRequest request;
   request.set_name(std::string(name));
   v1::ModelInfo info;
-  auto ctx = NewContext();
-  if (absl::Status s = FromGrpcStatus(admin_->GetModel(ctx.get(), request, &info)); !s.ok()) {
+  if (absl::Status s =
+          Call("", "",
+               [&](const std::shared_ptr<grpc::Channel>& c, grpc::ClientContext* ctx) {
+                 return v1::Admin::NewStub(c)->GetModel(ctx, request, &info);
+               });
+      !s.ok()) {
     return s;
   }
   return info;
@@ -65,8 +132,11 @@ absl::StatusOr<v1::ShardMapResponse> Client::ShardMap(std::string_view model) {
   v1::ShardMapRequest request;
   request.set_model(std::string(model));
   v1::ShardMapResponse response;
-  auto ctx = NewContext();
-  if (absl::Status s = FromGrpcStatus(admin_->ShardMap(ctx.get(), request, &response));
+  if (absl::Status s =
+          Call("", "",
+               [&](const std::shared_ptr<grpc::Channel>& c, grpc::ClientContext* ctx) {
+                 return v1::Admin::NewStub(c)->ShardMap(ctx, request, &response);
+               });
       !s.ok()) {
     return s;
   }
@@ -75,9 +145,12 @@ absl::StatusOr<v1::ShardMapResponse> Client::ShardMap(std::string_view model) {
 
 absl::StatusOr<std::vector<v1::ModelInfo>> Client::ListModels() {
   v1::ListModelsResponse response;
-  auto ctx = NewContext();
-  if (absl::Status s = FromGrpcStatus(
-          admin_->ListModels(ctx.get(), v1::ListModelsRequest(), &response));
+  if (absl::Status s =
+          Call("", "",
+               [&](const std::shared_ptr<grpc::Channel>& c, grpc::ClientContext* ctx) {
+                 return v1::Admin::NewStub(c)->ListModels(ctx, v1::ListModelsRequest(),
+                                                          &response);
+               });
       !s.ok()) {
     return s;
   }
@@ -97,8 +170,12 @@ absl::StatusOr<v1::QueryResponse> Client::Query(std::string_view model,
   request.set_low_rank(low_rank);
   request.set_min_version(min_version);
   v1::QueryResponse response;
-  auto ctx = NewContext();
-  if (absl::Status s = FromGrpcStatus(sau_->Query(ctx.get(), request, &response)); !s.ok()) {
+  if (absl::Status s =
+          Call(model, routing_key,
+               [&](const std::shared_ptr<grpc::Channel>& c, grpc::ClientContext* ctx) {
+                 return v1::SAU::NewStub(c)->Query(ctx, request, &response);
+               });
+      !s.ok()) {
     return s;
   }
   return response;
@@ -134,8 +211,12 @@ absl::StatusOr<v1::PredictResponse> Client::Predict(std::string_view model,
   request.mutable_ids()->Add(ids.begin(), ids.end());
   request.mutable_vals()->Add(vals.begin(), vals.end());
   v1::PredictResponse response;
-  auto ctx = NewContext();
-  if (absl::Status s = FromGrpcStatus(lmu_->Predict(ctx.get(), request, &response)); !s.ok()) {
+  if (absl::Status s =
+          Call(model, routing_key,
+               [&](const std::shared_ptr<grpc::Channel>& c, grpc::ClientContext* ctx) {
+                 return v1::LMU::NewStub(c)->Predict(ctx, request, &response);
+               });
+      !s.ok()) {
     return s;
   }
   return response;
@@ -153,8 +234,12 @@ absl::StatusOr<v1::FusePredictResponse> Client::FusePredict(std::string_view mod
   request.mutable_vals()->Add(vals.begin(), vals.end());
   request.mutable_q()->Add(q.begin(), q.end());
   v1::FusePredictResponse response;
-  auto ctx = NewContext();
-  if (absl::Status s = FromGrpcStatus(fuse_->Predict(ctx.get(), request, &response)); !s.ok()) {
+  if (absl::Status s =
+          Call(model, routing_key,
+               [&](const std::shared_ptr<grpc::Channel>& c, grpc::ClientContext* ctx) {
+                 return v1::Fuse::NewStub(c)->Predict(ctx, request, &response);
+               });
+      !s.ok()) {
     return s;
   }
   return response;
@@ -186,7 +271,7 @@ absl::StatusOr<std::unique_ptr<FuseLearnSession>> Client::OpenFuseLearn(
       .window = window,
       .on_ack = [raw](const FuseLearnResult& r) { raw->OnAck(r); },
       .on_close = [raw] { raw->OnClose(); }};
-  s->session_.reset(new BatchSession<FuseLearnTraits>(channel_, std::string(model), *shards,
+  s->session_.reset(new BatchSession<FuseLearnTraits>(router_, std::string(model), *shards,
                                                       std::move(options)));
   return s;
 }
@@ -198,7 +283,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(std::string_view mo
   absl::StatusOr<uint32_t> shards = ShardCount(model);
   if (!shards.ok()) return shards.status();
   return std::unique_ptr<Session>(
-      new Session(channel_, std::string(model), *shards, std::move(options)));
+      new Session(router_, std::string(model), *shards, std::move(options)));
 }
 
 absl::StatusOr<std::unique_ptr<IngestSession>> Client::OpenIngest(

@@ -1,18 +1,24 @@
-// Client: the C++ client of a streamlearn server (Admin, SAU, LMU and Fuse services).
+// Client: the C++ client of streamlearn servers (Admin, SAU, LMU and Fuse services).
 //
-// A Client owns one gRPC channel to one server address. Unary calls (CreateModel, GetModel,
-// ListModels, Query, Predict) return absl::Status / absl::StatusOr with the server's gRPC
-// code and message unchanged; each has a deadline of Options::rpc_timeout. SAU.Ingest runs
-// over an IngestSession (ingest_session.h) and LMU.Update over an LmuUpdateSession
-// (lmu_update_session.h), Fuse.Learn over a FuseLearnSession (fuse_session.h), one pipelined
-// bidi stream per session.
+// Unary calls (CreateModel, GetModel, ListModels, Query, Predict) return absl::Status /
+// absl::StatusOr with the server's gRPC code and message unchanged; each attempt has a
+// deadline of Options::rpc_timeout. SAU.Ingest runs over an IngestSession
+// (ingest_session.h), LMU.Update over an LmuUpdateSession (lmu_update_session.h), Fuse.Learn
+// over a FuseLearnSession (fuse_session.h): pipelined streams that resend what a failure left
+// unacknowledged (batch_session.h).
 //
-// Routing: a model's state is split into shards, shard = ShardFor(routing key, shards)
-// (core/common/routing.h, the function the server uses). ShardOf() reads a model's shard count
-// once with GetModel and caches it (shard counts never change), so a deployment with one
-// process per group of shards can route every request to its owner.
+// Routing (docs/CLIENT.md, "Routing and resending"): a model's state is split into shards,
+// shard = ShardFor(routing key, shards) (core/common/routing.h, the function the server
+// uses). In the cluster mode each shard is served by one server; the Client reads the shard
+// map (Admin.ShardMap) and sends each request for a shard to its owner, over one channel per
+// server (Router, router.h). Reads of a shard (Query, Predict, FusePredict) that fail with
+// UNAVAILABLE (a server down, NOT-OWNER during a takeover) or DEADLINE_EXCEEDED are retried
+// after reading the map again, with backoff, for up to Options::retry_timeout. In the embedded
+// mode every request goes to the one server. Connect takes one address or several
+// (comma-separated seeds): any one that answers gives the map.
 //
-//   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect("localhost:50051");
+//   absl::StatusOr<std::unique_ptr<Client>> client =
+//       Client::Connect("sl-0:50051,sl-1:50051,sl-2:50051");
 //   if (!client.ok()) return client.status();
 //   v1::ModelSpec spec;
 //   spec.set_name("demo");
@@ -31,6 +37,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -43,6 +50,7 @@
 #include "client/lib/fuse_session.h"
 #include "client/lib/ingest_session.h"
 #include "client/lib/lmu_update_session.h"
+#include "client/lib/router.h"
 #include "core/common/mutex.h"
 #include "grpcpp/channel.h"
 #include "core/lmu/feature.h"
@@ -55,18 +63,25 @@ namespace streamlearn {
 class Client {
  public:
   struct Options {
-    // Connect waits this long for the channel to become ready.
+    // Connect waits this long for a server to answer.
     std::chrono::milliseconds connect_timeout{10000};
-    // Deadline of each unary RPC.
+    // Deadline of each attempt of a unary RPC.
     std::chrono::milliseconds rpc_timeout{30000};
+    // Reads of a shard are retried (above) for this long.
+    std::chrono::milliseconds retry_timeout{60000};
+    // false: every request goes to the first server that answered Connect (which forwards
+    // what it does not serve); the shard map is never read.
+    bool route = true;
   };
 
-  // Opens a channel to `address` (host:port, insecure) and waits until it is ready.
-  // Errors: UNAVAILABLE naming the address if the server cannot be reached in time.
-  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& address,
+  // `addresses`: host:port, or several separated by commas (seeds: any one of them serving
+  // is enough). Opens a channel to each in turn (plaintext) until one is ready.
+  // Errors: INVALID_ARGUMENT for an empty list; UNAVAILABLE naming the addresses if none can
+  // be reached in time.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& addresses,
                                                          const Options& options);
-  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& address) {
-    return Connect(address, Options());
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& addresses) {
+    return Connect(addresses, Options());
   }
 
   Client(const Client&) = delete;
@@ -137,23 +152,35 @@ class Client {
   // The shard of `routing_key` in `model`, as the server computes it.
   absl::StatusOr<uint32_t> ShardOf(std::string_view model, std::string_view routing_key);
 
+  // The grpc.health.v1 status of `service` on the server that answered Connect: true when
+  // SERVING. "" is the process (SERVING until it drains), "streamlearn.ready" its readiness
+  // (the cluster mode: it holds and serves its share of the shards). NOT_FOUND for a service
+  // the server does not know.
+  absl::StatusOr<bool> Healthy(std::string_view service = "");
+
+  // The server that answered Connect.
   const std::string& address() const { return address_; }
+  const std::shared_ptr<Router>& router() const { return router_; }
 
  private:
-  Client(std::string address, Options options, std::shared_ptr<grpc::Channel> channel);
+  Client(std::string address, Options options, std::shared_ptr<Router> router);
   absl::StatusOr<uint32_t> ShardCount(std::string_view model) ABSL_LOCKS_EXCLUDED(mu_);
   template <typename Session>
   absl::StatusOr<std::unique_ptr<Session>> OpenSession(std::string_view model,
                                                        typename Session::Options options);
   std::unique_ptr<grpc::ClientContext> NewContext() const;
+  // Runs call(channel) on the owner of the shard of `routing_key` (any server when `model` is
+  // empty), again after a retryable failure (RetryableStatus) until retry_timeout.
+  // retry false: one attempt (CreateModel: a retry after a lost answer would say
+  // ALREADY_EXISTS).
+  absl::Status Call(std::string_view model, std::string_view routing_key,
+                    const std::function<grpc::Status(const std::shared_ptr<grpc::Channel>&,
+                                                     grpc::ClientContext*)>& call,
+                    bool retry = true);
 
   const std::string address_;
   const Options options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Admin::Stub> admin_;
-  std::unique_ptr<v1::SAU::Stub> sau_;
-  std::unique_ptr<v1::LMU::Stub> lmu_;
-  std::unique_ptr<v1::Fuse::Stub> fuse_;
+  const std::shared_ptr<Router> router_;
 
   Mutex mu_;
   // Model -> shards.
