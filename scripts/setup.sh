@@ -5,24 +5,36 @@
 # under a second, without touching the network.
 set -euo pipefail
 
-PACKAGES=(
-  build-essential clang cmake ninja-build pkg-config git ca-certificates
+# What building the server and the CLI needs (tests and benchmarks off): `setup.sh --build`
+# installs only these (deploy/Dockerfile's build stage).
+BUILD_PACKAGES=(
+  build-essential cmake ninja-build pkg-config ca-certificates
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev librocksdb-dev libssl-dev
-  prometheus-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libcmph-dev
+  prometheus-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcmph-dev libnats-dev
+)
+if [ "${1:-}" = "--build" ]; then
+  shift
+  PACKAGES=("${BUILD_PACKAGES[@]}" "$@")
+else
+PACKAGES=(
+  "${BUILD_PACKAGES[@]}"
+  clang git
+  libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-grpcio python3-protobuf python3-grpc-tools
   prometheus python3-yaml
-  nats-server libnats-dev
+  nats-server
   # the deployment checks: the Kubernetes API models (schema of every rendered object), the
   # compose file's validator, and pip to install the Python client package from its directory
   python3-kubernetes docker-compose python3-pip python3-setuptools python3-wheel
+  python3-venv
   "$@"
 )
 # kubectl renders the kustomize overlays (`kubectl kustomize`). Debian's is the package
 # kubernetes-client; a machine that has a kubectl from another source keeps it (the overlays
 # are written for both the kustomize of Debian's kubectl 1.20 and current ones).
 if ! command -v kubectl > /dev/null 2>&1; then PACKAGES+=(kubernetes-client); fi
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
