@@ -294,25 +294,42 @@ absl::Status Server::CreateConfiguredModels() {
       // Another server of the cluster may have created it since this one recovered.
       RETURN_IF_ERROR(persistence_->RegisterStoredModels(registry_.get()).status());
     }
-    if (absl::StatusOr<std::shared_ptr<Model>> have = registry_->Find(name); have.ok()) {
-      // Recovered from the store: the config must still describe it.
+    // A stored model of that name (recovered, or created by another server of the cluster):
+    // the config must still describe it.
+    const auto same_as_stored = [&](const std::shared_ptr<Model>& have) -> absl::Status {
       absl::StatusOr<std::shared_ptr<Model>> fresh = Model::Create(spec, registry_->secret());
       if (!fresh.ok()) {
         return absl::Status(fresh.status().code(), absl::StrCat(origin, ": model \"", name,
                                                                 "\": ", fresh.status().message()));
       }
       if (storage::ModelSpecToProto((*fresh)->spec()).SerializeAsString() !=
-          storage::ModelSpecToProto((*have)->spec()).SerializeAsString()) {
+          storage::ModelSpecToProto(have->spec()).SerializeAsString()) {
         return absl::FailedPreconditionError(absl::StrCat(
-            origin, ": model \"", name, "\" differs from the stored model of that name in '",
-            options_.data_dir, "'; a stored model keeps its spec (use another name)"));
+            origin, ": model \"", name, "\" differs from the stored model of that name in ",
+            options_.cluster.empty() ? absl::StrCat("'", options_.data_dir, "'")
+                                     : std::string("the cluster"),
+            "; a stored model keeps its spec (use another name)"));
       }
+      return absl::OkStatus();
+    };
+    if (absl::StatusOr<std::shared_ptr<Model>> have = registry_->Find(name); have.ok()) {
+      RETURN_IF_ERROR(same_as_stored(*have));
       continue;
     }
     absl::StatusOr<std::shared_ptr<Model>> model = RegisterModel(
-        std::move(spec), registry_.get(), origin, [this](const std::shared_ptr<Model>& m) {
+        ModelSpec(spec), registry_.get(), origin, [this](const std::shared_ptr<Model>& m) {
           return persistence_->OnCreate(m, registry_->secret());
         });
+    if (!options_.cluster.empty() && absl::IsAlreadyExists(model.status())) {
+      // Servers started together: another one created it first (the models bucket keeps the
+      // first entry). Take the stored one, if the config describes it.
+      RETURN_IF_ERROR(persistence_->RegisterStoredModels(registry_.get()).status());
+      absl::StatusOr<std::shared_ptr<Model>> have = registry_->Find(name);
+      if (have.ok()) {
+        RETURN_IF_ERROR(same_as_stored(*have));
+        continue;
+      }
+    }
     if (!model.ok()) {
       return absl::Status(model.status().code(), absl::StrCat(origin, ": model \"", name,
                                                               "\": ", model.status().message()));

@@ -9,6 +9,7 @@
 #include "client/lib/client.h"
 #include "client/lib/ingest_session.h"
 #include "core/common/routing.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "tests/test_server.h"
@@ -247,6 +248,7 @@ TEST_F(ClientSessionTest, SessionArgumentErrors) {
   EXPECT_TRUE((*session)->Finish().ok());
 }
 
+// Without resending, the server's drain ends the session with the server's status.
 TEST(ClientShutdownTest, ServerShutdownEndsTheSessionWithItsStatus) {
   server::Server::Options options;
   options.listen = "127.0.0.1:0";
@@ -256,7 +258,9 @@ TEST(ClientShutdownTest, ServerShutdownEndsTheSessionWithItsStatus) {
   auto client = test_util::ConnectClient("127.0.0.1:" + std::to_string(*port));
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE((*client)->CreateModel(Spec("shutdown_m")).ok());
-  auto session = (*client)->OpenIngest("shutdown_m");
+  IngestSession::Options so;
+  so.resend = false;
+  auto session = (*client)->OpenIngest("shutdown_m", so);
   ASSERT_TRUE(session.ok());
   ASSERT_TRUE((*session)->Send(Batch("k", 1, 3)).ok());
   ASSERT_TRUE((*session)->Flush().ok());
@@ -268,6 +272,34 @@ TEST(ClientShutdownTest, ServerShutdownEndsTheSessionWithItsStatus) {
   EXPECT_FALSE(finished.ok());
   EXPECT_EQ(finished, sent);
   EXPECT_EQ(finished.code(), absl::StatusCode::kUnavailable) << finished;
+}
+
+// With resending (the default), a server that is gone for good fails the session after
+// retry_timeout without an ack, naming the last failure; every batch acknowledged before the
+// drain stays acknowledged.
+TEST(ClientShutdownTest, AServerGoneForGoodFailsAResendingSessionAfterRetryTimeout) {
+  server::Server::Options options;
+  options.listen = "127.0.0.1:0";
+  server::Server server(options);
+  absl::StatusOr<int> port = server.Start();
+  ASSERT_TRUE(port.ok()) << port.status();
+  auto client = test_util::ConnectClient("127.0.0.1:" + std::to_string(*port));
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateModel(Spec("gone_m")).ok());
+  IngestSession::Options so;
+  so.retry_timeout = std::chrono::milliseconds(1000);
+  auto session = (*client)->OpenIngest("gone_m", so);
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Send(Batch("k", 1, 3)).ok());
+  ASSERT_TRUE((*session)->Flush().ok());
+  server.Shutdown(absl::Seconds(2));
+  absl::Status sent = absl::OkStatus();
+  for (uint64_t t = 10; sent.ok() && t < 10000; t += 3) sent = (*session)->Send(Batch("k", t, 3));
+  const absl::Status finished = (*session)->Finish();
+  EXPECT_EQ(finished.code(), absl::StatusCode::kUnavailable) << finished;
+  EXPECT_TRUE(absl::StrContains(finished.message(), "no ingest batch acknowledged in 1000 ms"))
+      << finished;
+  EXPECT_EQ((*session)->stats().batches_acked, 1u);
 }
 
 }  // namespace

@@ -420,10 +420,12 @@ class LifeStream {
         ledger_->OnAck(id, r.status, r.ack.applied(), r.ack.duplicate_t_size());
       };
     };
+    // resend = false: a life ends with its server; the test resends the unacknowledged
+    // batches itself, in order, to the next life's server (the ledger).
     auto sau = client.OpenIngest(
-        kModel, {.window = 64, .on_ack = on_ack(Part::kSau), .on_close = {}});
+        kModel, {.window = 64, .on_ack = on_ack(Part::kSau), .on_close = {}, .resend = false});
     auto lmu = client.OpenLmuUpdate(
-        kModel, {.window = 64, .on_ack = on_ack(Part::kLmu), .on_close = {}});
+        kModel, {.window = 64, .on_ack = on_ack(Part::kLmu), .on_close = {}, .resend = false});
     status_ = sau.ok() ? lmu.status() : sau.status();
     if (sau.ok()) sau_ = *std::move(sau);
     if (lmu.ok()) lmu_ = *std::move(lmu);

@@ -113,6 +113,11 @@ class BatchSession {
     // The session fails (the last error) after this long without a final ack while batches
     // are outstanding.
     std::chrono::milliseconds retry_timeout{60000};
+    // false: nothing is resent. A retryable in-band status is final (handed to on_ack like a
+    // rejection), and a stream that breaks or times out fails the session with its status:
+    // for callers that resend themselves (a test that restarts its server, a client with its
+    // own ledger).
+    bool resend = true;
   };
 
   BatchSession(const BatchSession&) = delete;
