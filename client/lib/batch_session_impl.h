@@ -222,7 +222,9 @@ void BatchSession<Traits>::ReaderLoop(std::string address, Lane* lane) {
     Outstanding batch;
     {
       MutexLock lock(&mu_);
-      if (lane->failed) break;  // given up: what is left on it is resent
+      // Given up (cancelled): what is left on it is resent. A lane that failed without a
+      // cancel (a write failed: the stream is ending) still takes the acks the server sent.
+      if (lane->failed && lane->cancelled) break;
       if (lane->pending.empty()) {
         protocol = absl::InternalError("server " + address + " sent an " +
                                        std::string(Traits::kStream) +
@@ -232,7 +234,7 @@ void BatchSession<Traits>::ReaderLoop(std::string address, Lane* lane) {
       }
       id = lane->pending.front();
       const absl::Status in_band = FromBatchStatus(ack.status());
-      if (RetryableStatus(in_band)) {
+      if (options_.resend && RetryableStatus(in_band)) {
         // Not applied (NOT-OWNER, a failed write or hop, fenced); the server holds back the
         // shard's later batches on this stream: resend from this one on a new stream.
         FailLane(lane, in_band, /*cancel=*/true);
@@ -342,9 +344,11 @@ void BatchSession<Traits>::Recover() {
   std::vector<uint64_t> resend;
   absl::Status fatal;
   for (auto& [address, lane] : failed) {
-    // A status the server already sent survives the cancel; otherwise the stream's end is
-    // unknown, and its batches are resent.
-    lane->context->TryCancel();
+    // A lane the session gave up (a retryable ack, ack_timeout) was cancelled already. One
+    // that failed by itself (the server ended it, a write failed: the call is over) is not
+    // cancelled here: a cancel, even after the server's status arrived, would turn that status
+    // into CANCELLED, and a status no resend cures would be resent until retry_timeout. Its
+    // reader reads to the end of the stream (keeping the acks sent before it) and returns.
     if (lane->reader.joinable()) lane->reader.join();
     const absl::Status ended =
         lane->stream != nullptr ? FromGrpcStatus(lane->stream->Finish()) : absl::OkStatus();
@@ -368,6 +372,18 @@ void BatchSession<Traits>::Recover() {
   }
   if (!fatal.ok()) {
     Fail(fatal);
+    return;
+  }
+  if (!options_.resend && !resend.empty()) {
+    // No resending: the first stream that failed with batches on it ends the session.
+    absl::Status why;
+    {
+      MutexLock lock(&mu_);
+      why = last_failure_;
+    }
+    Fail(why.ok() ? absl::UnavailableError("the " + std::string(Traits::kStream) +
+                                           " stream ended with batches unacknowledged")
+                  : why);
     return;
   }
   if (resend.empty()) return;  // a stream that ended idle
