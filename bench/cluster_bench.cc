@@ -33,6 +33,23 @@
 //   Ratios 2/1 and 3/1, no target: they say what another server buys when the machine's
 //   cores are already shared by NATS, the servers and the clients.
 //
+//   BM_ClientIngest/<route>  events/s of ONE IngestSession of the C++ Client
+//   (client/lib/client.h) over BM_Aggregate/3's servers and model (3 streamlearn-server
+//   processes, 6 shards, 2 each; the same SAU spec and event pool), window 64, batch 256, the
+//   batches round-robin over BM_Aggregate's 6 routing keys (one per shard), the Client
+//   connected to one server's address (the first's), with Client::Options::route =
+//     0  no route: every batch goes to that server on one stream; it applies its own 2 shards'
+//        batches and forwards the other 4 shards' over a hop (a stream to their owner, each
+//        batch written and its ack awaited in turn), so the one stream applies one batch at a
+//        time;
+//     1  route: the session reads the shard map and sends each batch to its shard's owner,
+//        one stream per server, the window shared by the three.
+//   A repetition is one Client and one session: 2 iterations (fixed, the same work in both
+//   modes) of 96 batches (16 per shard) and a Flush. Counters: the cores used (as
+//   BM_Aggregate's), and the session's stats().streams_opened and resends (0 unless a lease
+//   moved or a stream broke).
+//   Claim: routing saves the hop, expect route 1 / route 0 > 1 (checked as >= 1).
+//
 //   Takeover (a timed measurement, not a Google Benchmark case; it runs first, alone on the
 //   machine): 3 streamlearn-server processes, a 3-shard model; --takeover_kills=N times
 //   (default 12, 0 = skip): once every shard is served by a server of its own and the entry (a
@@ -61,8 +78,8 @@
 // binary is the build's streamlearn-server); their logs, the NATS store, the keys and the
 // embedded data_dir live under one temporary directory, removed at the end (--keep_logs keeps
 // the servers' logs). The event pool is Dgp kind A, seed 7 (printed with the rest of the
-// configuration). About 2-3 minutes on 2 cores: ~1.5 min of takeovers, ~0.5 min of set-up
-// (NATS, 7 servers), the rest the cases.
+// configuration). About 3 minutes on 2 cores: ~1.5 min of takeovers, ~0.5 min of set-up
+// (NATS, 7 servers), the rest the cases (~0.5 min of it BM_ClientIngest).
 //   cluster_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
@@ -95,6 +112,7 @@
 #include "bench/ratio_reporter.h"
 #include "bench/rpc_fixture.h"
 #include "benchmark/benchmark.h"
+#include "client/lib/client.h"
 #include "core/common/routing.h"
 #include "core/workloads/dgp.h"
 #include "gtest/gtest.h"  // first: the tests' helpers below report their failures through it
@@ -128,6 +146,9 @@ constexpr char kModel[] = "bench";
 constexpr uint32_t kAggregateShards = 6;
 constexpr size_t kAggregateBatch = 256;
 constexpr size_t kAggregateBatchesPerShard = 16;  // 4096 events per stream per iteration
+constexpr int kClientServers = 3;  // BM_ClientIngest: BM_Aggregate/3's servers and model
+constexpr size_t kClientWindow = 64;
+constexpr int kClientIterations = 2;  // x 96 batches: the same work in both modes
 constexpr uint32_t kTakeoverShards = 3;
 constexpr int kDefaultKills = 12;
 constexpr auto kRetryEvery = milliseconds(20);
@@ -626,6 +647,80 @@ void BM_Aggregate(benchmark::State& state) {
 }
 BENCHMARK(BM_Aggregate)->DenseRange(1, 3)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// One IngestSession of the C++ Client connected to one server of BM_Aggregate/3 (the first),
+// with Client::Options::route = range(0). Per repetition: one Client, one session; an
+// iteration sends 96 batches round-robin over the 6 shards (BM_Aggregate's keys, and their t
+// counters: no event is a duplicate) and flushes.
+void BM_ClientIngest(benchmark::State& state) {
+  Fixtures& f = GetFixtures();
+  const bool route = state.range(0) != 0;
+  AggGroup& g = f.groups.at(kClientServers);
+  std::vector<std::vector<v1::IngestRequest>> requests;
+  for (const AggShard& s : g.shards) {
+    requests.push_back(MakeRequests(GetEnv(), kModel, s.key, kAggregateBatch));
+  }
+  Client::Options options;
+  options.route = route;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(g.nodes[0].address, options);
+  if (!client.ok()) {
+    state.SkipWithError(("Client::Connect: " + client.status().ToString()).c_str());
+    return;
+  }
+  IngestSession::Options session_options;
+  session_options.window = kClientWindow;
+  absl::StatusOr<std::unique_ptr<IngestSession>> session =
+      (*client)->OpenIngest(kModel, session_options);
+  if (!session.ok()) {
+    state.SkipWithError(("OpenIngest: " + session.status().ToString()).c_str());
+    return;
+  }
+  const size_t batches = kAggregateBatchesPerShard * g.shards.size();
+  const Cpu c0 = CpuSeconds();
+  const auto w0 = Clock::now();
+  for (auto _ : state) {
+    for (size_t b = 0; b < batches; ++b) {
+      AggShard& shard = g.shards[b % g.shards.size()];
+      std::vector<v1::IngestRequest>& pool = requests[b % g.shards.size()];
+      v1::IngestRequest& req = pool[(b / g.shards.size()) % pool.size()];
+      for (v1::Event& e : *req.mutable_events()) e.set_t(++shard.next_t);
+      if (absl::Status s = (*session)->Send(req); !s.ok()) {
+        state.SkipWithError(("Send: " + s.ToString()).c_str());
+        return;
+      }
+    }
+    if (absl::Status s = (*session)->Flush(); !s.ok()) {
+      state.SkipWithError(("Flush: " + s.ToString()).c_str());
+      return;
+    }
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - w0).count();
+  const Cpu c1 = CpuSeconds();
+  if (absl::Status s = (*session)->Finish(); !s.ok()) {
+    state.SkipWithError(("Finish: " + s.ToString()).c_str());
+    return;
+  }
+  const IngestStats stats = (*session)->stats();
+  const uint64_t expected = static_cast<uint64_t>(state.iterations()) * batches;
+  if (stats.batches_acked != expected || stats.batches_rejected != 0 ||
+      stats.events_applied != expected * kAggregateBatch) {
+    state.SkipWithError(absl::StrCat("acks ", stats.batches_acked, " of ", expected, ", ",
+                                     stats.batches_rejected, " rejected, ", stats.duplicates,
+                                     " duplicate events")
+                            .c_str());
+    return;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(expected * kAggregateBatch));
+  SetCoreCounters(state, Cores(c0, c1, wall));
+  state.counters["streams_opened"] = static_cast<double>(stats.streams_opened);
+  state.counters["resends"] = static_cast<double>(stats.resends);
+  state.SetLabel(route ? "route: to the owners" : "no route: via one server");
+}
+BENCHMARK(BM_ClientIngest)
+    ->DenseRange(0, 1)
+    ->Iterations(kClientIterations)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 void AddRatios(RatioReporter& rep) {
   const std::string eps = "items_per_second";
   for (const char* batch : {"1", "256"}) {
@@ -646,6 +741,11 @@ void AddRatios(RatioReporter& rep) {
                 {"BM_Aggregate/1", eps},
                 0,
                 Target::kNone});
+  rep.AddRatio({"one client session's events/s (6 shards, 3 servers), routed / via one server",
+                {"BM_ClientIngest/1", eps},
+                {"BM_ClientIngest/0", eps},
+                1.0,
+                Target::kAtLeast});
 }
 
 // ---------------------------------------------------------------------------------------
@@ -827,12 +927,14 @@ void PrintConfig(int kills) {
   const std::string config = absl::StrFormat(
       "config: Dgp kind A seed %d; SAU d=%d d_v=%d r=%d; NATS %d nodes (nats-server, "
       "JetStream), replicas %d, lease_ttl %s; BM_Ingest: 1 shard, window clamp(2048/batch, 4, "
-      "64); BM_Aggregate: %d shards, batch %d, %d batches per stream per iteration; takeover: "
-      "%d kills, %d shards, retry every %d ms, random delay before each kill U[0, lease_ttl) "
-      "seed %d",
+      "64); BM_Aggregate: %d shards, batch %d, %d batches per stream per iteration; "
+      "BM_ClientIngest: BM_Aggregate/%d's servers and model, one session, window %d, %d "
+      "iterations of %d batches; takeover: %d kills, %d shards, retry every %d ms, random delay "
+      "before each kill U[0, lease_ttl) seed %d",
       kDgpSeed, kD, kDv, kR, kNatsNodes, kReplicas, absl::FormatDuration(kLeaseTtl),
-      kAggregateShards, kAggregateBatch, kAggregateBatchesPerShard, kills, kTakeoverShards,
-      static_cast<int>(kRetryEvery.count()), kTakeoverSeed);
+      kAggregateShards, kAggregateBatch, kAggregateBatchesPerShard, kClientServers,
+      kClientWindow, kClientIterations, kAggregateShards * kAggregateBatchesPerShard, kills,
+      kTakeoverShards, static_cast<int>(kRetryEvery.count()), kTakeoverSeed);
   std::printf("%s\n", config.c_str());
   std::fflush(stdout);
   benchmark::AddCustomContext("cluster_bench_config", config);

@@ -16,7 +16,7 @@
 # rpc_sau_bench on 2 cores; ~1.5 min for core_audit_bench, ~0.5 min for rpc_durability_bench
 # and ~2.5 min for persistence_bench (it writes ~0.6 GB under $TMPDIR per 10^6-event
 # repetition and removes it at the end); ~1 min each for core_fuse_bench and rpc_fuse_bench
-# (bench/RESULTS.md, "Fuse"); ~2.5 min for cluster_bench, which needs Debian's nats-server
+# (bench/RESULTS.md, "Fuse"); ~3 min for cluster_bench, which needs Debian's nats-server
 # (scripts/setup.sh), builds streamlearn-server beside it and runs its takeover measurement
 # (12 kill -9's) before the Google Benchmark cases (bench/RESULTS.md, "Cluster mode").
 set -euo pipefail
