@@ -193,8 +193,9 @@ class BatchSession {
   // Calls on_close unless it was called.
   void CloseOnce() ABSL_LOCKS_EXCLUDED(mu_);
   Result MakeResult(uint64_t id, const Outstanding& batch, Ack ack) const;
-  // Cancels and joins every lane and the supervisor.
-  void StopAll() ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+  // Stops the supervisor and ends every lane: graceful, half-closed and given ack_timeout to
+  // end; else cancelled. Then on_close (once).
+  void EndAll(bool graceful) ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
 
   const std::string model_;
   const uint32_t shards_;

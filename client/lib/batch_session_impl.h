@@ -62,7 +62,7 @@ BatchSession<Traits>::BatchSession(std::shared_ptr<Router> router, std::string m
 
 template <typename Traits>
 BatchSession<Traits>::~BatchSession() {
-  StopAll();
+  EndAll(/*graceful=*/false);
 }
 
 template <typename Traits>
@@ -444,9 +444,23 @@ template <typename Traits>
 absl::Status BatchSession<Traits>::Finish() {
   if (finished_) return final_status_;
   const absl::Status status = Flush();
+  EndAll(/*graceful=*/status.ok());
+  finished_ = true;
+  final_status_ = status;
+  return final_status_;
+}
+
+template <typename Traits>
+void BatchSession<Traits>::EndAll(bool graceful) {
   {
     MutexLock lock(&mu_);
     stopping_ = true;
+    for (auto& [address, lane] : lanes_) {
+      if (!graceful && !lane->cancelled) {
+        lane->cancelled = true;
+        lane->context->TryCancel();
+      }
+    }
   }
   cv_.SignalAll();
   if (supervisor_.joinable()) supervisor_.join();
@@ -457,54 +471,22 @@ absl::Status BatchSession<Traits>::Finish() {
       MutexLock lock(&mu_);
       lanes.swap(lanes_);
     }
-    // Every batch has its ack: half-close, give each server ack_timeout to end its stream,
-    // then cancel what is left (a paused server must not hold Finish).
+    // Graceful (every batch has its ack): half-close, give each server ack_timeout to end its
+    // stream, then cancel what is left (a paused server must not hold Finish).
     for (auto& [address, lane] : lanes) {
-      if (status.ok() && lane->stream != nullptr && !lane->failed) lane->stream->WritesDone();
+      if (graceful && lane->stream != nullptr && !lane->failed) lane->stream->WritesDone();
     }
     const Clock::time_point deadline = Clock::now() + options_.ack_timeout;
     for (auto& [address, lane] : lanes) {
-      {
+      if (graceful) {
         MutexLock lock(&mu_);
-        while (!lane->done && lane->stream != nullptr && status.ok() &&
-               cv_.WaitUntil(&mu_, deadline)) {
+        while (!lane->done && lane->stream != nullptr && cv_.WaitUntil(&mu_, deadline)) {
         }
       }
       lane->context->TryCancel();
       if (lane->reader.joinable()) lane->reader.join();
       if (lane->stream != nullptr) (void)lane->stream->Finish();
     }
-  }
-  finished_ = true;
-  final_status_ = status;
-  CloseOnce();
-  return final_status_;
-}
-
-template <typename Traits>
-void BatchSession<Traits>::StopAll() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-    for (auto& [address, lane] : lanes_) {
-      if (!lane->cancelled) {
-        lane->cancelled = true;
-        lane->context->TryCancel();
-      }
-    }
-  }
-  cv_.SignalAll();
-  if (supervisor_.joinable()) supervisor_.join();
-  MutexLock write(&write_mu_);
-  std::map<std::string, std::unique_ptr<Lane>> lanes;
-  {
-    MutexLock lock(&mu_);
-    lanes.swap(lanes_);
-  }
-  for (auto& [address, lane] : lanes) {
-    lane->context->TryCancel();
-    if (lane->reader.joinable()) lane->reader.join();
-    if (lane->stream != nullptr) (void)lane->stream->Finish();
   }
   CloseOnce();
 }
