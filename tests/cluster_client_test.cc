@@ -32,7 +32,9 @@
 #include "server/storage/lmu_secret.h"
 #include "server/storage/spec_conversion.h"
 #include "tests/command_runner.h"
+#include "tests/cluster_processes.h"
 #include "tests/nats_cluster.h"
+#include "tests/sau_lmu_batch.h"
 #include "tests/server_process.h"
 #include "tests/test_server.h"
 
@@ -65,50 +67,18 @@ v1::ModelSpec Spec() {
   return s;
 }
 
-struct Node {
-  std::string id;
-  std::unique_ptr<ServerProcess> process;
-  std::string address;
-  bool alive = false;
-};
+using Node = test_util::ClusterNodeProcess;
 
-class ClusterClientTest : public ::testing::Test {
+class ClusterClientTest : public test_util::ClusterProcessTest {
  protected:
+  ClusterClientTest()
+      : ClusterProcessTest("cluster_client", /*nats_nodes=*/1,
+                           {"--cluster_replicas=1", "--snapshot_every_steps=64",
+                            "--snapshot_interval=0s"}) {}
+
   void SetUp() override {
     std::cout << "STREAMLEARN_TEST_SEED=" << Seed() << std::endl;
-    dir_ = test_util::TempPath("cluster_client");
-    std::filesystem::create_directories(dir_);
-    absl::StatusOr<std::unique_ptr<test_util::NatsTestCluster>> nats =
-        test_util::NatsTestCluster::Start(1, dir_ + "/nats");
-    ASSERT_TRUE(nats.ok()) << nats.status();
-    nats_ = *std::move(nats);
-    test_util::CommandResult keys =
-        test_util::RunCommand(std::string(kServerBinary) + " --init_keys " + dir_ + "/keys");
-    ASSERT_EQ(keys.exit_code, 0) << keys.err;
-  }
-
-  void StartNode(const std::string& id) {
-    Node n;
-    n.id = id;
-    n.process = std::make_unique<ServerProcess>(
-        std::vector<std::string>{"--cluster=" + nats_->urls(), "--server_id=" + id,
-                                 "--lease_ttl=2s", "--cluster_replicas=1", "--data_dir=",
-                                 "--audit_key_file=" + dir_ + "/keys/audit.key",
-                                 "--lmu_secret_file=" + dir_ + "/keys/lmu.secret",
-                                 "--snapshot_every_steps=64", "--snapshot_interval=0s"},
-        dir_ + "/" + id + ".log");
-    const int port = n.process->WaitForPort(milliseconds(150000));
-    ASSERT_GT(port, 0) << n.process->Log();
-    n.address = absl::StrCat("127.0.0.1:", port);
-    n.alive = true;
-    nodes_.push_back(std::move(n));
-  }
-
-  Node* NodeAt(const std::string& address) {
-    for (Node& n : nodes_) {
-      if (n.alive && n.address == address) return &n;
-    }
-    return nullptr;
+    ClusterProcessTest::SetUp();
   }
 
   std::string Seeds() const {
@@ -151,23 +121,10 @@ class ClusterClientTest : public ::testing::Test {
     return {};
   }
 
-  std::string Logs() {
-    std::string out;
-    for (const Node& n : nodes_) {
-      std::string log = n.process->Log();
-      if (log.size() > 5000) log = "..." + log.substr(log.size() - 5000);
-      absl::StrAppend(&out, "--- server ", n.id, " ---\n", log, "\n");
-    }
-    return out;
-  }
-
   static void Phase(const std::string& what) {
     std::cerr << "[cluster client] " << what << std::endl;
   }
 
-  std::string dir_;
-  std::unique_ptr<test_util::NatsTestCluster> nats_;
-  std::vector<Node> nodes_;
 };
 
 TEST_F(ClusterClientTest, StreamsThroughAKillAndAPauseInOrderAndExactlyOnce) {
@@ -242,44 +199,12 @@ TEST_F(ClusterClientTest, StreamsThroughAKillAndAPauseInOrderAndExactlyOnce) {
   uint64_t sent = 0;
   auto round = [&]() {
     for (uint32_t shard = 0; shard < kShards; ++shard) {
-      v1::IngestRequest in;
-      in.set_routing_key(key_of[shard]);
-      v1::UpdateRequest up;
-      up.set_routing_key(key_of[shard]);
-      std::vector<std::vector<double>> ks, vs, ys;
-      std::vector<std::vector<lmu::Feature>> xs;
-      const uint64_t t0 = t[shard];
-      for (int e = 0; e < kBatch; ++e) {
-        v1::Event* ev = in.add_events();
-        ev->set_t(++t[shard]);
-        ks.push_back(inputs.Vector(kD));
-        vs.push_back(inputs.Vector(kDv));
-        for (double x : ks.back()) ev->add_k(x);
-        for (double x : vs.back()) ev->add_v(x);
-        v1::Sample* s = up.add_samples();
-        s->set_t(t[shard]);
-        xs.emplace_back();
-        for (int f = 0; f < kFeatures; ++f) {
-          const uint64_t id = 1 + static_cast<uint64_t>(inputs.Next() * 1e6) % 50;
-          const double val = inputs.Next();
-          s->add_ids(id);
-          s->add_vals(val);
-          xs.back().push_back({.id = id, .val = val});
-        }
-        ys.push_back({inputs.Next()});
-        s->add_y(ys.back()[0]);
-      }
-      ASSERT_TRUE((*ingest)->Send(std::move(in)).ok());
-      ASSERT_TRUE((*update)->Send(std::move(up)).ok());
+      test_util::SauLmuBatch b(inputs, key_of[shard], &t[shard],
+                               {.events = kBatch, .d = kD, .d_v = kDv, .features = kFeatures});
+      ASSERT_TRUE(b.ApplyTo(**reference, shard).ok());
+      ASSERT_TRUE((*ingest)->Send(std::move(b.ingest)).ok());
+      ASSERT_TRUE((*update)->Send(std::move(b.update)).ok());
       sent += 2;
-      std::vector<EventView> events;
-      std::vector<SampleView> samples;
-      for (int e = 0; e < kBatch; ++e) {
-        events.push_back({.t = t0 + 1 + e, .k = ks[e], .v = vs[e]});
-        samples.push_back({.t = t0 + 1 + e, .x = xs[e], .y = ys[e]});
-      }
-      ASSERT_TRUE((*reference)->sau(shard).Ingest(events, 1024, nullptr).ok());
-      ASSERT_TRUE((*reference)->lmu(shard).Update(samples, 1024, nullptr).ok());
     }
   };
   auto rounds = [&](int n) {

@@ -43,7 +43,9 @@
 #include "server/storage/lmu_secret.h"
 #include "server/storage/spec_conversion.h"
 #include "tests/command_runner.h"
+#include "tests/cluster_processes.h"
 #include "tests/nats_cluster.h"
+#include "tests/sau_lmu_batch.h"
 #include "tests/server_process.h"
 #include "tests/test_server.h"
 
@@ -93,46 +95,18 @@ v1::ModelSpec FusedSpec() {
   return s;
 }
 
-// One server process of the test and its address.
-struct Node {
-  std::string id;
-  std::unique_ptr<ServerProcess> process;
-  std::string address;
-  bool alive = false;
-};
+using Node = test_util::ClusterNodeProcess;
 
-class ClusterE2eTest : public ::testing::Test {
+class ClusterE2eTest : public test_util::ClusterProcessTest {
  protected:
+  ClusterE2eTest()
+      : ClusterProcessTest("cluster", /*nats_nodes=*/3,
+                           {"--cluster_replicas=3", "--snapshot_every_steps=40",
+                            "--snapshot_interval=0s", "--audit_checkpoint_every=16"}) {}
+
   void SetUp() override {
     std::cout << "STREAMLEARN_TEST_SEED=" << Seed() << std::endl;
-    dir_ = test_util::TempPath("cluster");
-    std::cerr << "[cluster e2e] logs in " << dir_ << std::endl;
-    std::filesystem::create_directories(dir_);
-    absl::StatusOr<std::unique_ptr<test_util::NatsTestCluster>> nats =
-        test_util::NatsTestCluster::Start(3, dir_ + "/nats");
-    ASSERT_TRUE(nats.ok()) << nats.status();
-    nats_ = *std::move(nats);
-    test_util::CommandResult keys =
-        test_util::RunCommand(std::string(kServerBinary) + " --init_keys " + dir_ + "/keys");
-    ASSERT_EQ(keys.exit_code, 0) << keys.err;
-  }
-
-  void StartNode(const std::string& id) {
-    Node n;
-    n.id = id;
-    n.process = std::make_unique<ServerProcess>(
-        std::vector<std::string>{"--cluster=" + nats_->urls(), "--server_id=" + id,
-                                 "--lease_ttl=2s", "--cluster_replicas=3", "--data_dir=",
-                                 "--audit_key_file=" + dir_ + "/keys/audit.key",
-                                 "--lmu_secret_file=" + dir_ + "/keys/lmu.secret",
-                                 "--snapshot_every_steps=40", "--snapshot_interval=0s",
-                                 "--audit_checkpoint_every=16"},
-        dir_ + "/" + id + ".log");
-    const int port = n.process->WaitForPort(milliseconds(150000));
-    ASSERT_GT(port, 0) << n.process->Log();
-    n.address = absl::StrCat("127.0.0.1:", port);
-    n.alive = true;
-    nodes_.push_back(std::move(n));
+    ClusterProcessTest::SetUp();
   }
 
   std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
@@ -221,23 +195,6 @@ class ClusterE2eTest : public ::testing::Test {
     FAIL() << what << " never acknowledged; last: " << last << "\n" << Logs();
   }
 
-  Node* NodeAt(const std::string& address) {
-    for (Node& n : nodes_) {
-      if (n.alive && n.address == address) return &n;
-    }
-    return nullptr;
-  }
-
-  std::string Logs() {
-    std::string out;
-    for (const Node& n : nodes_) {
-      std::string log = n.process->Log();
-      if (log.size() > 6000) log = "..." + log.substr(log.size() - 6000);
-      absl::StrAppend(&out, "--- server ", n.id, " ---\n", log, "\n");
-    }
-    return out;
-  }
-
   // GetModel through the entry until it reports every shard (a shard moving between two
   // servers is missing from one answer).
   v1::ModelInfo DescribeThroughEntry(const std::string& model, uint32_t shards) {
@@ -267,9 +224,6 @@ class ClusterE2eTest : public ::testing::Test {
               << ")" << std::endl;
   }
 
-  std::string dir_;
-  std::unique_ptr<test_util::NatsTestCluster> nats_;
-  std::vector<Node> nodes_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;
   std::string entry_;
   uint64_t acked_ = 0, retries_ = 0, resent_applied_ = 0;
@@ -318,55 +272,23 @@ TEST_F(ClusterE2eTest, KillsPausesNatsLossAndRebalanceLoseNothingAndForkNoChain)
   uint64_t fused_t[kFusedShards] = {};
   auto round = [&]() {
     for (uint32_t shard = 0; shard < kShards; ++shard) {
-      v1::IngestRequest in;
-      in.set_model(kModel);
-      in.set_routing_key(key_of[shard]);
-      v1::UpdateRequest up;
-      up.set_model(kModel);
-      up.set_routing_key(key_of[shard]);
-      std::vector<std::vector<double>> ks, vs, ys;
-      std::vector<std::vector<lmu::Feature>> xs;
-      const uint64_t t0 = t[shard];
-      for (int e = 0; e < kBatch; ++e) {
-        v1::Event* ev = in.add_events();
-        ev->set_t(++t[shard]);
-        ks.push_back(inputs.Vector(kD));
-        vs.push_back(inputs.Vector(kDv));
-        for (double x : ks.back()) ev->add_k(x);
-        for (double x : vs.back()) ev->add_v(x);
-        v1::Sample* s = up.add_samples();
-        s->set_t(t[shard]);
-        xs.emplace_back();
-        for (int f = 0; f < kFeatures; ++f) {
-          const uint64_t id = 1 + static_cast<uint64_t>(inputs.Next() * 1e6) % 50;
-          const double val = inputs.Next();
-          s->add_ids(id);
-          s->add_vals(val);
-          xs.back().push_back({.id = id, .val = val});
-        }
-        ys.push_back({inputs.Next()});
-        s->add_y(ys.back()[0]);
-      }
+      test_util::SauLmuBatch b(inputs, key_of[shard], &t[shard],
+                               {.events = kBatch, .d = kD, .d_v = kDv, .features = kFeatures});
+      b.ingest.set_model(kModel);
+      b.update.set_model(kModel);
       SendUntilAcked<v1::IngestRequest, v1::IngestAck>(
-          in,
+          b.ingest,
           [](std::shared_ptr<grpc::Channel> c, grpc::ClientContext* ctx) {
             return v1::SAU::NewStub(c)->Ingest(ctx);
           },
           "SAU batch");
       SendUntilAcked<v1::UpdateRequest, v1::UpdateAck>(
-          up,
+          b.update,
           [](std::shared_ptr<grpc::Channel> c, grpc::ClientContext* ctx) {
             return v1::LMU::NewStub(c)->Update(ctx);
           },
           "LMU batch");
-      std::vector<EventView> events;
-      std::vector<SampleView> samples;
-      for (int e = 0; e < kBatch; ++e) {
-        events.push_back({.t = t0 + 1 + e, .k = ks[e], .v = vs[e]});
-        samples.push_back({.t = t0 + 1 + e, .x = xs[e], .y = ys[e]});
-      }
-      ASSERT_TRUE((*reference)->sau(shard).Ingest(events, 1024, nullptr).ok());
-      ASSERT_TRUE((*reference)->lmu(shard).Update(samples, 1024, nullptr).ok());
+      ASSERT_TRUE(b.ApplyTo(**reference, shard).ok());
     }
     for (uint32_t shard = 0; shard < kFusedShards; ++shard) {
       v1::LearnRequest learn;
