@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/name_rule.h"
 #include "core/common/status_macros.h"
 #include "server/model_info.h"
 #include "server/model_registration.h"
@@ -123,15 +124,7 @@ absl::Status AdminService::DoSnapshot(const v1::SnapshotRequest& request,
 absl::Status AdminService::DoBackup(const v1::BackupRequest& request,
                                     v1::BackupResponse* response) {
   const std::string& name = request.name();
-  const bool valid =
-      !name.empty() && name.size() <= 64 && name != "." && name != ".." &&
-      std::all_of(name.begin(), name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
-      });
-  if (!valid) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backup name '", name, "' is not 1..64 characters of [A-Za-z0-9_.-] (and not . or ..)"));
-  }
+  RETURN_IF_ERROR(CheckName("backup", name));
   if (backup_root_.empty()) {
     return absl::FailedPreconditionError(
         "this server has no data_dir and no --backup_dir: there is nowhere to write a backup");

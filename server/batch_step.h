@@ -6,7 +6,7 @@
 //                               PartKind::kSau, n, max_batch, &session->binding, ack));
 //   ... build the views of the batch ...
 //   ASSIGN_OR_RETURN(auto step, ApplyBatch(route.model->sau(route.shard), route, views,
-//                                          max_batch, ack));
+//                                          limits, ack));
 //
 // RouteBatch binds the stream's model (looked up once per stream while its batches name the
 // same model), maps the routing key to its shard (set in the ack) and refuses an oversize
@@ -92,7 +92,7 @@ absl::StatusOr<BatchRoute> RouteBatch(const ModelRegistry& registry,
 template <typename ShardT, typename Ack>
 absl::StatusOr<storage::DurableStep<ShardT>> ApplyBatch(
     ShardT& part, const BatchRoute& route,
-    std::span<const typename storage::PartCodec<ShardT>::View> batch, size_t max_batch,
+    std::span<const typename storage::PartCodec<ShardT>::View> batch, const BatchLimits& limits,
     Ack* ack) {
   if (route.persistence != nullptr && part.fenced()) {
     absl::Status s = route.persistence->ReinstateFenced(*route.model, route.shard, ShardT::kKind,
@@ -100,7 +100,7 @@ absl::StatusOr<storage::DurableStep<ShardT>> ApplyBatch(
     if (!s.ok()) return s;
   }
   absl::StatusOr<storage::DurableStep<ShardT>> step =
-      storage::ApplyDurably(part, route.writer, batch, max_batch);
+      storage::ApplyDurably(part, route.writer, batch, limits);
   if (!step.ok()) {
     // Cluster mode: another server wrote the shard's journal (it took the shard over); this
     // one stops serving it at once.

@@ -25,8 +25,10 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr const char* kKeys[] = {"listen",          "metrics",        "data_dir",
-                                 "max_batch",       "max_message_bytes", "lmu_secret_file",
-                                 "audit_key_file",  "cluster",        "models"};
+                                 "max_batch",       "max_features",   "max_t_step",
+                                 "max_message_bytes",
+                                 "lmu_secret_file", "audit_key_file", "cluster",
+                                 "models"};
 constexpr const char* kClusterKeys[] = {"nats",     "server_id", "advertise",
                                         "replicas", "lease_ttl", "prefix"};
 
@@ -200,6 +202,8 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view json_text) {
   if (absl::Status s = ReadPositive(root, "max_batch", kMaxInt, &config.max_batch); !s.ok()) {
     return s;
   }
+  RETURN_IF_ERROR(ReadPositive(root, "max_features", kMaxInt, &config.max_features));
+  RETURN_IF_ERROR(ReadPositive(root, "max_t_step", uint64_t{1} << 62, &config.max_t_step));
   if (absl::Status s = ReadPositive(root, "max_message_bytes", kMaxInt, &config.max_message_bytes);
       !s.ok()) {
     return s;

@@ -5,6 +5,8 @@
 //     "metrics": "0.0.0.0:9464",      // optional; "" disables the exposer
 //     "data_dir": "./data",           // optional
 //     "max_batch": 4096,              // optional, >= 1
+//     "max_features": 4096,           // optional, >= 1: features per LMU or fused sample
+//     "max_t_step": 1099511627776,    // optional, 1..2^62: how far a new t may jump
 //     "max_message_bytes": 16777216,  // optional, >= 1
 //     "lmu_secret_file": "/etc/sl/lmu.secret",  // optional; default <data_dir>/lmu.secret
 //     "audit_key_file": "/etc/sl/audit.key",    // optional; default <data_dir>/audit.key
@@ -62,6 +64,8 @@ struct ServerConfig {
   std::optional<std::string> metrics;
   std::optional<std::string> data_dir;
   std::optional<uint64_t> max_batch;
+  std::optional<uint64_t> max_features;
+  std::optional<uint64_t> max_t_step;
   std::optional<uint64_t> max_message_bytes;
   std::optional<std::string> lmu_secret_file;
   std::optional<std::string> audit_key_file;

@@ -73,9 +73,9 @@ void HealthToProto(const FuseLearnOutcome& o, v1::FuseHealth* out) {
 }  // namespace
 
 FuseRequestHandler::FuseRequestHandler(ModelRegistry* registry, Metrics* metrics,
-                                       size_t max_batch, storage::Persistence* persistence)
-    : registry_(registry), metrics_(metrics), max_batch_(max_batch), persistence_(persistence) {
-  assert(max_batch_ >= 1);
+                                       BatchLimits limits, storage::Persistence* persistence)
+    : registry_(registry), metrics_(metrics), limits_(limits), persistence_(persistence) {
+  assert(limits_.max_batch >= 1);
 }
 
 absl::Status FuseRequestHandler::Learn(const v1::LearnRequest& request, LearnSession* session,
@@ -93,7 +93,7 @@ absl::Status FuseRequestHandler::LearnBatch(const v1::LearnRequest& request,
   const size_t n = static_cast<size_t>(request.samples_size());
   ASSIGN_OR_RETURN(const BatchRoute route,
                    RouteBatch(*registry_, persistence_, request.model(), request.routing_key(),
-                              PartKind::kFuse, n, max_batch_, &session->binding, ack));
+                              PartKind::kFuse, n, limits_.max_batch, &session->binding, ack));
   size_t total = 0;
   for (size_t i = 0; i < n; ++i) {
     const v1::FuseSample& s = request.samples(static_cast<int>(i));
@@ -124,7 +124,7 @@ absl::Status FuseRequestHandler::LearnBatch(const v1::LearnRequest& request,
 
   ASSIGN_OR_RETURN(const storage::DurableStep<FuseShard> step,
                    ApplyBatch(route.model->fuse(route.shard), route,
-                              std::span<const FuseSampleView>(views), max_batch_, ack));
+                              std::span<const FuseSampleView>(views), limits_, ack));
   const FuseLearnOutcome* outcome = &step.outcome;
   ack->set_applied(outcome->applied);
   ack->mutable_duplicate_t()->Add(outcome->duplicates.begin(), outcome->duplicates.end());

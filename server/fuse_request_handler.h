@@ -36,6 +36,7 @@
 #include "core/shard/model_registry.h"
 #include "fuse.pb.h"
 #include "server/metrics.h"
+#include "core/shard/batch_gate.h"
 #include "server/batch_step.h"
 #include "server/storage/persistence.h"
 
@@ -50,8 +51,8 @@ class FuseRequestHandler {
     std::vector<FuseSampleView> views;
   };
 
-  // REQUIRES: max_batch >= 1.
-  FuseRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch,
+  // REQUIRES: limits.max_batch >= 1.
+  FuseRequestHandler(ModelRegistry* registry, Metrics* metrics, BatchLimits limits,
                      storage::Persistence* persistence = nullptr);
 
   FuseRequestHandler(const FuseRequestHandler&) = delete;
@@ -66,7 +67,7 @@ class FuseRequestHandler {
   absl::Status Predict(const v1::FusePredictRequest& request,
                        v1::FusePredictResponse* response) const;
 
-  size_t max_batch() const { return max_batch_; }
+  size_t max_batch() const { return limits_.max_batch; }
 
   const ModelRegistry& registry() const { return *registry_; }
 
@@ -76,7 +77,7 @@ class FuseRequestHandler {
 
   ModelRegistry* const registry_;
   Metrics* const metrics_;
-  const size_t max_batch_;
+  const BatchLimits limits_;
   storage::Persistence* const persistence_;
 };
 

@@ -1,8 +1,11 @@
 #include "server/lmu_request_handler.h"
 
 #include <cassert>
+#include <cmath>
 #include <limits>
 #include <span>
+#include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -23,6 +26,21 @@ absl::Status CheckParallel(int ids, int vals, absl::string_view what) {
                                                  vals, "; give one value per id"));
 }
 
+// A given lr or l2 override that is NaN: NaN is how a view says "absent" (SampleView), so the
+// wire's presence bit is the only place it can be told from "not given".
+absl::Status CheckOverrides(const v1::Sample& s, absl::string_view what) {
+  for (const auto& [name, given, value] :
+       {std::tuple<absl::string_view, bool, double>{"lr", s.has_lr(), s.lr()},
+        std::tuple<absl::string_view, bool, double>{"l2", s.has_l2(), s.l2()}}) {
+    if (given && std::isnan(value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, name, " override is NaN; give a number, or leave ", name,
+          " unset for the model's"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void AppendFeatures(const google::protobuf::RepeatedField<uint64_t>& ids,
                     const google::protobuf::RepeatedField<double>& vals,
                     std::vector<lmu::Feature>* out) {
@@ -31,10 +49,11 @@ void AppendFeatures(const google::protobuf::RepeatedField<uint64_t>& ids,
 
 }  // namespace
 
-LmuRequestHandler::LmuRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch,
+LmuRequestHandler::LmuRequestHandler(ModelRegistry* registry, Metrics* metrics,
+                                     BatchLimits limits,
                                      storage::Persistence* persistence)
-    : registry_(registry), metrics_(metrics), max_batch_(max_batch), persistence_(persistence) {
-  assert(max_batch_ >= 1);
+    : registry_(registry), metrics_(metrics), limits_(limits), persistence_(persistence) {
+  assert(limits_.max_batch >= 1);
 }
 
 absl::Status LmuRequestHandler::Update(const v1::UpdateRequest& request, UpdateSession* session,
@@ -52,15 +71,13 @@ absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
   const size_t n = static_cast<size_t>(request.samples_size());
   ASSIGN_OR_RETURN(const BatchRoute route,
                    RouteBatch(*registry_, persistence_, request.model(), request.routing_key(),
-                              PartKind::kLmu, n, max_batch_, &session->binding, ack));
+                              PartKind::kLmu, n, limits_.max_batch, &session->binding, ack));
   size_t total = 0;
   for (size_t i = 0; i < n; ++i) {
     const v1::Sample& s = request.samples(static_cast<int>(i));
-    if (absl::Status st = CheckParallel(s.ids_size(), s.vals_size(),
-                                        absl::StrCat("sample ", i, " (t=", s.t(), "): "));
-        !st.ok()) {
-      return st;
-    }
+    const std::string what = absl::StrCat("sample ", i, " (t=", s.t(), "): ");
+    RETURN_IF_ERROR(CheckParallel(s.ids_size(), s.vals_size(), what));
+    RETURN_IF_ERROR(CheckOverrides(s, what));
     total += static_cast<size_t>(s.ids_size());
   }
   std::vector<lmu::Feature>& features = session->features;
@@ -84,7 +101,7 @@ absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
 
   LmuShard& part = route.model->lmu(route.shard);
   ASSIGN_OR_RETURN(const storage::DurableStep<LmuShard> step,
-                   ApplyBatch(part, route, std::span<const SampleView>(views), max_batch_, ack));
+                   ApplyBatch(part, route, std::span<const SampleView>(views), limits_, ack));
   const UpdateOutcome* outcome = &step.outcome;
   ack->set_ver_base(outcome->ver_base);
   ack->set_ver_delta(outcome->ver_delta);

@@ -30,6 +30,7 @@
 #include "core/shard/model_registry.h"
 #include "lmu.pb.h"
 #include "server/metrics.h"
+#include "core/shard/batch_gate.h"
 #include "server/batch_step.h"
 #include "server/storage/persistence.h"
 
@@ -45,9 +46,9 @@ class LmuRequestHandler {
     std::vector<SampleView> views;
   };
 
-  // REQUIRES: max_batch >= 1.
+  // REQUIRES: limits.max_batch >= 1.
   // `persistence` (may be null: no audit, no store) must outlive the handler.
-  LmuRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch,
+  LmuRequestHandler(ModelRegistry* registry, Metrics* metrics, BatchLimits limits,
                     storage::Persistence* persistence = nullptr);
 
   LmuRequestHandler(const LmuRequestHandler&) = delete;
@@ -57,7 +58,8 @@ class LmuRequestHandler {
   // (cleared first). Returns the status also written to ack->status: NOT_FOUND (unknown
   // model), FAILED_PRECONDITION (the model has no lmu part), INVALID_ARGUMENT (empty batch,
   // more than max_batch samples, ids/vals lengths differ, empty x, NaN/Inf, wrong y size,
-  // lr/l2 override out of range), INTERNAL (a rebuild failed).
+  // lr/l2 override out of range or given as NaN, more than max_features features, a value
+  // beyond the bound, t too far ahead), INTERNAL (a rebuild failed).
   absl::Status Update(const v1::UpdateRequest& request, UpdateSession* session,
                       v1::UpdateAck* ack);
 
@@ -66,7 +68,7 @@ class LmuRequestHandler {
   // differ, empty x, NaN/Inf value).
   absl::Status Predict(const v1::PredictRequest& request, v1::PredictResponse* response) const;
 
-  size_t max_batch() const { return max_batch_; }
+  size_t max_batch() const { return limits_.max_batch; }
 
   const ModelRegistry& registry() const { return *registry_; }
 
@@ -76,7 +78,7 @@ class LmuRequestHandler {
 
   ModelRegistry* const registry_;
   Metrics* const metrics_;
-  const size_t max_batch_;
+  const BatchLimits limits_;
   storage::Persistence* const persistence_;
 };
 

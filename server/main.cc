@@ -64,6 +64,11 @@ ABSL_FLAG(std::string, backup_dir, "", "where Admin.Backup writes; default <data
 ABSL_FLAG(std::string, config, "",
           "JSON config file (docs/SERVER.md); flags given on the command line override it");
 ABSL_FLAG(uint64_t, max_batch, 4096, "maximum events per IngestRequest (1..2147483647)");
+ABSL_FLAG(uint64_t, max_features, 4096,
+          "maximum features per LMU or fused sample (1..2147483647)");
+ABSL_FLAG(uint64_t, max_t_step, uint64_t{1} << 40,
+          "how far a new event's t may run ahead of its shard's last t (1..2^62; in your t's "
+          "unit: 2^40 is 18 minutes of nanoseconds)");
 ABSL_FLAG(uint64_t, max_message_bytes, 16 << 20,
           "maximum request size in bytes (1..2147483647); larger requests get "
           "RESOURCE_EXHAUSTED");
@@ -167,6 +172,12 @@ absl::Status CheckFlags() {
   }
   if (const uint64_t n = absl::GetFlag(FLAGS_max_batch); n < 1 || n > kMaxInt) {
     return bad("max_batch", absl::StrCat("in 1..", kMaxInt), absl::StrCat(n));
+  }
+  if (const uint64_t n = absl::GetFlag(FLAGS_max_features); n < 1 || n > kMaxInt) {
+    return bad("max_features", absl::StrCat("in 1..", kMaxInt), absl::StrCat(n));
+  }
+  if (const uint64_t n = absl::GetFlag(FLAGS_max_t_step); n < 1 || n > (uint64_t{1} << 62)) {
+    return bad("max_t_step", "in 1..2^62", absl::StrCat(n));
   }
   if (const uint64_t n = absl::GetFlag(FLAGS_max_message_bytes); n < 1 || n > kMaxInt) {
     return bad("max_message_bytes", absl::StrCat("in 1..", kMaxInt), absl::StrCat(n));
@@ -282,6 +293,8 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   o.metrics = absl::GetFlag(FLAGS_metrics);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.max_batch = absl::GetFlag(FLAGS_max_batch);
+  o.max_features = absl::GetFlag(FLAGS_max_features);
+  o.max_t_step = absl::GetFlag(FLAGS_max_t_step);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.lmu_secret_file = absl::GetFlag(FLAGS_lmu_secret_file);
   o.audit_key_file = absl::GetFlag(FLAGS_audit_key_file);
@@ -301,6 +314,10 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   if (config.metrics && !given.contains("metrics")) o.metrics = *config.metrics;
   if (config.data_dir && !given.contains("data_dir")) o.data_dir = *config.data_dir;
   if (config.max_batch && !given.contains("max_batch")) o.max_batch = *config.max_batch;
+  if (config.max_features && !given.contains("max_features")) {
+    o.max_features = *config.max_features;
+  }
+  if (config.max_t_step && !given.contains("max_t_step")) o.max_t_step = *config.max_t_step;
   if (config.lmu_secret_file && !given.contains("lmu_secret_file")) {
     o.lmu_secret_file = *config.lmu_secret_file;
   }

@@ -56,10 +56,11 @@ std::span<const double> Span(const google::protobuf::RepeatedField<double>& xs) 
 
 }  // namespace
 
-SauRequestHandler::SauRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch,
+SauRequestHandler::SauRequestHandler(ModelRegistry* registry, Metrics* metrics,
+                                     BatchLimits limits,
                                      storage::Persistence* persistence)
-    : registry_(registry), metrics_(metrics), max_batch_(max_batch), persistence_(persistence) {
-  assert(max_batch_ >= 1);
+    : registry_(registry), metrics_(metrics), limits_(limits), persistence_(persistence) {
+  assert(limits_.max_batch >= 1);
 }
 
 absl::Status SauRequestHandler::Ingest(const v1::IngestRequest& request, IngestSession* session,
@@ -75,7 +76,7 @@ absl::Status SauRequestHandler::IngestBatch(const v1::IngestRequest& request,
   const size_t n = static_cast<size_t>(request.events_size());
   ASSIGN_OR_RETURN(const BatchRoute route,
                    RouteBatch(*registry_, persistence_, request.model(), request.routing_key(),
-                              PartKind::kSau, n, max_batch_, &session->binding, ack));
+                              PartKind::kSau, n, limits_.max_batch, &session->binding, ack));
   std::vector<EventView>& views = session->views;
   views.clear();
   views.reserve(n);
@@ -84,7 +85,7 @@ absl::Status SauRequestHandler::IngestBatch(const v1::IngestRequest& request,
   }
   ASSIGN_OR_RETURN(const storage::DurableStep<SauShard> step,
                    ApplyBatch(route.model->sau(route.shard), route,
-                              std::span<const EventView>(views), max_batch_, ack));
+                              std::span<const EventView>(views), limits_, ack));
   const IngestOutcome& outcome = step.outcome;
   ack->set_ver_sau(outcome.version);
   ack->set_applied(outcome.applied);

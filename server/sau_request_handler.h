@@ -26,6 +26,7 @@
 #include "core/shard/sau_shard.h"
 #include "sau.pb.h"
 #include "server/metrics.h"
+#include "core/shard/batch_gate.h"
 #include "server/batch_step.h"
 #include "server/storage/persistence.h"
 
@@ -40,9 +41,9 @@ class SauRequestHandler {
     std::vector<EventView> views;
   };
 
-  // REQUIRES: max_batch >= 1. `persistence` (may be null: no audit, no store) must outlive
+  // REQUIRES: limits.max_batch >= 1. `persistence` (may be null: no audit, no store) must outlive
   // the handler.
-  SauRequestHandler(ModelRegistry* registry, Metrics* metrics, size_t max_batch,
+  SauRequestHandler(ModelRegistry* registry, Metrics* metrics, BatchLimits limits,
                     storage::Persistence* persistence = nullptr);
 
   SauRequestHandler(const SauRequestHandler&) = delete;
@@ -58,7 +59,7 @@ class SauRequestHandler {
   // low_rank without r_v), FAILED_PRECONDITION (no sau part; shard older than min_version).
   absl::Status Query(const v1::QueryRequest& request, v1::QueryResponse* response) const;
 
-  size_t max_batch() const { return max_batch_; }
+  size_t max_batch() const { return limits_.max_batch; }
 
   const ModelRegistry& registry() const { return *registry_; }
 
@@ -68,7 +69,7 @@ class SauRequestHandler {
 
   ModelRegistry* const registry_;
   Metrics* const metrics_;
-  const size_t max_batch_;
+  const BatchLimits limits_;
   storage::Persistence* const persistence_;
 };
 

@@ -185,12 +185,14 @@ absl::StatusOr<int> Server::Start() {
     RETURN_IF_ERROR(metrics_.StartExposer(options_.metrics));
   }
 
-  sau_handler_ = std::make_unique<SauRequestHandler>(registry_.get(), &metrics_,
-                                                     options_.max_batch, persistence_.get());
-  lmu_handler_ = std::make_unique<LmuRequestHandler>(registry_.get(), &metrics_,
-                                                     options_.max_batch, persistence_.get());
-  fuse_handler_ = std::make_unique<FuseRequestHandler>(registry_.get(), &metrics_,
-                                                       options_.max_batch, persistence_.get());
+  BatchLimits limits(options_.max_batch, options_.max_features);
+  limits.max_t_step = options_.max_t_step;
+  sau_handler_ = std::make_unique<SauRequestHandler>(registry_.get(), &metrics_, limits,
+                                                     persistence_.get());
+  lmu_handler_ = std::make_unique<LmuRequestHandler>(registry_.get(), &metrics_, limits,
+                                                     persistence_.get());
+  fuse_handler_ = std::make_unique<FuseRequestHandler>(registry_.get(), &metrics_, limits,
+                                                       persistence_.get());
   std::string backup_root = options_.backup_dir;
   if (backup_root.empty() && !options_.data_dir.empty()) {
     backup_root = (std::filesystem::path(options_.data_dir) / "backups").string();

@@ -72,6 +72,8 @@ class Server {
     std::string data_dir;                  // created if missing; empty = none
     std::string config_path;               // its models are created by Start(); empty = none
     size_t max_batch = 4096;               // events (samples) per Ingest/Update/Learn request
+    size_t max_features = 4096;            // features per LMU Update / Fuse Learn sample
+    uint64_t max_t_step = uint64_t{1} << 40;  // how far a new t may run ahead of the last
     size_t max_message_bytes = 16 << 20;   // larger requests get RESOURCE_EXHAUSTED
     std::string lmu_secret_file;           // empty = <data_dir>/lmu.secret
     std::optional<lmu::HashSecret> lmu_secret;  // wins over the file; for in-process tests

@@ -130,7 +130,7 @@ TEST(SpecConversionTest, UnknownEnumValuesAreInvalidArgumentsNamingTheField) {
 TEST(ServerConfigTest, FullConfigIsParsedWithProtoFieldNamesAndEnumNames) {
   absl::StatusOr<ServerConfig> config = ParseServerConfig(R"({
     "listen": "127.0.0.1:7000", "metrics": "", "data_dir": "/tmp/x",
-    "max_batch": 100, "max_message_bytes": 65536,
+    "max_batch": 100, "max_features": 512, "max_t_step": 1000000, "max_message_bytes": 65536,
     "models": [
       {"name": "a", "shards": 2, "sau": {"d": 8, "d_v": 4, "r": 32,
                                          "features": "FEATURE_KIND_IID", "gamma": 0.95}},
@@ -141,6 +141,8 @@ TEST(ServerConfigTest, FullConfigIsParsedWithProtoFieldNamesAndEnumNames) {
   EXPECT_EQ(config->metrics, "");
   EXPECT_EQ(config->data_dir, "/tmp/x");
   EXPECT_EQ(config->max_batch, 100u);
+  EXPECT_EQ(config->max_features, 512u);
+  EXPECT_EQ(config->max_t_step, 1000000u);
   EXPECT_EQ(config->max_message_bytes, 65536u);
   ASSERT_EQ(config->models.size(), 2u);
   EXPECT_EQ(config->models[0].name, "a");
@@ -207,6 +209,9 @@ TEST(ServerConfigTest, BadConfigIsAnInvalidArgumentNamingThePlaceAndProblem) {
       {"listen not a string", R"({"listen": 5})", {"listen", "string"}},
       {"max_batch zero", R"({"max_batch": 0})", {"max_batch", "1.."}},
       {"max_batch negative", R"({"max_batch": -3})", {"max_batch"}},
+      {"max_features zero", R"({"max_features": 0})", {"max_features", "1.."}},
+      {"max_t_step zero", R"({"max_t_step": 0})", {"max_t_step", "1.."}},
+      {"max_t_step above 2^62", R"({"max_t_step": 4611686018427387905})", {"max_t_step"}},
       {"models not an array", R"({"models": {}})", {"models", "array"}},
       {"model not an object", R"({"models": [3]})", {"models[0]", "ModelSpec"}},
       {"unknown model field",

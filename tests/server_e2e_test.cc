@@ -212,6 +212,16 @@ TEST_F(ServerE2eTest, CreateModelWithBadSpecFailsNamingTheField) {
        "name"},
       {"2000 shards", [](v1::ModelSpec& s) { s.set_shards(2000); },
        grpc::StatusCode::INVALID_ARGUMENT, "shards"},
+      {"NaN gamma",
+       [](v1::ModelSpec& s) {
+         s.mutable_sau()->set_gamma(std::numeric_limits<double>::quiet_NaN());
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "sau.gamma = nan"},
+      {"Inf tau",
+       [](v1::ModelSpec& s) {
+         s.mutable_sau()->set_tau(std::numeric_limits<double>::infinity());
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "sau.tau = inf"},
       {"unknown feature kind",
        [](v1::ModelSpec& s) { s.mutable_sau()->set_features(static_cast<v1::FeatureKind>(7)); },
        grpc::StatusCode::INVALID_ARGUMENT, "sau.features"},
@@ -394,6 +404,21 @@ TEST_F(ServerE2eTest, BadBatchIsRejectedInBandAndTheSameStreamAcceptsTheNextOne)
        },
        grpc::StatusCode::INVALID_ARGUMENT,
        {"event 3", "v[1]", "Inf"}},
+      {"huge finite v",
+       [](v1::IngestRequest& r) { r.mutable_events(3)->set_v(1, 1e308); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"event 3", "v[1] = 1e+308 is outside [-1e+100, 1e+100]", "bound on values"}},
+      {"huge finite k",
+       [](v1::IngestRequest& r) { r.mutable_events(3)->set_k(0, -1e300); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"event 3", "k[0] = -1e+300 is outside [-1e+100, 1e+100]"}},
+      {"t = 2^64 - 1",
+       [](v1::IngestRequest& r) {
+         r.mutable_events(3)->set_t(std::numeric_limits<uint64_t>::max());
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"event 3 (t=18446744073709551615)", "t is more than 1099511627776 ahead",
+        "shard's last t = "}},
       {"empty batch",
        [](v1::IngestRequest& r) { r.clear_events(); },
        grpc::StatusCode::INVALID_ARGUMENT,
@@ -469,6 +494,24 @@ TEST_F(ServerE2eTest, NamesThatAreNotModelNamesGetInvalidArgumentQuotedAndCut) {
   EXPECT_EQ(created.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << created.error_message();
 }
 
+// Backup names follow the same rule, by the same function (core/common/name_rule.h): quoted,
+// escaped and cut, never echoed whole.
+TEST_F(ServerE2eTest, BackupNamesFollowTheModelNameRule) {
+  for (const std::string& name : {std::string(".."), std::string(20000, 'b'),
+                                  std::string("a/b"), std::string("x\xff", 2)}) {
+    SCOPED_TRACE(name.size() > 16 ? name.substr(0, 16) + "..." : name);
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    v1::BackupRequest request;
+    request.set_name(name);
+    v1::BackupResponse response;
+    const grpc::Status st = admin_->Backup(&ctx, request, &response);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_THAT(st.error_message(), ::testing::HasSubstr("is not a backup name: 1..64 of"));
+    EXPECT_LT(st.error_message().size(), 300u);
+  }
+}
+
 TEST_F(ServerE2eTest, BadQueryFailsWithTheRightCode) {
   const std::string model = "sau-badq";
   v1::ModelInfo info;
@@ -490,6 +533,8 @@ TEST_F(ServerE2eTest, BadQueryFailsWithTheRightCode) {
       {"NaN in q",
        [](v1::QueryRequest& r) { r.set_q(0, std::numeric_limits<double>::quiet_NaN()); },
        grpc::StatusCode::INVALID_ARGUMENT, "q[0] is NaN"},
+      {"huge finite q", [](v1::QueryRequest& r) { r.set_q(2, 1e308); },
+       grpc::StatusCode::INVALID_ARGUMENT, "q[2] = 1e+308 is outside [-1e+100, 1e+100]"},
       {"unknown model", [](v1::QueryRequest& r) { r.set_model("no-such-model"); },
        grpc::StatusCode::NOT_FOUND, "no-such-model"},
       {"unknown path", [](v1::QueryRequest& r) { r.set_path(static_cast<v1::ReadoutPath>(9)); },

@@ -394,6 +394,26 @@ TEST_F(FuseE2eTest, BadInputIsRejectedInBandAndChangesNothing) {
          r.mutable_samples(3)->set_q(4, std::numeric_limits<double>::infinity());
        },
        kInvalid, {"sample 3", "q[4] is Inf"}},
+      {"huge finite q", [](v1::LearnRequest& r) { r.mutable_samples(3)->set_q(4, -1e308); },
+       kInvalid, {"sample 3", "q[4] = -1e+308 is outside [-1e+100, 1e+100]"}},
+      {"huge finite y", [](v1::LearnRequest& r) { r.mutable_samples(2)->set_y(0, 1e300); },
+       kInvalid, {"sample 2", "y[0] = 1e+300 is outside [-1e+50, 1e+50]"}},
+      {"huge finite x", [](v1::LearnRequest& r) { r.mutable_samples(1)->set_vals(0, 1e300); },
+       kInvalid, {"sample 1", "x[0] (id ", "= 1e+300 is outside [-1e+50, 1e+50]"}},
+      {"5000 features in one sample",
+       [](v1::LearnRequest& r) {
+         v1::FuseSample* s = r.mutable_samples(0);
+         for (uint64_t id = 1000000; s->ids_size() < 5000; ++id) {
+           s->add_ids(id);
+           s->add_vals(1.0);
+         }
+       },
+       kInvalid, {"sample 0", "5000 features; at most 4096 per sample (--max_features)"}},
+      {"t = 2^64 - 1",
+       [](v1::LearnRequest& r) {
+         r.mutable_samples(1)->set_t(std::numeric_limits<uint64_t>::max());
+       },
+       kInvalid, {"sample 1 (t=18446744073709551615)", "ahead of the shard's last t"}},
       {"unknown model", [](v1::LearnRequest& r) { r.set_model("no_such_model"); },
        grpc::StatusCode::NOT_FOUND, {"no_such_model", "not found"}},
   };
@@ -422,6 +442,11 @@ TEST_F(FuseE2eTest, BadInputIsRejectedInBandAndChangesNothing) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(client->FusePredict("no_such_model", "k", events[0].x, events[0].q).status().code(),
             absl::StatusCode::kNotFound);
+  std::vector<double> huge_q(events[0].q.begin(), events[0].q.end());
+  huge_q[0] = 1e200;
+  const absl::Status huge = client->FusePredict(name, "k", events[0].x, huge_q).status();
+  EXPECT_EQ(huge.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.message().find("q[0] = 1e+200 is outside"), std::string::npos) << huge;
 }
 
 // The Fuse service refuses models without a fuse part, and the SAU and LMU services refuse

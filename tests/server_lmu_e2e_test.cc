@@ -424,6 +424,43 @@ TEST_F(ServerLmuE2eTest, BadBatchIsRejectedInBandAndTheSameStreamAcceptsTheNextO
        [](v1::UpdateRequest& r) { r.mutable_samples(0)->set_lr(-1); },
        grpc::StatusCode::INVALID_ARGUMENT,
        {"sample 0 (t=", "lr override"}},
+      {"NaN lr override (NaN is not 'no override')",
+       [](v1::UpdateRequest& r) { r.mutable_samples(2)->set_lr(kNaN); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"sample 2 (t=", "lr override is NaN"}},
+      {"NaN l2 override",
+       [](v1::UpdateRequest& r) { r.mutable_samples(1)->set_l2(kNaN); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"sample 1 (t=", "l2 override is NaN"}},
+      {"Inf lr override",
+       [](v1::UpdateRequest& r) { r.mutable_samples(1)->set_lr(kInf); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"sample 1 (t=", "lr override inf"}},
+      {"huge finite feature value",
+       [](v1::UpdateRequest& r) { r.mutable_samples(3)->set_vals(2, 1e300); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"sample 3 (t=", "x[2] (id ", "= 1e+300 is outside [-1e+50, 1e+50]"}},
+      {"huge finite target",
+       [](v1::UpdateRequest& r) { r.mutable_samples(4)->set_y(0, -1e200); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"sample 4 (t=", "y[0] = -1e+200 is outside [-1e+50, 1e+50]"}},
+      {"5000 features in one sample",
+       [](v1::UpdateRequest& r) {
+         v1::Sample* s = r.mutable_samples(0);
+         for (uint64_t id = 1000000; s->ids_size() < 5000; ++id) {
+           s->add_ids(id);
+           s->add_vals(1.0);
+         }
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"sample 0 (t=", "5000 features; at most 4096 per sample (--max_features)"}},
+      {"t = 2^64 - 1",
+       [](v1::UpdateRequest& r) {
+         r.mutable_samples(5)->set_t(std::numeric_limits<uint64_t>::max());
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"sample 5 (t=18446744073709551615)", "t is more than 1099511627776 ahead",
+        "shard's last t = "}},
       {"empty batch",
        [](v1::UpdateRequest& r) { r.clear_samples(); },
        grpc::StatusCode::INVALID_ARGUMENT,
@@ -469,6 +506,8 @@ TEST_F(ServerLmuE2eTest, BadPredictFailsWithTheRightCode) {
   const std::vector<Case> cases = {
       {"NaN value", model, {1, 2}, {0.5, kNaN}, grpc::StatusCode::INVALID_ARGUMENT, "x[1]"},
       {"Inf value", model, {1}, {-kInf}, grpc::StatusCode::INVALID_ARGUMENT, "Inf"},
+      {"huge finite value", model, {1, 9}, {0.5, 1e300}, grpc::StatusCode::INVALID_ARGUMENT,
+       "x[1] (id 9) = 1e+300 is outside [-1e+50, 1e+50]"},
       {"empty x", model, {}, {}, grpc::StatusCode::INVALID_ARGUMENT, "x is empty"},
       {"lengths differ", model, {1, 2, 3}, {1, 2}, grpc::StatusCode::INVALID_ARGUMENT,
        "ids has 3 values but vals has 2"},

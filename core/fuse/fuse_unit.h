@@ -81,6 +81,10 @@ class FuseUnit {
   absl::StatusOr<FuseStep> Learn(uint64_t t, std::span<const lmu::Feature> x,
                                  std::span<const double> q, std::span<const double> y);
 
+  // The checks of (x, q) Predict and Learn make first: q's dimension and finiteness, finite
+  // values and no reserved ids in x (INVALID_ARGUMENT naming the field).
+  absl::Status CheckSample(std::span<const lmu::Feature> x, std::span<const double> q) const;
+
   // Read-only; the same numbers Learn would compute for this (x, q) now.
   absl::StatusOr<FusePrediction> Predict(std::span<const lmu::Feature> x,
                                          std::span<const double> q) const;
@@ -104,7 +108,6 @@ class FuseUnit {
   struct Forward;
 
   FuseUnit(const FuseSpec& spec, const lmu::HashSecret& secret, sau::SauEstimator sau);
-  absl::Status CheckSample(std::span<const lmu::Feature> x, std::span<const double> q) const;
   void RunForward(std::span<const lmu::Feature> x, std::span<const double> q,
                   const control::Controls& c, Forward* f) const;
   void ApplyControls();

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "core/common/input_bounds.h"
 
 namespace streamlearn::lmu {
 
@@ -73,6 +74,21 @@ absl::Status LmuLearner::CheckSample(std::span<const Feature> x, std::span<const
         "lr * l2 = %g * %g >= 1 would flip the weights' sign; keep lr * l2 < 1", eff_lr, eff_l2));
   }
   return absl::OkStatus();
+}
+
+absl::Status LmuLearner::CheckFeatureBounds(std::span<const Feature> x) {
+  for (size_t j = 0; j < x.size(); ++j) {
+    if (std::fabs(x[j].val) > kInputBound) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "x[%d] (id %d) = %s", j, x[j].id,
+          OutsideBound(x[j].val, kInputBound, "the LMU's bound on feature values")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LmuLearner::CheckTargetBounds(std::span<const double> y) {
+  return CheckWithin(y, "y", kInputBound, "the LMU's bound on targets");
 }
 
 absl::StatusOr<StepResult> LmuLearner::Step(std::span<const Feature> x, std::span<const double> y,

@@ -56,6 +56,13 @@ class LmuLearner {
   absl::Status CheckSample(std::span<const Feature> x, std::span<const double> y, double lr,
                            double l2) const;
 
+  // The bound of docs/LMU.md "Input bounds" on |x_j| and |y_o|: one step from a state whose
+  // weights and bias are at most 1e100 in magnitude stays finite. Checked on client input
+  // (LmuShard, FuseShard), not on replayed log entries. INVALID_ARGUMENT naming the feature
+  // (index and id) or target, its value and the bound. REQUIRES: the values are finite.
+  static constexpr double kInputBound = 1e50;
+  static absl::Status CheckFeatureBounds(std::span<const Feature> x);
+  static absl::Status CheckTargetBounds(std::span<const double> y);
   // Writer: predicts into y_before (m entries), then updates. REQUIRES: CheckSample ok.
   absl::StatusOr<StepResult> Step(std::span<const Feature> x, std::span<const double> y, double lr,
                                   double l2, double* y_before);

@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "absl/strings/str_format.h"
+#include "core/common/input_bounds.h"
 #include "core/common/status_macros.h"
 #include "core/sau/counter_rng.h"
 #include "core/sau/kernels.h"
@@ -116,7 +117,8 @@ RjGaps HalfSplitGaps(const double* num1, const double* num2, long double den1, l
 absl::StatusOr<SauEstimator> SauEstimator::Create(const SauSpec& raw) {
   SauSpec spec = ResolveDefaults(raw);
   RETURN_IF_ERROR(ValidateSpec(spec));
-  auto params = std::make_shared<Params>(Params{spec, FeatureMap::Draw(spec), {}});
+  auto params = std::make_shared<Params>(Params{spec, FeatureMap::Draw(spec), {}, 0.0});
+  params->value_bound = ValueBound(spec);
   if (spec.r_v > 0) params->u = spec.u.empty() ? DrawU(spec) : spec.u;
   SauState state(spec);
   return SauEstimator(std::move(params), std::move(state));
@@ -141,6 +143,16 @@ absl::Status SauEstimator::CheckEvent(std::span<const double> k,
 
 absl::Status SauEstimator::CheckQuery(std::span<const double> q) const {
   return params_->features.CheckInput(q, "q");
+}
+
+absl::Status SauEstimator::CheckEventBounds(std::span<const double> k,
+                                            std::span<const double> v) const {
+  RETURN_IF_ERROR(CheckWithin(k, "k", kInputBound, "the bound on keys"));
+  return CheckWithin(v, "v", params_->value_bound, "the model's bound on values");
+}
+
+absl::Status SauEstimator::CheckQueryBounds(std::span<const double> q) const {
+  return CheckWithin(q, "q", kInputBound, "the bound on queries");
 }
 
 EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const double> v) {

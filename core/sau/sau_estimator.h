@@ -80,6 +80,15 @@ class SauEstimator {
   absl::Status CheckEvent(std::span<const double> k, std::span<const double> v) const;
   absl::Status CheckQuery(std::span<const double> q) const;
 
+  // The magnitude bounds of docs/SAU.md "Input bounds", under which the state and every
+  // readout stay finite: |k_i|, |q_i| <= kInputBound and |v_i| <= value_bound(). Checked on
+  // client input (SauShard, FuseShard), not on replayed log entries. INVALID_ARGUMENT naming
+  // the field, the index, the value and the bound. REQUIRES: CheckEvent / CheckQuery ok.
+  static constexpr double kInputBound = 1e100;
+  double value_bound() const { return params_->value_bound; }
+  absl::Status CheckEventBounds(std::span<const double> k, std::span<const double> v) const;
+  absl::Status CheckQueryBounds(std::span<const double> q) const;
+
   // REQUIRES: CheckEvent(k, v).ok().
   EventDiagnostics Ingest(std::span<const double> k, std::span<const double> v);
 
@@ -119,6 +128,7 @@ class SauEstimator {
     SauSpec spec;
     FeatureMap features;
     std::vector<double> u;  // d_v x r_v column-major, empty if r_v == 0
+    double value_bound = 0;  // ValueBound(spec)
   };
   SauEstimator(std::shared_ptr<const Params> params, SauState state)
       : params_(std::move(params)), state_(std::move(state)) {}

@@ -1,6 +1,8 @@
 #include "core/sau/sau_spec.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string_view>
 
 #include "absl/strings/str_format.h"
@@ -128,6 +130,24 @@ absl::Status ValidateSpec(const SauSpec& s) {
     return OutOfRange("floor_decay", s.floor_decay, "(0, 1]");
   }
   return absl::OkStatus();
+}
+
+double ValueBound(const SauSpec& s) {
+  // docs/SAU.md "Input bounds", in the log domain so that no step overflows. With c =
+  // max(c_hi, 0) and N the decayed event count (2^64 at gamma = 1, else 1/(1 - gamma)):
+  // phi_i <= e^c / sqrt(r) (4), phi_w,i <= e^c / sqrt(whiten_eps) (11), s_i <= N e^c / sqrt(r)
+  // (7), phi_w . s <= N e^2c sqrt(r / whiten_eps) (12), so every mass a value is multiplied
+  // by is at most M = N e^c max(1, e^c sqrt(r) max(1, 1 / sqrt(whiten_eps))).
+  const double c = std::max(s.c_hi, 0.0);
+  const double log_n = s.gamma >= 1 ? 64 * std::log(2.0)
+                                    : std::min(64 * std::log(2.0), -std::log1p(-s.gamma));
+  const double log_m =
+      log_n + c +
+      std::max(0.0, c + 0.5 * std::log(static_cast<double>(s.r)) +
+                        std::max(0.0, -0.5 * std::log(s.whiten_eps)));
+  const double log_bound = std::log(std::numeric_limits<double>::max()) - 10 * std::log(2.0) -
+                           0.5 * std::log(static_cast<double>(s.d_v)) - log_m;
+  return std::min(1e100, std::exp(log_bound));
 }
 
 }  // namespace streamlearn::sau

@@ -85,6 +85,12 @@ SauSpec ResolveDefaults(SauSpec spec);
 // Checks a resolved spec. Errors are INVALID_ARGUMENT naming the field and allowed range.
 absl::Status ValidateSpec(const SauSpec& spec);
 
+// The bound on |v_i| under which R, H, every numerator and every readout stay finite for this
+// (resolved, valid) spec: min(1e100, DBL_MAX / (2^10 sqrt(d_v) M)), M the bound on the decayed
+// feature mass of docs/SAU.md "Input bounds". 1e100 for every spec with c_hi <= 100 and
+// whiten_eps >= 1e-100.
+double ValueBound(const SauSpec& spec);
+
 }  // namespace streamlearn::sau
 
 #endif  // STREAMLEARN_CORE_SAU_SAU_SPEC_H_

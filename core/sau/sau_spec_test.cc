@@ -1,6 +1,7 @@
 #include "core/sau/sau_spec.h"
 
 #include <cmath>
+#include <limits>
 
 #include "gtest/gtest.h"
 
@@ -59,6 +60,29 @@ TEST(SauSpec, BadFieldsAreRejectedNamingTheFieldAndRange) {
     EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
     EXPECT_NE(st.message().find(c.expect), std::string::npos) << st.message();
   }
+}
+
+TEST(SauSpec, ValueBoundIs1e100UnlessTheFeaturesCanBeHuge) {
+  // docs/SAU.md "Input bounds": min(1e100, DBL_MAX / (2^10 sqrt(d_v) M)).
+  SauSpec s = ResolveDefaults(SauSpec{});
+  EXPECT_EQ(ValueBound(s), 1e100);
+  s.gamma = 1;
+  s.whiten_eps = 1e-100;
+  s.c_hi = 100;
+  EXPECT_EQ(ValueBound(s), 1e100);
+  // c_hi = 300, gamma = 0.99: M = 100 e^300 e^300 sqrt(256 / 1e-8).
+  s.gamma = 0.99;
+  s.whiten_eps = 1e-8;
+  s.c_hi = 300;
+  const double log_m = std::log(100.0) + 600 + 0.5 * std::log(256 / 1e-8);
+  const double want = std::exp(std::log(std::numeric_limits<double>::max()) - 10 * std::log(2.0) -
+                               0.5 * std::log(64.0) - log_m);
+  EXPECT_NEAR(ValueBound(s) / want, 1.0, 1e-9);
+  EXPECT_LT(ValueBound(s), 1e40);
+  // A spec whose mass alone overflows accepts only v = 0.
+  s.gamma = 1;
+  s.c_hi = 700;
+  EXPECT_EQ(ValueBound(s), 0.0);
 }
 
 }  // namespace

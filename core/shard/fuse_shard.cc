@@ -37,7 +37,19 @@ int LevelOf(const AuditRecord& r) {
 }
 
 // The checks FuseUnit::Learn makes, with the batch position in the message.
-absl::Status CheckSample(const fuse::FuseUnit& unit, const FuseSampleView& s) {
+// The bounds of docs/SAU.md and docs/LMU.md "Input bounds" on a fused sample's x, q and y (the
+// SAU learns (q, y), the LMU (x, y)). REQUIRES: the values are finite.
+absl::Status CheckSampleBounds(const fuse::FuseUnit& unit, std::span<const lmu::Feature> x,
+                               std::span<const double> q, std::span<const double> y) {
+  RETURN_IF_ERROR(lmu::LmuLearner::CheckFeatureBounds(x));
+  RETURN_IF_ERROR(unit.sau().CheckQueryBounds(q));
+  RETURN_IF_ERROR(lmu::LmuLearner::CheckTargetBounds(y));
+  return unit.sau().CheckEventBounds(q, y);
+}
+
+absl::Status CheckSample(const fuse::FuseUnit& unit, const FuseSampleView& s,
+                         const BatchLimits& limits) {
+  RETURN_IF_ERROR(CheckFeatureCount(s.x.size(), limits));
   RETURN_IF_ERROR(unit.sau().CheckQuery(s.q));
   for (size_t j = 0; j < s.x.size(); ++j) {
     if (s.x[j].id >= fuse::kReservedIdBase) {
@@ -46,7 +58,9 @@ absl::Status CheckSample(const fuse::FuseUnit& unit, const FuseSampleView& s) {
           fuse::kReservedIdBase));
     }
   }
-  return unit.main_lmu().CheckSample(s.x, s.y, kNoOverride, kNoOverride);
+  RETURN_IF_ERROR(unit.main_lmu().CheckSample(s.x, s.y, kNoOverride, kNoOverride));
+  if (!limits.bound_inputs) return absl::OkStatus();
+  return CheckSampleBounds(unit, s.x, s.q, s.y);
 }
 
 }  // namespace
@@ -154,17 +168,19 @@ absl::StatusOr<PartSnapshot> FuseShard::TakeSnapshot() const {
 Digest FuseShard::StateDigest() const { return Stats().digest; }
 
 absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView> batch,
-                                                  size_t max_batch, const FuseCommitHook* hook) {
-  RETURN_IF_ERROR(CheckBatchSize(batch.size(), max_batch, "samples"));
+                                                  const BatchLimits& limits,
+                                                  const FuseCommitHook* hook) {
+  RETURN_IF_ERROR(CheckBatchSize(batch.size(), limits.max_batch, "samples"));
   MutexLock lock(&write_mu_);
   if (!fenced_.ok()) return FencedError("stopped learning");
   // Only this writer changes the unit, so reading it here needs no unit_mu_.
   const fuse::FuseUnit& unit = WriterUnit();
   if (absl::Status st = CheckBatchItems(
-          batch, "sample", [&](const FuseSampleView& s) { return CheckSample(unit, s); });
+          batch, "sample", [&](const FuseSampleView& s) { return CheckSample(unit, s, limits); });
       !st.ok()) {
     return st;
   }
+  RETURN_IF_ERROR(CheckTSteps(batch, "sample", unit.has_last_t(), unit.last_t(), limits));
 
   FuseLearnOutcome out;
   TOrder order(unit.has_last_t(), unit.last_t());
@@ -248,6 +264,8 @@ absl::StatusOr<fuse::FusePrediction> FuseShard::Predict(std::span<const lmu::Fea
                                                         std::span<const double> q) const {
   if (x.empty()) return absl::InvalidArgumentError("x is empty; give at least one feature");
   ReaderLock lock(&unit_mu_);
+  RETURN_IF_ERROR(unit_->CheckSample(x, q));
+  RETURN_IF_ERROR(CheckSampleBounds(*unit_, x, q, {}));
   return unit_->Predict(x, q);
 }
 

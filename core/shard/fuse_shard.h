@@ -51,6 +51,7 @@
 #include "core/audit/audit_record.h"
 #include "core/common/digest.h"
 #include "core/common/mutex.h"
+#include "core/shard/batch_gate.h"
 #include "core/shard/shard_part.h"
 #include "core/control/control_plane.h"
 #include "core/fuse/fuse_spec.h"
@@ -145,15 +146,18 @@ class FuseShard final : public ShardPart {
   FuseShard(const FuseShard&) = delete;
   FuseShard& operator=(const FuseShard&) = delete;
 
-  // Errors: INVALID_ARGUMENT (empty, more than max_batch samples, a bad sample: nothing
+  // Errors: INVALID_ARGUMENT (empty, more than max_batch samples, a bad sample, and with
+  // limits.bound_inputs more than max_features features, a value outside the bounds of
+  // docs/SAU.md and docs/LMU.md "Input bounds", a t more than max_t_step ahead: nothing
   // applied); UNAVAILABLE once fenced; the hook's error (the shard is then fenced); INTERNAL
   // from the unit (fenced).
-  absl::StatusOr<FuseLearnOutcome> Learn(std::span<const FuseSampleView> batch, size_t max_batch,
+  absl::StatusOr<FuseLearnOutcome> Learn(std::span<const FuseSampleView> batch,
+                                         const BatchLimits& limits,
                                          const FuseCommitHook* hook = nullptr)
       ABSL_LOCKS_EXCLUDED(write_mu_, unit_mu_);
 
   // Read-only: the prediction the next Learn with (x, q) would make. Errors: INVALID_ARGUMENT
-  // (q's dimension, NaN/Inf, empty x, reserved ids).
+  // (q's dimension, NaN/Inf, a value outside the bounds, empty x, reserved ids).
   absl::StatusOr<fuse::FusePrediction> Predict(std::span<const lmu::Feature> x,
                                                std::span<const double> q) const
       ABSL_LOCKS_EXCLUDED(unit_mu_);

@@ -97,6 +97,11 @@ TEST(FuseShardTest, BadSampleRejectsTheWholeBatch) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> short_q(3, 0.5), nan_y = {nan};
   std::vector<lmu::Feature> reserved = {{fuse::kReservedIdBase + 1, 1.0}};
+  std::vector<lmu::Feature> huge_x = {{5, 1e300}}, many;
+  for (uint64_t id = 1; id <= 4097; ++id) many.push_back({id, 1.0});
+  std::vector<double> huge_y = {2e50};
+  std::vector<double> huge_q(s.views[0].q.begin(), s.views[0].q.end());
+  huge_q[1] = 1e308;
   struct Case {
     std::string name;
     std::function<void(FuseSampleView&)> spoil;
@@ -107,6 +112,16 @@ TEST(FuseShardTest, BadSampleRejectsTheWholeBatch) {
       {"NaN y", [&](FuseSampleView& v) { v.y = nan_y; }, "y[0] is NaN"},
       {"empty x", [&](FuseSampleView& v) { v.x = {}; }, "x is empty"},
       {"reserved id", [&](FuseSampleView& v) { v.x = reserved; }, "reserved"},
+      {"huge x", [&](FuseSampleView& v) { v.x = huge_x; },
+       "x[0] (id 5) = 1e+300 is outside [-1e+50, 1e+50]"},
+      {"huge q", [&](FuseSampleView& v) { v.q = huge_q; },
+       "q[1] = 1e+308 is outside [-1e+100, 1e+100]"},
+      {"huge y", [&](FuseSampleView& v) { v.y = huge_y; },
+       "y[0] = 2e+50 is outside [-1e+50, 1e+50]"},
+      {"too many features", [&](FuseSampleView& v) { v.x = many; },
+       "4097 features; at most 4096 per sample (--max_features)"},
+      {"t near 2^64", [&](FuseSampleView& v) { v.t = UINT64_MAX; },
+       "ahead of the shard's last t"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -114,7 +129,7 @@ TEST(FuseShardTest, BadSampleRejectsTheWholeBatch) {
     c.spoil(batch[3]);
     absl::StatusOr<FuseLearnOutcome> out = shard->Learn(batch, 64);
     ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(out.status().message().find("sample 3 (t=6)"), std::string::npos)
+    EXPECT_NE(out.status().message().find("sample 3 (t="), std::string::npos)
         << out.status();
     EXPECT_NE(out.status().message().find(c.mention), std::string::npos) << out.status();
     EXPECT_EQ(shard->Stats().digest, before);
@@ -122,6 +137,10 @@ TEST(FuseShardTest, BadSampleRejectsTheWholeBatch) {
   }
   EXPECT_EQ(shard->Learn({}, 64).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(shard->Learn(s.views, 4).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(shard->Predict(s.views[0].x, huge_q).status().message().find("q[1] = 1e+308"),
+            std::string::npos);
+  EXPECT_NE(shard->Predict(huge_x, s.views[0].q).status().message().find("x[0] (id 5) = 1e+300"),
+            std::string::npos);
 }
 
 TEST(FuseShardTest, DuplicatesAreAcknowledgedNotApplied) {

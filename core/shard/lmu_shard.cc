@@ -130,16 +130,22 @@ absl::Status LmuShard::Reinstate(std::unique_ptr<LmuShard> recovered) {
 }
 
 absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch,
-                                               size_t max_batch, const LmuCommitHook* hook) {
-  RETURN_IF_ERROR(CheckBatchSize(batch.size(), max_batch, "samples"));
+                                               const BatchLimits& limits,
+                                               const LmuCommitHook* hook) {
+  RETURN_IF_ERROR(CheckBatchSize(batch.size(), limits.max_batch, "samples"));
   MutexLock lock(&write_mu_);
   if (!fenced_.ok()) return FencedError("stopped taking updates");
   if (absl::Status st = CheckBatchItems(batch, "sample", [&](const SampleView& s) {
-        return learner()->CheckSample(s.x, s.y, s.lr, s.l2);
+        RETURN_IF_ERROR(CheckFeatureCount(s.x.size(), limits));
+        RETURN_IF_ERROR(learner()->CheckSample(s.x, s.y, s.lr, s.l2));
+        if (!limits.bound_inputs) return absl::OkStatus();
+        RETURN_IF_ERROR(lmu::LmuLearner::CheckFeatureBounds(s.x));
+        return lmu::LmuLearner::CheckTargetBounds(s.y);
       });
       !st.ok()) {
     return st;
   }
+  RETURN_IF_ERROR(CheckTSteps(batch, "sample", seen_, last_t_, limits));
   UpdateOutcome out;
   out.last_prediction.resize(learner()->m());
   std::vector<double> y_before(learner()->m());
@@ -200,6 +206,7 @@ absl::StatusOr<PredictOutcome> LmuShard::Predict(std::span<const lmu::Feature> x
           std::isnan(x[j].val) ? "NaN" : "Inf"));
     }
   }
+  RETURN_IF_ERROR(lmu::LmuLearner::CheckFeatureBounds(x));
   PredictOutcome out;
   out.y_hat.resize(learner()->m());
   const lmu::LmuLearner::PredictInfo info = learner()->Predict(x, out.y_hat.data());

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "core/common/digest.h"
 #include "core/common/mutex.h"
+#include "core/shard/batch_gate.h"
 #include "core/shard/shard_part.h"
 #include "core/lmu/lmu_learner.h"
 
@@ -103,11 +104,15 @@ class LmuShard final : public ShardPart {
   LmuShard& operator=(const LmuShard&) = delete;
 
   // UNAVAILABLE once fenced by a failed hook (see top of file).
-  absl::StatusOr<UpdateOutcome> Update(std::span<const SampleView> batch, size_t max_batch,
+  // Errors: INVALID_ARGUMENT naming the sample (as LmuLearner::CheckSample, and with
+  // limits.bound_inputs more than limits.max_features features, a value outside the bounds of
+  // docs/LMU.md "Input bounds", a t more than limits.max_t_step ahead).
+  absl::StatusOr<UpdateOutcome> Update(std::span<const SampleView> batch,
+                                       const BatchLimits& limits,
                                        const LmuCommitHook* hook = nullptr)
       ABSL_LOCKS_EXCLUDED(write_mu_);
 
-  // Errors: INVALID_ARGUMENT for an empty x or a NaN/Inf value.
+  // Errors: INVALID_ARGUMENT for an empty x, a NaN/Inf value or one outside the bound.
   absl::StatusOr<PredictOutcome> Predict(std::span<const lmu::Feature> x) const;
 
   // Takes the writer lock (the digest walks every id: O(n log n)).

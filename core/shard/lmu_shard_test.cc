@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <cmath>
 #include <map>
 #include <string>
@@ -272,6 +273,62 @@ TEST(LmuShard, LogSeqCountsBatchesThatAppliedSomething) {
   ASSERT_TRUE(shard.Update(std::span(s.views).subspan(20, 5), 4096).ok());
   EXPECT_EQ(shard.log_seq(), 3u);
   EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2}));
+}
+
+TEST(LmuShard, InputsOutsideTheLimitsAreRefusedWholeAndChangeNothing) {
+  LmuShard shard(SmallSpec(false), Secret());
+  ASSERT_TRUE(shard.Update(MakeSamples(5, 1, 7).views, 4096).ok());  // last t = 5
+  const LmuShardStats before = shard.Stats();
+  std::vector<lmu::Feature> many;
+  for (uint64_t id = 1; id <= 4097; ++id) many.push_back({id, 1.0});
+  struct Case {
+    const char* name;
+    std::function<void(Samples&)> spoil;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {"huge feature value", [](Samples& b) { b.x[1][0].val = 1e300; },
+       "sample 1 (t=7): x[0] (id "},
+      {"huge target", [](Samples& b) { b.y[2][1] = -1e51; },
+       "sample 2 (t=8): y[1] = -1e+51 is outside [-1e+50, 1e+50], the LMU's bound on targets"},
+      {"too many features", [&](Samples& b) { b.views[0].x = many; },
+       "sample 0 (t=6): 4097 features; at most 4096 per sample (--max_features)"},
+      {"t near 2^64", [](Samples& b) { b.views[2].t = UINT64_MAX; },
+       "sample 2 (t=18446744073709551615): t is more than 1099511627776 ahead of the shard's "
+       "last t = 7"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Samples bad = MakeSamples(3, 6, 8);
+    c.spoil(bad);
+    auto out = shard.Update(bad.views, 4096);
+    ASSERT_TRUE(absl::IsInvalidArgument(out.status())) << out.status();
+    EXPECT_EQ(out.status().message().find(c.expect), 0u) << out.status().message();
+    const LmuShardStats now = shard.Stats();
+    EXPECT_EQ(now.digest, before.digest);
+    EXPECT_EQ(now.last_t, before.last_t);
+    EXPECT_EQ(shard.log_seq(), 1u);
+  }
+  Samples huge = MakeSamples(1, 6, 8);
+  huge.x[0][0].val = 1e300;
+  EXPECT_NE(shard.Update(huge.views, 4096).status().message().find(
+                "= 1e+300 is outside [-1e+50, 1e+50], the LMU's bound on feature values"),
+            std::string::npos);
+  const std::vector<lmu::Feature> x = {{1, 1e300}};
+  EXPECT_TRUE(absl::IsInvalidArgument(shard.Predict(x).status()));
+  // The good batch still applies; replay applies what the log holds, limits aside.
+  ASSERT_TRUE(shard.Update(MakeSamples(3, 6, 8).views, 4096).ok());
+  LmuShard replayed(SmallSpec(false), Secret());
+  EXPECT_TRUE(replayed.Update(huge.views, BatchLimits::Replay()).ok());
+  // At the bound, one step from a fresh state and the predictions after it stay finite.
+  LmuShard edge(SmallSpec(false), Secret());
+  Samples at = MakeSamples(1, 1, 9);
+  at.x[0] = {{1, 1e50}, {2, -1e50}};
+  at.y[0] = {1e50, -1e50};
+  ASSERT_TRUE(edge.Update(at.views, 4096).ok());
+  auto p = edge.Predict(at.x[0]);
+  ASSERT_TRUE(p.ok());
+  for (double y : p->y_hat) EXPECT_TRUE(std::isfinite(y)) << y;
 }
 
 // Recovery: a snapshot taken at any moment while a writer runs, restored, plus the logged

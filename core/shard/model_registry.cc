@@ -2,24 +2,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/common/quote.h"
+#include "core/common/name_rule.h"
 #include "core/common/status_macros.h"
 #include "core/fuse/fuse_unit.h"
 #include "core/common/routing.h"
 
 namespace streamlearn {
 
-absl::Status CheckModelName(std::string_view name) {
-  bool ok = !name.empty() && name.size() <= kModelNameMaxBytes && name != "." && name != "..";
-  for (char c : name) {
-    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '_' || c == '.' || c == '-');
-  }
-  if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("model name ", QuoteForError(name), " (", name.size(),
-                   " bytes) is not a model name: 1..64 of [A-Za-z0-9_.-], and not . or .."));
-}
+absl::Status CheckModelName(std::string_view name) { return CheckName("model", name); }
 
 absl::Status ValidateModelSpec(const ModelSpec& spec) {
   RETURN_IF_ERROR(CheckModelName(spec.name));

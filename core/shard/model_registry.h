@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/common/mutex.h"
+#include "core/common/name_rule.h"
 #include "core/fuse/fuse_spec.h"
 #include "core/sau/sau_estimator.h"
 #include "core/sau/sau_spec.h"
@@ -53,10 +54,11 @@ struct ModelSpec {
   }
 };
 
-// A model name is 1..64 bytes of [A-Za-z0-9_.-], and not "." or ".." (names become keys and
+// A model name follows the name rule (core/common/name_rule.h, shared with backup names): 1..64
+// bytes of [A-Za-z0-9_.-], and not "." or ".." (names become keys and
 // backup directory names). INVALID_ARGUMENT naming the rule otherwise; the name is quoted
 // escaped and cut (QuoteForError), so a binary or huge name never comes back verbatim.
-inline constexpr size_t kModelNameMaxBytes = 64;
+inline constexpr size_t kModelNameMaxBytes = kNameMaxBytes;
 absl::Status CheckModelName(std::string_view name);
 
 // Checks name (CheckModelName), shard count (1..1024) and that the model has a part

@@ -82,16 +82,21 @@ absl::StatusOr<PartSnapshot> SauShard::TakeSnapshot() const {
 Digest SauShard::StateDigest() const { return cell_.Read()->estimator.StateDigest(); }
 
 absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
-                                               size_t max_batch, const SauCommitHook* hook) {
-  RETURN_IF_ERROR(CheckBatchSize(batch.size(), max_batch, "events"));
+                                               const BatchLimits& limits,
+                                               const SauCommitHook* hook) {
+  RETURN_IF_ERROR(CheckBatchSize(batch.size(), limits.max_batch, "events"));
   MutexLock lock(&write_mu_);
   const Version& cur = cell_.Current();
   if (absl::Status s = CheckBatchItems(batch, "event", [&](const EventView& e) {
-        return cur.estimator.CheckEvent(e.k, e.v);
+        RETURN_IF_ERROR(cur.estimator.CheckEvent(e.k, e.v));
+        if (!limits.bound_inputs) return absl::OkStatus();
+        return cur.estimator.CheckEventBounds(e.k, e.v);
       });
       !s.ok()) {
     return s;
   }
+  RETURN_IF_ERROR(
+      CheckTSteps(batch, "event", cur.estimator.events() > 0, cur.last_t, limits));
 
   IngestOutcome out;
   // Duplicates first, so a batch of nothing new publishes nothing.
@@ -150,6 +155,7 @@ absl::StatusOr<QueryOutcome> SauShard::Query(std::span<const double> q, sau::Rea
         "shard is at version %d, older than min_version %d", pin->version, min_version));
   }
   RETURN_IF_ERROR(pin->estimator.CheckQuery(q));
+  RETURN_IF_ERROR(pin->estimator.CheckQueryBounds(q));
   if (low_rank && pin->estimator.spec().r_v == 0) {
     return absl::InvalidArgumentError(
         "low_rank readout requested but the model has no low-rank values (sau.r_v = 0)");

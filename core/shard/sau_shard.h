@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "core/common/digest.h"
 #include "core/common/mutex.h"
+#include "core/shard/batch_gate.h"
 #include "core/shard/shard_part.h"
 #include "core/sau/sau_estimator.h"
 #include "core/common/versioned_cell.h"
@@ -105,13 +106,16 @@ class SauShard final : public ShardPart {
   SauShard& operator=(const SauShard&) = delete;
 
   // Applies a batch whole or not at all. Errors: INVALID_ARGUMENT (empty, more than max_batch
-  // events, wrong dimensions, NaN/Inf) naming the event index and field.
-  // `hook` (may be null) runs before the publish; its error is returned and nothing changes.
-  absl::StatusOr<IngestOutcome> Ingest(std::span<const EventView> batch, size_t max_batch,
+  // events, wrong dimensions, NaN/Inf, and with limits.bound_inputs a k, v outside the bounds
+  // of docs/SAU.md "Input bounds" or a t more than limits.max_t_step ahead) naming the event
+  // index and field. `hook` (may be null) runs before the publish; its error is returned and
+  // nothing changes.
+  absl::StatusOr<IngestOutcome> Ingest(std::span<const EventView> batch,
+                                       const BatchLimits& limits,
                                        const SauCommitHook* hook = nullptr)
       ABSL_LOCKS_EXCLUDED(write_mu_);
 
-  // Errors: INVALID_ARGUMENT (dimension, NaN/Inf, low_rank without r_v),
+  // Errors: INVALID_ARGUMENT (dimension, NaN/Inf, outside the bound, low_rank without r_v),
   // FAILED_PRECONDITION (current version older than min_version).
   absl::StatusOr<QueryOutcome> Query(std::span<const double> q, sau::ReadoutPath path,
                                      bool low_rank, uint64_t min_version) const;

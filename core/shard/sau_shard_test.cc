@@ -101,6 +101,8 @@ TEST(SauShard, BadBatchesAreRejectedWholeWithTheStateUnchanged) {
   const ShardStats before = shard.Stats();
   std::vector<double> short_k(5, 0.0), nan_v = {0, std::nan(""), 0}, inf_k(8, 0.0);
   inf_k[2] = INFINITY;
+  std::vector<double> huge_v = {0, 1e308, 0}, huge_k(8, 0.5);
+  huge_k[4] = -2e100;
   struct Case {
     const char* name;
     int bad_index;
@@ -113,6 +115,10 @@ TEST(SauShard, BadBatchesAreRejectedWholeWithTheStateUnchanged) {
        "event 2 (t=12): k has 5 values; the model expects d = 8"},
       {"NaN v", 3, good.raw[0].k, nan_v, "event 3 (t=13): v[1] is NaN"},
       {"Inf k", 0, inf_k, good.raw[0].v, "event 0 (t=10): k[2] is Inf"},
+      {"huge v", 3, good.raw[0].k, huge_v,
+       "event 3 (t=13): v[1] = 1e+308 is outside [-1e+100, 1e+100], the model's bound on values"},
+      {"huge k", 1, huge_k, good.raw[0].v,
+       "event 1 (t=11): k[4] = -2e+100 is outside [-1e+100, 1e+100], the bound on keys"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -133,6 +139,87 @@ TEST(SauShard, BadBatchesAreRejectedWholeWithTheStateUnchanged) {
   EXPECT_EQ(shard.Stats().digest, before.digest);
   // The shard still accepts a good batch afterwards.
   EXPECT_TRUE(shard.Ingest(good.views, 4096).ok());
+}
+
+TEST(SauShard, TFarAheadOfTheLastTIsRefusedSoNoEventCanEndTheShard) {
+  auto est = sau::SauEstimator::Create(SmallSpec());
+  SauShard shard(*est);
+  ASSERT_TRUE(shard.Ingest(MakeEvents(5, 1).views, 4096).ok());  // last t = 5
+  const ShardStats before = shard.Stats();
+  Events bad = MakeEvents(3, 6);
+  bad.views[2].t = UINT64_MAX;
+  auto out = shard.Ingest(bad.views, 4096);
+  ASSERT_TRUE(absl::IsInvalidArgument(out.status()));
+  EXPECT_EQ(out.status().message(),
+            "event 2 (t=18446744073709551615): t is more than 1099511627776 ahead of the "
+            "shard's last t = 7; the limit is t <= last t + 1099511627776 = 1099511627783 "
+            "(--max_t_step)");
+  EXPECT_EQ(shard.Stats().digest, before.digest);
+  EXPECT_EQ(shard.Stats().last_t, 5u);
+  // Exactly 2^40 ahead is taken, and later events go on from there.
+  Events edge = MakeEvents(2, 0);
+  edge.views[0].t = 5 + kDefaultMaxTStep;
+  edge.views[1].t = 6 + kDefaultMaxTStep;
+  ASSERT_TRUE(shard.Ingest(edge.views, 4096).ok());
+  EXPECT_EQ(shard.Stats().last_t, 6 + kDefaultMaxTStep);
+  // A fresh shard's first t may be any timestamp up to 2^62 (Unix nanoseconds, say), not more;
+  // replay (a logged batch) is held to no such limit.
+  SauShard fresh(*est);
+  Events far = MakeEvents(1, UINT64_MAX - 1);
+  auto refused = fresh.Ingest(far.views, 4096);
+  ASSERT_TRUE(absl::IsInvalidArgument(refused.status()));
+  EXPECT_EQ(refused.status().message(),
+            "event 0 (t=18446744073709551614): the shard's first t must be at most 2^62 = "
+            "4611686018427387904");
+  EXPECT_EQ(fresh.Stats().last_t, 0u);
+  EXPECT_TRUE(fresh.Ingest(far.views, BatchLimits::Replay()).ok());
+  SauShard nanos(*est);
+  Events epoch = MakeEvents(2, 1764115200000000000ULL);  // 2025-11-26 in Unix nanoseconds
+  ASSERT_TRUE(nanos.Ingest(epoch.views, 4096).ok());
+  EXPECT_EQ(nanos.Stats().last_t, 1764115200000000001ULL);
+  // A smaller step (the server's --max_t_step) is the bound after the first item.
+  BatchLimits tight(4096);
+  tight.max_t_step = 10;
+  Events step = MakeEvents(1, 1764115200000000012ULL);
+  EXPECT_TRUE(absl::IsInvalidArgument(nanos.Ingest(step.views, tight).status()));
+  step.views[0].t = 1764115200000000011ULL;
+  EXPECT_TRUE(nanos.Ingest(step.views, tight).ok());
+}
+
+TEST(SauShard, ValuesAtTheBoundKeepEveryReadoutFinite) {
+  // gamma = 1 (no decay: the mass only grows), low-rank values, raw and scaled inputs.
+  for (const sau::InputMode mode : {sau::InputMode::kL2Scaled, sau::InputMode::kRaw}) {
+    sau::SauSpec spec = SmallSpec();
+    spec.gamma = 1.0;
+    spec.r_v = 2;
+    spec.input_mode = mode;
+    auto est = sau::SauEstimator::Create(spec);
+    ASSERT_TRUE(est.ok());
+    ASSERT_EQ(est->value_bound(), 1e100);
+    SauShard shard(*est);
+    std::vector<std::vector<double>> ks, vs;
+    for (int i = 0; i < 300; ++i) {
+      ks.push_back(std::vector<double>(8, i % 2 ? 1e100 : -1e-3 * i));
+      vs.push_back({1e100, -1e100, i % 3 ? 1e100 : 0.0});
+    }
+    std::vector<EventView> views;
+    for (int i = 0; i < 300; ++i) views.push_back({static_cast<uint64_t>(i + 1), ks[i], vs[i]});
+    ASSERT_TRUE(shard.Ingest(views, 4096).ok());
+    const std::vector<double> q(8, -1e100);
+    for (const sau::ReadoutPath path :
+         {sau::ReadoutPath::kStabilized, sau::ReadoutPath::kCorrectness}) {
+      for (const bool low_rank : {false, true}) {
+        auto out = shard.Query(q, path, low_rank, 0);
+        ASSERT_TRUE(out.ok()) << out.status();
+        for (double y : out->result.y_hat) EXPECT_TRUE(std::isfinite(y)) << y;
+        EXPECT_TRUE(std::isfinite(out->result.den));
+      }
+    }
+    std::vector<double> huge_q(8, 1e101);
+    auto refused = shard.Query(huge_q, sau::ReadoutPath::kStabilized, false, 0);
+    EXPECT_EQ(refused.status().message(),
+              "q[0] = 1e+101 is outside [-1e+100, 1e+100], the bound on queries");
+  }
 }
 
 TEST(SauShard, QueriesSeeTheAcknowledgedVersionAndRejectBadInput) {

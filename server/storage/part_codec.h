@@ -39,9 +39,9 @@ struct PartCodec<SauShard> {
   using Commit = SauCommit;
   static constexpr std::string_view kItems = "events";
   static absl::StatusOr<Outcome> Run(SauShard& part, std::span<const View> batch,
-                                     size_t max_batch,
+                                     const BatchLimits& limits,
                                      const std::function<absl::Status(const Commit&)>* hook) {
-    return part.Ingest(batch, max_batch, hook);
+    return part.Ingest(batch, limits, hook);
   }
   static absl::Status CommitTo(ShardWriter& writer, const Commit& c, Receipt* receipt) {
     return writer.CommitSau(c, receipt);
@@ -57,11 +57,12 @@ struct PartCodec<SauShard> {
                                                            std::string_view blob) {
     return SauShard::Restore(spec.sau, blob);
   }
-  // Replays one log entry; returns the events it applied.
+  // Replays one log entry; returns the events it applied. The entry was accepted under the
+  // input limits of its time, so it is applied without them (BatchLimits::Replay).
   static absl::StatusOr<uint64_t> Apply(SauShard& part, std::string_view entry) {
     absl::StatusOr<SauEntry> e = SauEntry::Decode(entry);
     if (!e.ok()) return e.status();
-    absl::StatusOr<IngestOutcome> o = part.Ingest(e->views(), SIZE_MAX);
+    absl::StatusOr<IngestOutcome> o = part.Ingest(e->views(), BatchLimits::Replay());
     if (!o.ok()) return o.status();
     return o->applied;
   }
@@ -74,9 +75,9 @@ struct PartCodec<LmuShard> {
   using Commit = LmuCommit;
   static constexpr std::string_view kItems = "samples";
   static absl::StatusOr<Outcome> Run(LmuShard& part, std::span<const View> batch,
-                                     size_t max_batch,
+                                     const BatchLimits& limits,
                                      const std::function<absl::Status(const Commit&)>* hook) {
-    return part.Update(batch, max_batch, hook);
+    return part.Update(batch, limits, hook);
   }
   static absl::Status CommitTo(ShardWriter& writer, const Commit& c, Receipt* receipt) {
     return writer.CommitLmu(c, receipt);
@@ -93,7 +94,7 @@ struct PartCodec<LmuShard> {
   static absl::StatusOr<uint64_t> Apply(LmuShard& part, std::string_view entry) {
     absl::StatusOr<LmuEntry> e = LmuEntry::Decode(entry);
     if (!e.ok()) return e.status();
-    absl::StatusOr<UpdateOutcome> o = part.Update(e->views(), SIZE_MAX);
+    absl::StatusOr<UpdateOutcome> o = part.Update(e->views(), BatchLimits::Replay());
     if (!o.ok()) return o.status();
     return o->applied;
   }
@@ -106,9 +107,9 @@ struct PartCodec<FuseShard> {
   using Commit = FuseCommit;
   static constexpr std::string_view kItems = "samples";
   static absl::StatusOr<Outcome> Run(FuseShard& part, std::span<const View> batch,
-                                     size_t max_batch,
+                                     const BatchLimits& limits,
                                      const std::function<absl::Status(const Commit&)>* hook) {
-    return part.Learn(batch, max_batch, hook);
+    return part.Learn(batch, limits, hook);
   }
   static absl::Status CommitTo(ShardWriter& writer, const Commit& c, Receipt* receipt) {
     return writer.CommitFuse(c, receipt);
@@ -128,7 +129,7 @@ struct PartCodec<FuseShard> {
   static absl::StatusOr<uint64_t> Apply(FuseShard& part, std::string_view entry) {
     absl::StatusOr<FuseEntry> e = FuseEntry::Decode(entry);
     if (!e.ok()) return e.status();
-    absl::StatusOr<FuseLearnOutcome> o = part.Learn(e->views(), SIZE_MAX);
+    absl::StatusOr<FuseLearnOutcome> o = part.Learn(e->views(), BatchLimits::Replay());
     if (!o.ok()) return o.status();
     return o->applied;
   }
@@ -150,7 +151,7 @@ template <typename ShardT>
 absl::StatusOr<DurableStep<ShardT>> ApplyDurably(ShardT& part, ShardWriter* writer,
                                                  std::span<const typename PartCodec<ShardT>::View>
                                                      batch,
-                                                 size_t max_batch) {
+                                                 const BatchLimits& limits) {
   using Codec = PartCodec<ShardT>;
   Receipt receipt;
   bool committed = false;
@@ -163,7 +164,7 @@ absl::StatusOr<DurableStep<ShardT>> ApplyDurably(ShardT& part, ShardWriter* writ
     };
   }
   absl::StatusOr<typename Codec::Outcome> out =
-      Codec::Run(part, batch, max_batch, writer != nullptr ? &hook : nullptr);
+      Codec::Run(part, batch, limits, writer != nullptr ? &hook : nullptr);
   if (!out.ok()) return out.status();
   DurableStep<ShardT> step{.outcome = *std::move(out), .receipt = std::nullopt};
   if (committed) step.receipt = receipt;
