@@ -19,18 +19,45 @@
 
 namespace streamlearn::server {
 
+namespace {
+
+// The model's name in *info as the caller knows it.
+void Localize(const Caller& caller, v1::ModelInfo* info) {
+  info->mutable_spec()->set_name(std::string(caller.Local(info->spec().name())));
+}
+
+}  // namespace
+
 grpc::Status AdminService::CreateModel(grpc::ServerContext* context,
                                        const v1::CreateModelRequest* request,
                                        v1::ModelInfo* response) {
   RpcTimer timer(metrics_, "CreateModel");
-  return ToGrpcStatus(timer.Done(DoCreateModel(*request, response)));
+  absl::StatusOr<Caller> caller = gate_->Admit(*context, Rpc::kCreateModel);
+  if (!caller.ok()) return ToGrpcStatus(timer.Done(caller.status()));
+  v1::CreateModelRequest scoped = *request;
+  if (absl::Status s = caller->Scope(scoped.mutable_spec()->mutable_name()); !s.ok()) {
+    return ToGrpcStatus(timer.Done(s));
+  }
+  absl::Status s = DoCreateModel(scoped, response);
+  if (s.ok()) Localize(*caller, response);
+  return ToGrpcStatus(timer.Done(s));
 }
 
 grpc::Status AdminService::GetModel(grpc::ServerContext* context,
                                     const v1::GetModelRequest* request, v1::ModelInfo* response) {
   RpcTimer timer(metrics_, "GetModel");
-  absl::Status s = DoGetModel(*request, response);
-  if (s.ok()) AddRemoteShards(*context, response);
+  absl::StatusOr<Caller> caller = gate_->Admit(*context, Rpc::kGetModel);
+  if (!caller.ok()) return ToGrpcStatus(timer.Done(caller.status()));
+  v1::GetModelRequest scoped;
+  scoped.set_name(request->name());
+  if (absl::Status s = caller->Scope(scoped.mutable_name()); !s.ok()) {
+    return ToGrpcStatus(timer.Done(s));
+  }
+  absl::Status s = DoGetModel(scoped, response);
+  if (s.ok()) {
+    AddRemoteShards(*context, response);
+    Localize(*caller, response);
+  }
   return ToGrpcStatus(timer.Done(s));
 }
 
@@ -81,8 +108,13 @@ grpc::Status AdminService::ListModels(grpc::ServerContext* context,
                                       const v1::ListModelsRequest* request,
                                       v1::ListModelsResponse* response) {
   RpcTimer timer(metrics_, "ListModels");
+  absl::StatusOr<Caller> caller = gate_->Admit(*context, Rpc::kListModels);
+  if (!caller.ok()) return ToGrpcStatus(timer.Done(caller.status()));
   for (const std::shared_ptr<Model>& model : registry_->List()) {
-    *response->add_models() = MakeModelInfo(*model, persistence_);
+    if (!caller->Sees(model->spec().name)) continue;
+    v1::ModelInfo* info = response->add_models();
+    *info = MakeModelInfo(*model, persistence_);
+    Localize(*caller, info);
   }
   return ToGrpcStatus(timer.Done(absl::OkStatus()));
 }
@@ -91,12 +123,20 @@ grpc::Status AdminService::Snapshot(grpc::ServerContext* context,
                                     const v1::SnapshotRequest* request,
                                     v1::SnapshotResponse* response) {
   RpcTimer timer(metrics_, "Snapshot");
-  return ToGrpcStatus(timer.Done(DoSnapshot(*request, response)));
+  absl::StatusOr<Caller> caller = gate_->Admit(*context, Rpc::kSnapshot);
+  if (!caller.ok()) return ToGrpcStatus(timer.Done(caller.status()));
+  v1::SnapshotRequest scoped = *request;
+  if (absl::Status s = caller->Scope(scoped.mutable_name()); !s.ok()) {
+    return ToGrpcStatus(timer.Done(s));
+  }
+  return ToGrpcStatus(timer.Done(DoSnapshot(scoped, response)));
 }
 
 grpc::Status AdminService::Backup(grpc::ServerContext* context, const v1::BackupRequest* request,
                                   v1::BackupResponse* response) {
   RpcTimer timer(metrics_, "Backup");
+  absl::StatusOr<Caller> caller = gate_->Admit(*context, Rpc::kBackup);
+  if (!caller.ok()) return ToGrpcStatus(timer.Done(caller.status()));
   return ToGrpcStatus(timer.Done(DoBackup(*request, response)));
 }
 
@@ -164,8 +204,11 @@ grpc::Status AdminService::ShardMap(grpc::ServerContext* context,
                                     const v1::ShardMapRequest* request,
                                     v1::ShardMapResponse* response) {
   RpcTimer timer(metrics_, "Admin.ShardMap");
-  const std::string want = request->model();
+  absl::StatusOr<Caller> caller = gate_->Admit(*context, Rpc::kShardMap);
+  if (!caller.ok()) return ToGrpcStatus(timer.Done(caller.status()));
+  std::string want = request->model();
   if (!want.empty()) {
+    if (absl::Status s = caller->Scope(&want); !s.ok()) return ToGrpcStatus(timer.Done(s));
     if (absl::StatusOr<std::shared_ptr<Model>> m = registry_->Find(want); !m.ok()) {
       return ToGrpcStatus(timer.Done(m.status()));
     }
@@ -173,9 +216,10 @@ grpc::Status AdminService::ShardMap(grpc::ServerContext* context,
   if (!cluster_mode_) {
     for (const std::shared_ptr<Model>& m : registry_->List()) {
       if (!want.empty() && m->spec().name != want) continue;
+      if (!caller->Sees(m->spec().name)) continue;
       for (uint32_t i = 0; i < m->num_shards(); ++i) {
         v1::ShardOwner* row = response->add_shards();
-        row->set_model(m->spec().name);
+        row->set_model(std::string(caller->Local(m->spec().name)));
         row->set_shard(i);
         row->set_here(true);
       }
@@ -191,8 +235,9 @@ grpc::Status AdminService::ShardMap(grpc::ServerContext* context,
   response->set_cluster(true);
   for (const ShardOwner& o : node->ShardMap()) {
     if (!want.empty() && o.model != want) continue;
+    if (!caller->Sees(o.model)) continue;
     v1::ShardOwner* row = response->add_shards();
-    row->set_model(o.model);
+    row->set_model(std::string(caller->Local(o.model)));
     row->set_shard(o.shard);
     row->set_owner(o.owner);
     row->set_address(o.address);

@@ -7,7 +7,10 @@
 // CreateModel commits the model through Persistence::OnCreate (spec and genesis records on
 // disk before the reply). Snapshot and Backup need a data_dir (FAILED_PRECONDITION otherwise).
 //
-// Ownership: *registry, *metrics and *persistence must outlive the service.
+// Every call is admitted by *gate first (server/auth/gatekeeper.h); a tenant's caller names
+// its models plainly and sees only them (ListModels, ShardMap), by those names.
+//
+// Ownership: *registry, *metrics, *persistence and *gate must outlive the service.
 // Thread safety: gRPC calls the methods concurrently; the registry is thread-safe.
 #ifndef STREAMLEARN_SERVER_ADMIN_SERVICE_H_
 #define STREAMLEARN_SERVER_ADMIN_SERVICE_H_
@@ -19,6 +22,7 @@
 #include "admin.grpc.pb.h"
 #include "core/shard/model_registry.h"
 #include "server/cluster_node.h"
+#include "server/auth/gatekeeper.h"
 #include "server/forwarder.h"
 #include "server/metrics.h"
 #include "server/storage/persistence.h"
@@ -29,11 +33,12 @@ class AdminService final : public v1::Admin::Service {
  public:
   // `backup_root` is where Backup writes (empty: Backup is refused).
   AdminService(ModelRegistry* registry, Metrics* metrics, storage::Persistence* persistence,
-               std::string backup_root)
+               std::string backup_root, const Gatekeeper* gate)
       : registry_(registry),
         metrics_(metrics),
         persistence_(persistence),
-        backup_root_(std::move(backup_root)) {}
+        backup_root_(std::move(backup_root)),
+        gate_(gate) {}
 
   grpc::Status CreateModel(grpc::ServerContext* context, const v1::CreateModelRequest* request,
                            v1::ModelInfo* response) override;
@@ -68,6 +73,7 @@ class AdminService final : public v1::Admin::Service {
   Metrics* const metrics_;
   storage::Persistence* const persistence_;
   const std::string backup_root_;
+  const Gatekeeper* const gate_;
   std::atomic<ClusterNode*> cluster_{nullptr};
   bool cluster_mode_ = false;  // set before the server starts
   Forwarder* forwarder_ = nullptr;  // set before the server starts

@@ -39,25 +39,35 @@ absl::StatusOr<storage::ShardWriter*> AuditorService::FindShard(
 }
 
 grpc::Status AuditorService::Append(grpc::ServerContext* context,
-                                    const v1::AppendRequest* request,
+                                    const v1::AppendRequest* in,
                                     v1::AppendResponse* response) {
   RpcTimer timer(metrics_, "Auditor.Append");
-  absl::Status s = DoAppend(*request, response);
+  absl::StatusOr<Caller> caller = gate_->Admit(*context, Rpc::kAuditAppend);
+  if (!caller.ok()) return ToGrpcStatus(timer.Done(caller.status()));
+  v1::AppendRequest copy;
+  absl::StatusOr<const v1::AppendRequest*> request = ScopedRequest(*caller, *in, &copy);
+  if (!request.ok()) return ToGrpcStatus(timer.Done(request.status()));
+  absl::Status s = DoAppend(**request, response);
   if (forwarder_ != nullptr) {
     s = forwarder_->Unary(*context, s, "Auditor.Append", response,
                           [&](const std::string& owner, grpc::ClientContext* ctx,
                               v1::AppendResponse* r) {
                             return v1::Auditor::NewStub(forwarder_->Channel(owner))
-                                ->Append(ctx, *request, r);
+                                ->Append(ctx, **request, r);
                           });
   }
   return ToGrpcStatus(timer.Done(s));
 }
 
-grpc::Status AuditorService::Read(grpc::ServerContext* context, const v1::ReadRequest* request,
+grpc::Status AuditorService::Read(grpc::ServerContext* context, const v1::ReadRequest* in,
                                   grpc::ServerWriter<v1::ReadResponse>* writer) {
   RpcTimer timer(metrics_, "Auditor.Read");
-  absl::Status s = DoRead(context, *request, writer);
+  absl::StatusOr<Caller> caller = gate_->Admit(*context, Rpc::kAuditRead);
+  if (!caller.ok()) return ToGrpcStatus(timer.Done(caller.status()));
+  v1::ReadRequest copy;
+  absl::StatusOr<const v1::ReadRequest*> request = ScopedRequest(*caller, *in, &copy);
+  if (!request.ok()) return ToGrpcStatus(timer.Done(request.status()));
+  absl::Status s = DoRead(context, **request, writer);
   std::optional<std::string> owner;
   if (forwarder_ != nullptr) owner = forwarder_->Target(*context, s);
   if (owner.has_value()) {
@@ -66,7 +76,7 @@ grpc::Status AuditorService::Read(grpc::ServerContext* context, const v1::ReadRe
     std::unique_ptr<grpc::ClientContext> ctx = forwarder_->HopContext(*context, /*unary=*/false);
     ctx->set_deadline(context->deadline());
     std::unique_ptr<grpc::ClientReader<v1::ReadResponse>> reader =
-        v1::Auditor::NewStub(forwarder_->Channel(*owner))->Read(ctx.get(), *request);
+        v1::Auditor::NewStub(forwarder_->Channel(*owner))->Read(ctx.get(), **request);
     v1::ReadResponse chunk;
     while (reader->Read(&chunk)) {
       if (!writer->Write(chunk)) {
@@ -80,16 +90,21 @@ grpc::Status AuditorService::Read(grpc::ServerContext* context, const v1::ReadRe
   return ToGrpcStatus(timer.Done(s));
 }
 
-grpc::Status AuditorService::Head(grpc::ServerContext* context, const v1::HeadRequest* request,
+grpc::Status AuditorService::Head(grpc::ServerContext* context, const v1::HeadRequest* in,
                                   v1::HeadResponse* response) {
   RpcTimer timer(metrics_, "Auditor.Head");
-  absl::Status s = DoHead(*request, response);
+  absl::StatusOr<Caller> caller = gate_->Admit(*context, Rpc::kAuditHead);
+  if (!caller.ok()) return ToGrpcStatus(timer.Done(caller.status()));
+  v1::HeadRequest copy;
+  absl::StatusOr<const v1::HeadRequest*> request = ScopedRequest(*caller, *in, &copy);
+  if (!request.ok()) return ToGrpcStatus(timer.Done(request.status()));
+  absl::Status s = DoHead(**request, response);
   if (forwarder_ != nullptr) {
     s = forwarder_->Unary(*context, s, "Auditor.Head", response,
                           [&](const std::string& owner, grpc::ClientContext* ctx,
                               v1::HeadResponse* r) {
                             return v1::Auditor::NewStub(forwarder_->Channel(owner))
-                                ->Head(ctx, *request, r);
+                                ->Head(ctx, **request, r);
                           });
   }
   return ToGrpcStatus(timer.Done(s));

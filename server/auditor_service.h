@@ -20,6 +20,7 @@
 
 #include "audit.grpc.pb.h"
 #include "core/shard/model_registry.h"
+#include "server/auth/gatekeeper.h"
 #include "server/forwarder.h"
 #include "server/metrics.h"
 #include "server/storage/persistence.h"
@@ -32,8 +33,12 @@ inline constexpr int kAuditAppendMaxDepth = 16;
 class AuditorService final : public v1::Auditor::Service {
  public:
   AuditorService(ModelRegistry* registry, storage::Persistence* persistence, Metrics* metrics,
-                 const std::atomic<bool>* draining)
-      : registry_(registry), persistence_(persistence), metrics_(metrics), draining_(draining) {}
+                 const std::atomic<bool>* draining, const Gatekeeper* gate)
+      : registry_(registry),
+        persistence_(persistence),
+        metrics_(metrics),
+        draining_(draining),
+        gate_(gate) {}
   // Before the server starts, cluster mode: calls for a shard served elsewhere go to its owner
   // (Append and Head as unary calls, Read relayed chunk by chunk).
   void set_forwarder(Forwarder* forwarder) { forwarder_ = forwarder; }
@@ -58,6 +63,7 @@ class AuditorService final : public v1::Auditor::Service {
   storage::Persistence* const persistence_;
   Metrics* const metrics_;
   const std::atomic<bool>* const draining_;
+  const Gatekeeper* const gate_;
   Forwarder* forwarder_ = nullptr;
 };
 

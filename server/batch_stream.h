@@ -1,7 +1,8 @@
 // ServeBatchStream: the server side of a bidi stream of batches with in-band errors
 // (SAU.Ingest, LMU.Update).
 //
-// Reads one request at a time, hands it to `handle`, which fills the ack (its status included)
+// Reads one request at a time, scopes its model name to the caller (`scope(&request)`,
+// Caller::Scope: a refusal is the batch's in-band status), hands it to `handle`, which fills the ack (its status included)
 // and returns the same status, and writes exactly one ack per request, in order. A rejected
 // batch does not end the stream. The stream ends with
 //   OK           when the client closes its side;
@@ -20,7 +21,7 @@
 // on a new stream. `shard_of(request)` names a request's shard (nullopt: unknown model, which
 // the handler refuses anyway).
 //
-//   return ServeBatchStream(stream, draining_, metrics_, "Update", shard_of,
+//   return ServeBatchStream(stream, draining_, metrics_, "Update", scope, shard_of,
 //       [&](const v1::UpdateRequest& r, v1::UpdateAck* a) { return handler_->Update(r, &s, a); });
 //
 // Thread safety: one call per stream; `handle` runs on the calling thread.
@@ -59,10 +60,11 @@ inline bool RetryableBatchStatus(const absl::Status& s) {
   return absl::IsUnavailable(s) || absl::IsAborted(s);
 }
 
-template <typename Request, typename Ack, typename ShardOf, typename Handle>
+template <typename Request, typename Ack, typename Scope, typename ShardOf, typename Handle>
 grpc::Status ServeBatchStream(grpc::ServerReaderWriter<Ack, Request>* stream,
                               const std::atomic<bool>* draining, Metrics* metrics,
-                              std::string_view method, ShardOf&& shard_of, Handle&& handle) {
+                              std::string_view method, Scope&& scope, ShardOf&& shard_of,
+                              Handle&& handle) {
   Request request;
   Ack ack;
   // (model, shard) pairs with a retryable failure on this stream.
@@ -70,6 +72,15 @@ grpc::Status ServeBatchStream(grpc::ServerReaderWriter<Ack, Request>* stream,
   while (!draining->load(std::memory_order_acquire)) {
     if (!stream->Read(&request)) return grpc::Status::OK;  // the client closed its side
     RpcTimer timer(metrics, method);
+    if (absl::Status s = scope(&request); !s.ok()) {
+      ack.Clear();
+      ToBatchStatus(s, ack.mutable_status());
+      timer.Done(s).IgnoreError();
+      if (!stream->Write(ack)) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away before its ack");
+      }
+      continue;
+    }
     const std::optional<uint32_t> shard = shard_of(request);
     if (shard.has_value() && held_back.count({request.model(), *shard}) > 0) {
       ack.Clear();

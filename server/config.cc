@@ -27,7 +27,10 @@ using Json = nlohmann::json;
 constexpr const char* kKeys[] = {"listen",          "metrics",        "data_dir",
                                  "max_batch",       "max_features",   "max_t_step",
                                  "max_message_bytes",
-                                 "lmu_secret_file", "audit_key_file", "cluster",
+                                 "lmu_secret_file", "audit_key_file", "tls_cert",
+                                 "tls_key",         "tls_client_ca",  "tls_peer_ca",
+                                 "allow_plaintext", "access_file",    "health_listen",
+                                 "cluster",
                                  "models"};
 constexpr const char* kClusterKeys[] = {"nats",     "server_id", "advertise",
                                         "replicas", "lease_ttl", "prefix"};
@@ -54,6 +57,17 @@ absl::Status ReadString(const Json& root, const char* key, std::optional<std::st
         absl::StrCat("\"", key, "\" must be a string, got ", it->type_name()));
   }
   *out = it->get<std::string>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadBool(const Json& root, const char* key, std::optional<bool>* out) {
+  auto it = root.find(key);
+  if (it == root.end()) return absl::OkStatus();
+  if (!it->is_boolean()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", key, "\" must be true or false, got ", it->type_name()));
+  }
+  *out = it->get<bool>();
   return absl::OkStatus();
 }
 
@@ -209,6 +223,17 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view json_text) {
     return s;
   }
   RETURN_IF_ERROR(ReadString(root, "audit_key_file", &config.audit_key_file));
+  RETURN_IF_ERROR(ReadString(root, "tls_cert", &config.tls_cert));
+  RETURN_IF_ERROR(ReadString(root, "tls_key", &config.tls_key));
+  RETURN_IF_ERROR(ReadString(root, "tls_client_ca", &config.tls_client_ca));
+  RETURN_IF_ERROR(ReadString(root, "tls_peer_ca", &config.tls_peer_ca));
+  RETURN_IF_ERROR(ReadBool(root, "allow_plaintext", &config.allow_plaintext));
+  RETURN_IF_ERROR(ReadString(root, "access_file", &config.access_file));
+  RETURN_IF_ERROR(ReadString(root, "health_listen", &config.health_listen));
+  if (absl::Status s = CheckAddress("health_listen", config.health_listen, /*may_be_empty=*/true);
+      !s.ok()) {
+    return s;
+  }
   RETURN_IF_ERROR(ReadCluster(root, &config.cluster));
   RETURN_IF_ERROR(ReadModels(root, &config.models));
   return config;

@@ -10,6 +10,11 @@
 //     "max_message_bytes": 16777216,  // optional, >= 1
 //     "lmu_secret_file": "/etc/sl/lmu.secret",  // optional; default <data_dir>/lmu.secret
 //     "audit_key_file": "/etc/sl/audit.key",    // optional; default <data_dir>/audit.key
+//     "tls_cert": "/etc/sl/tls.crt", "tls_key": "/etc/sl/tls.key",   // optional, together
+//     "tls_client_ca": "/etc/sl/ca.crt", "tls_peer_ca": "/etc/sl/ca.crt",  // optional
+//     "allow_plaintext": false,       // optional
+//     "access_file": "/etc/sl/access.json",     // optional (docs/SECURITY.md)
+//     "health_listen": "0.0.0.0:8081",          // optional: plaintext health-only port
 //     "cluster": {                    // optional: the cluster mode (docs/CLUSTER.md)
 //       "nats": "nats://n1:4222,nats://n2:4222",  // required in the object
 //       "server_id": "s1", "advertise": "s1:50051", "replicas": 3, "lease_ttl": "6s",
@@ -69,6 +74,13 @@ struct ServerConfig {
   std::optional<uint64_t> max_message_bytes;
   std::optional<std::string> lmu_secret_file;
   std::optional<std::string> audit_key_file;
+  std::optional<std::string> tls_cert;
+  std::optional<std::string> tls_key;
+  std::optional<std::string> tls_client_ca;
+  std::optional<std::string> tls_peer_ca;
+  std::optional<bool> allow_plaintext;
+  std::optional<std::string> access_file;
+  std::optional<std::string> health_listen;
   std::optional<ClusterConfig> cluster;
   // Validated specs (ValidateModelSpec, and sau::ValidateSpec for an SAU part, pass), names
   // distinct.

@@ -9,8 +9,16 @@
 
 namespace streamlearn::server {
 
-Forwarder::Forwarder(std::string self_id, Metrics* metrics, absl::Duration hop_timeout)
-    : self_(std::move(self_id)), metrics_(metrics), hop_timeout_(hop_timeout) {
+Forwarder::Forwarder(std::string self_id, Metrics* metrics, absl::Duration hop_timeout,
+                     std::shared_ptr<grpc::ChannelCredentials> credentials,
+                     std::string peer_token)
+    : self_(std::move(self_id)),
+      metrics_(metrics),
+      credentials_(credentials != nullptr ? std::move(credentials)
+                                          : grpc::InsecureChannelCredentials()),
+      peer_authorization_(peer_token.empty() ? std::string()
+                                             : absl::StrCat("Bearer ", peer_token)),
+      hop_timeout_(hop_timeout) {
   watchdog_ = std::thread([this] { Watch(); });
 }
 
@@ -36,7 +44,7 @@ std::optional<std::string> Forwarder::Target(const grpc::ServerContext& in,
 std::shared_ptr<grpc::Channel> Forwarder::Channel(const std::string& address) {
   MutexLock lock(&mu_);
   std::shared_ptr<grpc::Channel>& c = channels_[address];
-  if (c == nullptr) c = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  if (c == nullptr) c = grpc::CreateChannel(address, credentials_);
   return c;
 }
 
@@ -44,6 +52,7 @@ std::unique_ptr<grpc::ClientContext> Forwarder::HopContext(const grpc::ServerCon
                                                            bool unary) const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->AddMetadata(kHopKey, self_);
+  if (!peer_authorization_.empty()) ctx->AddMetadata("authorization", peer_authorization_);
   if (unary) {
     auto deadline = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(hop_timeout_);
     if (in.deadline() < deadline) deadline = in.deadline();

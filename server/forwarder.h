@@ -47,9 +47,13 @@ inline constexpr char kHopKey[] = "streamlearn-forwarded-by";
 
 class Forwarder {
  public:
-  // self_id: this server's id, sent as the hop marker's value.
+  // self_id: this server's id, sent as the hop marker's value. credentials: of the channels
+  // to other servers (null: plaintext). peer_token: sent as the bearer token of every hop
+  // (the owner admits it as a peer, server/auth/gatekeeper.h); empty: none.
   Forwarder(std::string self_id, Metrics* metrics,
-            absl::Duration hop_timeout = absl::Seconds(10));
+            absl::Duration hop_timeout = absl::Seconds(10),
+            std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+            std::string peer_token = "");
   ~Forwarder();
   Forwarder(const Forwarder&) = delete;
   Forwarder& operator=(const Forwarder&) = delete;
@@ -93,6 +97,8 @@ class Forwarder {
 
   const std::string self_;
   Metrics* const metrics_;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  const std::string peer_authorization_;  // "Bearer <peer token>", or empty
   const absl::Duration hop_timeout_;
   Mutex mu_;
   CondVar cv_;

@@ -8,7 +8,9 @@
 // Graceful drain, as SAU.Ingest: once *draining is true, a Learn stream acknowledges the batch
 // in hand and then ends with UNAVAILABLE (kDrainingMessage).
 //
-// Ownership: *handler, *metrics and *draining must outlive the service.
+// Every call is admitted by *gate first (server/auth/gatekeeper.h), and model names are
+// scoped to the caller's tenant.
+// Ownership: *gate, *handler, *metrics and *draining must outlive the service.
 // Thread safety: gRPC calls the methods concurrently; all shared state is in the handler.
 #ifndef STREAMLEARN_SERVER_FUSE_SERVICE_H_
 #define STREAMLEARN_SERVER_FUSE_SERVICE_H_
@@ -17,6 +19,7 @@
 
 #include "fuse.grpc.pb.h"
 #include "server/fuse_request_handler.h"
+#include "server/auth/gatekeeper.h"
 #include "server/forwarder.h"
 #include "server/metrics.h"
 
@@ -27,8 +30,12 @@ class FuseService final : public v1::Fuse::Service {
   // forwarder: the cluster mode's (requests for other servers' shards go to them); null in
   // the embedded mode.
   FuseService(FuseRequestHandler* handler, Metrics* metrics, const std::atomic<bool>* draining,
-             Forwarder* forwarder = nullptr)
-      : handler_(handler), metrics_(metrics), draining_(draining), forwarder_(forwarder) {}
+              const Gatekeeper* gate, Forwarder* forwarder = nullptr)
+      : handler_(handler),
+        metrics_(metrics),
+        draining_(draining),
+        gate_(gate),
+        forwarder_(forwarder) {}
 
   grpc::Status Learn(grpc::ServerContext* context,
                      grpc::ServerReaderWriter<v1::LearnAck, v1::LearnRequest>* stream) override;
@@ -40,6 +47,7 @@ class FuseService final : public v1::Fuse::Service {
   FuseRequestHandler* const handler_;
   Metrics* const metrics_;
   const std::atomic<bool>* const draining_;
+  const Gatekeeper* const gate_;
   Forwarder* const forwarder_;
 };
 

@@ -38,9 +38,30 @@
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 
-ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC listen address, host:port");
-ABSL_FLAG(std::string, metrics, "0.0.0.0:9464",
-          "Prometheus exposer address (host:port, path /metrics); empty disables it");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "gRPC listen address, host:port; an address other than loopback needs --tls_cert "
+          "and --tls_key, or --allow_plaintext");
+ABSL_FLAG(std::string, metrics, "127.0.0.1:9464",
+          "Prometheus exposer address (host:port, path /metrics); empty disables it; give "
+          "0.0.0.0:9464 for a scraper on another host");
+ABSL_FLAG(std::string, tls_cert, "",
+          "TLS certificate chain (PEM) of the gRPC port; watched, reloaded when it changes");
+ABSL_FLAG(std::string, tls_key, "", "private key (PEM) of --tls_cert; watched with it");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "CA certificates (PEM): every client must present a certificate they signed (mTLS)");
+ABSL_FLAG(std::string, tls_peer_ca, "",
+          "cluster mode: CA certificates (PEM) that signed the other servers' certificates "
+          "(default: the system's roots)");
+ABSL_FLAG(absl::Duration, tls_reload_interval, absl::Seconds(10),
+          "how often the TLS files are checked for changes (>= 1s)");
+ABSL_FLAG(bool, allow_plaintext, false,
+          "serve plaintext gRPC on a non-loopback --listen address (warned about at start)");
+ABSL_FLAG(std::string, health_listen, "",
+          "host:port of a plaintext port serving only grpc.health.v1 (services \"\" and "
+          "streamlearn.ready), for probes that cannot speak TLS; empty: none");
+ABSL_FLAG(std::string, access_file, "",
+          "access policy (JSON: principals with their tenant, roles and token hash or "
+          "certificate identity; docs/SECURITY.md), re-read on SIGHUP; empty: an open server");
 ABSL_FLAG(std::string, data_dir, "./data",
           "state directory (RocksDB store, keys, backups), created if missing; empty keeps "
           "learned state in memory only");
@@ -161,6 +182,12 @@ absl::Status CheckFlags() {
   if (const std::string metrics = absl::GetFlag(FLAGS_metrics); !metrics.empty()) {
     RETURN_IF_ERROR(check_address("metrics", metrics));
   }
+  if (const std::string health = absl::GetFlag(FLAGS_health_listen); !health.empty()) {
+    RETURN_IF_ERROR(check_address("health_listen", health));
+  }
+  if (!absl::GetFlag(FLAGS_tls_cert).empty() != !absl::GetFlag(FLAGS_tls_key).empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
   if (const absl::Duration d = absl::GetFlag(FLAGS_snapshot_interval); d < absl::ZeroDuration()) {
     return bad("snapshot_interval", ">= 0 (0 = off)", absl::FormatDuration(d));
   }
@@ -181,6 +208,9 @@ absl::Status CheckFlags() {
   }
   if (const uint64_t n = absl::GetFlag(FLAGS_max_message_bytes); n < 1 || n > kMaxInt) {
     return bad("max_message_bytes", absl::StrCat("in 1..", kMaxInt), absl::StrCat(n));
+  }
+  if (const absl::Duration d = absl::GetFlag(FLAGS_tls_reload_interval); d < absl::Seconds(1)) {
+    return bad("tls_reload_interval", ">= 1s", absl::FormatDuration(d));
   }
   if (const absl::Duration d = absl::GetFlag(FLAGS_lease_ttl); d < absl::Seconds(1)) {
     return bad("lease_ttl", ">= 1s", absl::FormatDuration(d));
@@ -310,6 +340,29 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   o.cluster_replicas = absl::GetFlag(FLAGS_cluster_replicas);
   o.lease_ttl = absl::GetFlag(FLAGS_lease_ttl);
   o.cluster_prefix = absl::GetFlag(FLAGS_cluster_prefix);
+  o.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  o.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  o.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  o.tls.peer_ca_file = absl::GetFlag(FLAGS_tls_peer_ca);
+  o.tls_reload_interval = absl::GetFlag(FLAGS_tls_reload_interval);
+  o.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
+  o.access_file = absl::GetFlag(FLAGS_access_file);
+  o.health_listen = absl::GetFlag(FLAGS_health_listen);
+  if (config.health_listen && !given.contains("health_listen")) {
+    o.health_listen = *config.health_listen;
+  }
+  if (config.tls_cert && !given.contains("tls_cert")) o.tls.cert_file = *config.tls_cert;
+  if (config.tls_key && !given.contains("tls_key")) o.tls.key_file = *config.tls_key;
+  if (config.tls_client_ca && !given.contains("tls_client_ca")) {
+    o.tls.client_ca_file = *config.tls_client_ca;
+  }
+  if (config.tls_peer_ca && !given.contains("tls_peer_ca")) {
+    o.tls.peer_ca_file = *config.tls_peer_ca;
+  }
+  if (config.allow_plaintext && !given.contains("allow_plaintext")) {
+    o.allow_plaintext = *config.allow_plaintext;
+  }
+  if (config.access_file && !given.contains("access_file")) o.access_file = *config.access_file;
   if (config.listen && !given.contains("listen")) o.listen = *config.listen;
   if (config.metrics && !given.contains("metrics")) o.metrics = *config.metrics;
   if (config.data_dir && !given.contains("data_dir")) o.data_dir = *config.data_dir;
@@ -369,6 +422,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);  // re-reads the access policy
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   const std::string config_path = absl::GetFlag(FLAGS_config);
@@ -406,12 +460,26 @@ int main(int argc, char** argv) {
                                                                       : kExitStartFailed;
   }
 
-  int signal_number = 0;
-  if (int err = sigwait(&stop_signals, &signal_number); err != 0) {
-    spdlog::error("sigwait failed: {}; stopping", std::strerror(err));
-  } else {
+  for (;;) {
+    int signal_number = 0;
+    if (int err = sigwait(&stop_signals, &signal_number); err != 0) {
+      spdlog::error("sigwait failed: {}; stopping", std::strerror(err));
+      break;
+    }
+    if (signal_number == SIGHUP) {
+      if (options.access_file.empty()) {
+        spdlog::info("received SIGHUP: no --access_file to re-read (TLS files are watched)");
+      } else if (absl::Status s = server.ReloadAccessPolicy(); !s.ok()) {
+        spdlog::error("received SIGHUP: the access policy stays as it was: {}",
+                      std::string(s.message()));
+      } else {
+        spdlog::info("received SIGHUP: access policy '{}' re-read", options.access_file);
+      }
+      continue;
+    }
     spdlog::info("received {}; draining (deadline {} s)", strsignal(signal_number),
                  absl::ToInt64Seconds(kDrainDeadline));
+    break;
   }
   server.Shutdown(kDrainDeadline);
   spdlog::info("drained, stopped");

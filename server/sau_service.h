@@ -9,7 +9,9 @@
 // batches"). A stream that sends nothing more is cancelled by gRPC at the shutdown deadline;
 // every batch it sent was acknowledged by then, so a client loses nothing it was told about.
 //
-// Ownership: *handler, *metrics and *draining must outlive the service.
+// Every call is admitted by *gate first (server/auth/gatekeeper.h), and model names are
+// scoped to the caller's tenant.
+// Ownership: *gate, *handler, *metrics and *draining must outlive the service.
 // Thread safety: gRPC calls the methods concurrently; all shared state is in the handler.
 #ifndef STREAMLEARN_SERVER_SAU_SERVICE_H_
 #define STREAMLEARN_SERVER_SAU_SERVICE_H_
@@ -18,6 +20,7 @@
 
 #include "sau.grpc.pb.h"
 #include "server/batch_stream.h"
+#include "server/auth/gatekeeper.h"
 #include "server/forwarder.h"
 #include "server/metrics.h"
 #include "server/sau_request_handler.h"
@@ -29,8 +32,12 @@ class SauService final : public v1::SAU::Service {
   // forwarder: the cluster mode's (requests for other servers' shards go to them); null in
   // the embedded mode.
   SauService(SauRequestHandler* handler, Metrics* metrics, const std::atomic<bool>* draining,
-             Forwarder* forwarder = nullptr)
-      : handler_(handler), metrics_(metrics), draining_(draining), forwarder_(forwarder) {}
+              const Gatekeeper* gate, Forwarder* forwarder = nullptr)
+      : handler_(handler),
+        metrics_(metrics),
+        draining_(draining),
+        gate_(gate),
+        forwarder_(forwarder) {}
 
   grpc::Status Ingest(grpc::ServerContext* context,
                       grpc::ServerReaderWriter<v1::IngestAck, v1::IngestRequest>* stream) override;
@@ -42,6 +49,7 @@ class SauService final : public v1::SAU::Service {
   SauRequestHandler* const handler_;
   Metrics* const metrics_;
   const std::atomic<bool>* const draining_;
+  const Gatekeeper* const gate_;
   Forwarder* const forwarder_;
 };
 

@@ -23,6 +23,7 @@
 #include "server/storage/jetstream_storage.h"
 #include "server/fuse_request_handler.h"
 #include "server/fuse_service.h"
+#include "server/health_port.h"
 #include "server/host_port.h"
 #include "server/lmu_request_handler.h"
 #include "server/storage/lmu_secret.h"
@@ -46,6 +47,24 @@ absl::Status CheckOptions(const Server::Options& o) {
     if (absl::Status s = CheckHostPort(o.metrics); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("metrics: ", s.message()));
     }
+  }
+  if (!o.health_listen.empty()) {
+    if (absl::Status s = CheckHostPort(o.health_listen); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("health_listen: ", s.message()));
+    }
+  }
+  RETURN_IF_ERROR(CheckTlsFiles(o.tls));
+  const std::string listen_host = o.listen.substr(0, o.listen.rfind(':'));
+  if (!o.tls.enabled() && !o.allow_plaintext && !IsLoopbackHost(listen_host)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen: '", o.listen, "' is not a loopback address and there is no TLS: give "
+        "--tls_cert and --tls_key, listen on 127.0.0.1, or say --allow_plaintext "
+        "(docs/SECURITY.md)"));
+  }
+  if (o.tls_reload_interval < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tls_reload_interval must be >= 1s, got ",
+                     absl::FormatDuration(o.tls_reload_interval)));
   }
   if (o.snapshot_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -172,7 +191,14 @@ absl::StatusOr<int> Server::Start() {
   absl::StatusOr<lmu::HashSecret> secret = LmuSecret();
   if (!secret.ok()) return secret.status();
   registry_ = std::make_unique<ModelRegistry>(*secret);
-  OPENSSL_cleanse(secret->data(), secret->size());
+  {
+    absl::StatusOr<std::unique_ptr<Gatekeeper>> gate = Gatekeeper::Create(
+        options_.access_file,
+        options_.cluster.empty() ? std::string() : Gatekeeper::PeerToken(*secret));
+    OPENSSL_cleanse(secret->data(), secret->size());
+    if (!gate.ok()) return gate.status();
+    gate_ = *std::move(gate);
+  }
   std::shared_ptr<storage::NatsClient> nats;
   absl::StatusOr<std::unique_ptr<storage::Persistence>> persistence = OpenPersistence(&nats);
   if (!persistence.ok()) return persistence.status();
@@ -198,26 +224,34 @@ absl::StatusOr<int> Server::Start() {
     backup_root = (std::filesystem::path(options_.data_dir) / "backups").string();
   }
   admin_service_ = std::make_unique<AdminService>(registry_.get(), &metrics_, persistence_.get(),
-                                                  backup_root);
+                                                  backup_root, gate_.get());
   admin_service_->set_cluster_mode(!options_.cluster.empty());
   auditor_service_ = std::make_unique<AuditorService>(registry_.get(), persistence_.get(),
-                                                      &metrics_, &draining_);
+                                                      &metrics_, &draining_, gate_.get());
   if (!options_.cluster.empty()) {
-    forwarder_ = std::make_unique<Forwarder>(ServerId(), &metrics_);
+    forwarder_ = std::make_unique<Forwarder>(
+        ServerId(), &metrics_, absl::Seconds(10),
+        options_.tls.enabled() ? PeerCredentialsFor(options_.tls, options_.tls_reload_interval)
+                               : nullptr,
+        gate_->open() ? std::string() : gate_->peer_token());
     admin_service_->set_forwarder(forwarder_.get());
     auditor_service_->set_forwarder(forwarder_.get());
   }
   sau_service_ = std::make_unique<SauService>(sau_handler_.get(), &metrics_, &draining_,
-                                              forwarder_.get());
+                                              gate_.get(), forwarder_.get());
   lmu_service_ = std::make_unique<LmuService>(lmu_handler_.get(), &metrics_, &draining_,
-                                              forwarder_.get());
+                                              gate_.get(), forwarder_.get());
   fuse_service_ = std::make_unique<FuseService>(fuse_handler_.get(), &metrics_, &draining_,
-                                                forwarder_.get());
+                                                gate_.get(), forwarder_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(
+      options_.listen,
+      options_.tls.enabled() ? ServerCredentialsFor(options_.tls, options_.tls_reload_interval)
+                             : grpc::InsecureServerCredentials(),
+      &port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
   // gRPC sets SO_REUSEPORT by default, which would let a second server on the same port
   // start and split the traffic; one process owns its shards, so a busy port is an error.
@@ -241,7 +275,24 @@ absl::StatusOr<int> Server::Start() {
     server_ = std::move(server);
   }
   persistence_->StartSnapshotter(registry_.get());
+  ready_.store(nats == nullptr, std::memory_order_release);
   if (health != nullptr) health->SetServingStatus(kReadyService, nats == nullptr);
+  if (!options_.health_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<HealthPort>> port =
+        HealthPort::Start(options_.health_listen, [this](const std::string& service) {
+          const bool up = !draining_.load(std::memory_order_acquire);
+          if (service.empty()) return std::optional<bool>(up);
+          if (service == kReadyService) {
+            return std::optional<bool>(up && ready_.load(std::memory_order_acquire));
+          }
+          return std::optional<bool>();
+        });
+    if (!port.ok()) {
+      Shutdown(absl::ZeroDuration());
+      return port.status();
+    }
+    health_port_ = *std::move(port);
+  }
   if (nats != nullptr) {
     std::string address = options_.advertise;
     if (address.empty()) {
@@ -257,7 +308,8 @@ absl::StatusOr<int> Server::Start() {
                                      .replicas = options_.cluster_replicas,
                                      .lease_ttl = options_.lease_ttl,
                                      .on_ready =
-                                         [health](bool ready) {
+                                         [this, health](bool ready) {
+                                           ready_.store(ready, std::memory_order_release);
                                            if (health != nullptr) {
                                              health->SetServingStatus(kReadyService, ready);
                                            }
@@ -273,6 +325,22 @@ absl::StatusOr<int> Server::Start() {
     spdlog::info("cluster: server '{}' at {} joined (NATS {}); serving {} shard(s)",
                  cluster_->options().id, address, options_.cluster, cluster_->held());
   }
+  const std::string listen_host = options_.listen.substr(0, options_.listen.rfind(':'));
+  if (!options_.tls.enabled() && !IsLoopbackHost(listen_host)) {
+    spdlog::warn(
+        "PLAINTEXT on a non-loopback address ({}), as --allow_plaintext says: anyone on the "
+        "network can read and forge every call{}. Use --tls_cert/--tls_key (docs/SECURITY.md).",
+        options_.listen, gate_->open() ? " and the server is open (no --access_file)" : "");
+  } else if (gate_->open() && !IsLoopbackHost(listen_host)) {
+    spdlog::warn(
+        "no --access_file: every client that reaches {} may create, read, write and audit "
+        "every model (docs/SECURITY.md)",
+        options_.listen);
+  }
+  spdlog::info("security: {}{}; {}", options_.tls.enabled() ? "TLS" : "plaintext",
+               options_.tls.client_ca_file.empty() ? "" : " with client certificates (mTLS)",
+               gate_->open() ? std::string("open (no access policy)")
+                             : absl::StrCat("access policy '", options_.access_file, "'"));
   spdlog::info("serving gRPC on {} (port {}); metrics {}; max_batch {}; max_message_bytes {}",
                options_.listen, port_,
                options_.metrics.empty() ? std::string("disabled")
@@ -383,6 +451,10 @@ absl::StatusOr<lmu::HashSecret> Server::LmuSecret() const {
   return storage::LoadOrCreateLmuSecret(path);
 }
 
+int Server::health_port() const {
+  return health_port_ == nullptr ? 0 : health_port_->port();
+}
+
 void Server::Shutdown(absl::Duration grace) {
   MutexLock lock(&shutdown_mu_);
   if (server_ == nullptr) return;
@@ -401,6 +473,7 @@ void Server::Shutdown(absl::Duration grace) {
   }
   server_->Wait();
   server_.reset();
+  if (health_port_ != nullptr) health_port_->Shutdown();
   // Every call has ended: no writer is left, so the snapshotter can stop and the store close
   // (with the server object).
   if (persistence_ != nullptr) persistence_->Stop();

@@ -40,6 +40,8 @@
 #include "core/common/mutex.h"
 #include "core/lmu/keyed_hash.h"
 #include "core/shard/model_registry.h"
+#include "server/auth/gatekeeper.h"
+#include "server/auth/tls.h"
 #include "server/metrics.h"
 #include "server/cluster_node.h"
 #include "server/forwarder.h"
@@ -56,6 +58,7 @@ namespace streamlearn::server {
 inline constexpr char kReadyService[] = "streamlearn.ready";
 
 class AdminService;
+class HealthPort;
 class AuditorService;
 class FuseRequestHandler;
 class FuseService;
@@ -67,8 +70,17 @@ class SauService;
 class Server {
  public:
   struct Options {
-    std::string listen = "0.0.0.0:50051";  // "host:port"; port 0 picks a free port
+    std::string listen = "127.0.0.1:50051";  // "host:port"; port 0 picks a free port
     std::string metrics;                   // "host:port" of /metrics; empty = no exposer
+    // Security (docs/SECURITY.md). Without TLS the server listens only on a loopback address
+    // unless allow_plaintext says otherwise (and then warns at start).
+    TlsFiles tls;
+    absl::Duration tls_reload_interval = absl::Seconds(10);
+    bool allow_plaintext = false;
+    std::string access_file;               // the access policy; empty = an open server
+    // A plaintext port serving only grpc.health.v1 (server/health_port.h), for probes that
+    // cannot speak TLS; empty = none.
+    std::string health_listen;
     std::string data_dir;                  // created if missing; empty = none
     std::string config_path;               // its models are created by Start(); empty = none
     size_t max_batch = 4096;               // events (samples) per Ingest/Update/Learn request
@@ -118,6 +130,8 @@ class Server {
 
   const Options& options() const { return options_; }
   int port() const { return port_; }
+  // The --health_listen port; 0 without one. REQUIRES: Start() succeeded.
+  int health_port() const;
   bool draining() const { return draining_.load(std::memory_order_acquire); }
   // REQUIRES: Start() got as far as making the registry (it does so before anything that
   // can fail except the options, data_dir and secret checks).
@@ -127,6 +141,10 @@ class Server {
   storage::Persistence& persistence() { return *persistence_; }
   // Null in the embedded mode.
   ClusterNode* cluster() { return cluster_.get(); }
+
+  // Reads the access policy file again (SIGHUP). On error the policy in force stays.
+  // REQUIRES: Start() succeeded.
+  absl::Status ReloadAccessPolicy() { return gate_->Reload(); }
 
  private:
   absl::Status CreateConfiguredModels();
@@ -138,6 +156,7 @@ class Server {
 
   const Options options_;
   std::unique_ptr<ModelRegistry> registry_;  // made by Start(), with the LMU secret
+  std::unique_ptr<Gatekeeper> gate_;          // made by Start()
   Metrics metrics_;
   std::unique_ptr<storage::Persistence> persistence_;
   std::unique_ptr<ClusterNode> cluster_;
@@ -152,6 +171,8 @@ class Server {
   std::unique_ptr<LmuService> lmu_service_;
   std::unique_ptr<FuseService> fuse_service_;
   int port_ = 0;
+  std::atomic<bool> ready_{false};  // what kReadyService says
+  std::unique_ptr<HealthPort> health_port_;
 
   Mutex shutdown_mu_;  // serialises Shutdown()
   // Null before Start() and after Shutdown().

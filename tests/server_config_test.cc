@@ -445,8 +445,8 @@ TEST(ServerBinaryTest, HelpListsTheFlagsWithTheirDefaultsAndExitsZero) {
     EXPECT_EQ(r.exit_code, 0) << test_util::Describe(r);
     EXPECT_THAT(r.out, Not(HasSubstr("No flags matched")));
     for (const char* needle :
-         {"usage: streamlearn-server", "--listen  (default: 0.0.0.0:50051)",
-          "gRPC listen address, host:port", "--metrics  (default: 0.0.0.0:9464)",
+         {"usage: streamlearn-server", "--listen  (default: 127.0.0.1:50051)",
+          "gRPC listen address, host:port", "--metrics  (default: 127.0.0.1:9464)",
           "--snapshot_interval  (default: 5m)", "--keep_snapshots  (default: 2)",
           "--audit_checkpoint_every  (default: 1024)", "--config  (default: \"\")",
           "--durability", "--lmu_secret_file", "exit codes"}) {

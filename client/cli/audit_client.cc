@@ -68,10 +68,13 @@ class ServerAuditLines final : public AuditLineSource {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<AuditClient>> AuditClient::Connect(
-    const std::string& address, std::chrono::milliseconds connect_timeout) {
+    const std::string& address, const ClientCredentials& credentials,
+    std::chrono::milliseconds connect_timeout) {
   if (address.empty()) return absl::InvalidArgumentError("server address is empty");
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  if (absl::Status s = CheckTokenTransport(credentials, address); !s.ok()) return s;
+  absl::StatusOr<ChannelFactory> make_channel = MakeChannelFactory(credentials);
+  if (!make_channel.ok()) return make_channel.status();
+  std::shared_ptr<grpc::Channel> channel = (*make_channel)(address);
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + connect_timeout)) {
     return absl::UnavailableError("cannot connect to streamlearn server at " + address +
                                   " within " + std::to_string(connect_timeout.count()) + " ms");

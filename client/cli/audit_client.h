@@ -26,6 +26,7 @@
 #include "admin.grpc.pb.h"
 #include "audit.grpc.pb.h"
 #include "client/cli/audit_lines.h"
+#include "client/lib/credentials.h"
 #include "grpcpp/channel.h"
 
 namespace streamlearn::cli {
@@ -34,7 +35,7 @@ class AuditClient {
  public:
   // UNAVAILABLE naming the address if the server cannot be reached within connect_timeout.
   static absl::StatusOr<std::unique_ptr<AuditClient>> Connect(
-      const std::string& address,
+      const std::string& address, const ClientCredentials& credentials = {},
       std::chrono::milliseconds connect_timeout = std::chrono::milliseconds(5000));
 
   absl::StatusOr<v1::HeadResponse> Head(const std::string& model, uint32_t shard);

@@ -22,6 +22,7 @@ int ReportError(const absl::Status& status, int exit_code) {
 std::unique_ptr<Client> ConnectOrReport(const GlobalOptions& options) {
   Client::Options client_options;
   client_options.connect_timeout = std::chrono::milliseconds(5000);
+  client_options.credentials = options.credentials;
   absl::StatusOr<std::unique_ptr<Client>> client =
       Client::Connect(options.server, client_options);
   if (!client.ok()) {
@@ -32,7 +33,7 @@ std::unique_ptr<Client> ConnectOrReport(const GlobalOptions& options) {
 }
 
 std::unique_ptr<AuditClient> ConnectAuditOrReport(const GlobalOptions& options) {
-  absl::StatusOr<std::unique_ptr<AuditClient>> client = AuditClient::Connect(options.server);
+  absl::StatusOr<std::unique_ptr<AuditClient>> client = AuditClient::Connect(options.server, options.credentials);
   if (!client.ok()) {
     ReportError(client.status());
     return nullptr;

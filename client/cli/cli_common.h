@@ -19,6 +19,7 @@
 #include "client/cli/args.h"
 #include "client/cli/audit_client.h"
 #include "client/lib/client.h"
+#include "client/lib/credentials.h"
 #include "google/protobuf/message.h"
 
 namespace streamlearn::cli {
@@ -32,6 +33,9 @@ inline constexpr char kDefaultRoutingKey[] = "default";
 
 struct GlobalOptions {
   std::string server = kDefaultServer;
+  // --token / --token-file / $STREAMLEARN_TOKEN, --tls, --tls-ca, --tls-cert, --tls-key,
+  // --tls-server-name (docs/SECURITY.md).
+  ClientCredentials credentials;
 };
 
 // Prints `error: CODE: message` to stderr and returns exit_code.

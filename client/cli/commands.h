@@ -36,6 +36,8 @@ int RunSnapshot(const GlobalOptions& options, std::span<const std::string> args)
 int RunBackup(const GlobalOptions& options, std::span<const std::string> args);
 int RunShards(const GlobalOptions& options, std::span<const std::string> args);
 int RunHealth(const GlobalOptions& options, std::span<const std::string> args);
+// A new bearer token (32 random bytes, hex) and its SHA-256 for an access policy.
+int RunToken(const GlobalOptions& options, std::span<const std::string> args);
 
 }  // namespace streamlearn::cli
 

@@ -3,18 +3,29 @@
 //   streamlearn [--server HOST:PORT] create|describe|list|ingest|query|train|predict|audit|
 //               snapshot|backup ...
 
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "client/cli/cli_common.h"
 #include "client/cli/commands.h"
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: streamlearn [--server HOST:PORT] COMMAND [ARGS]\n"
+    "usage: streamlearn [--server HOST:PORT] [credentials] COMMAND [ARGS]\n"
     "  --server defaults to localhost:50051 (may also follow the command); several\n"
     "    addresses separated by commas are seeds: any one that answers gives the shard map\n"
+    "credentials (docs/SECURITY.md; each may also follow the command):\n"
+    "  --token T | --token-file F   bearer token (default: $STREAMLEARN_TOKEN)\n"
+    "  --tls                        TLS, checking the server against the system's roots\n"
+    "  --tls-ca F                   TLS, checking the server against the CA in F\n"
+    "  --tls-cert F --tls-key F     client certificate (mTLS)\n"
+    "  --tls-server-name N          the name to check in the server's certificate\n"
     "commands:\n"
     "  create    --name N [--shards S] [--d .. --dv .. --r .. ...] [--lmu [--m ..] [--no-sau]]\n"
     "            | --name N --fuse [--pattern meta_linear|attention_as_feature|linear_as_gate]\n"
@@ -33,7 +44,24 @@ constexpr char kUsage[] =
     "  audit     head|export|verify|append|replay ...  (see 'streamlearn audit --help')\n"
     "  snapshot  MODEL  (every shard, now)\n"
     "  backup    NAME   (a consistent copy of the server's data directory)\n"
+    "  token     (prints a new random token and the SHA-256 an access policy holds)\n"
     "run 'streamlearn COMMAND --help' for the flags of a command\n";
+
+// The value of a global flag given as "--name V" or "--name=V" at argv[*i]; nullopt when
+// argv[*i] is not that flag. *missing is set when the value is missing.
+std::optional<std::string> FlagValue(int argc, char** argv, int* i, const std::string& name,
+                                     bool* missing) {
+  const std::string arg = argv[*i];
+  if (arg == name) {
+    if (*i + 1 >= argc) {
+      *missing = true;
+      return std::string();
+    }
+    return std::string(argv[++*i]);
+  }
+  if (arg.rfind(name + "=", 0) == 0) return arg.substr(name.size() + 1);
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -41,18 +69,48 @@ int main(int argc, char** argv) {
   using namespace streamlearn::cli;
   GlobalOptions options;
   std::vector<std::string> rest;
+  std::string token_file;
+  if (const char* env = std::getenv("STREAMLEARN_TOKEN"); env != nullptr) {
+    options.credentials.token = env;
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--server") {
-      if (i + 1 >= argc) {
-        return ReportError(absl::InvalidArgumentError("--server needs a value"), kExitUsage);
-      }
-      options.server = argv[++i];
-    } else if (arg.rfind("--server=", 0) == 0) {
-      options.server = arg.substr(9);
-    } else {
-      rest.push_back(arg);
+    bool missing = false;
+    std::optional<std::string> v;
+    if (arg == "--tls") {
+      options.credentials.tls = true;
+      continue;
     }
+    std::string* targets[] = {&options.server, &options.credentials.token, &token_file,
+                              &options.credentials.tls_ca_file,
+                              &options.credentials.tls_cert_file,
+                              &options.credentials.tls_key_file,
+                              &options.credentials.tls_server_name};
+    const char* names[] = {"--server", "--token", "--token-file", "--tls-ca", "--tls-cert",
+                           "--tls-key", "--tls-server-name"};
+    bool matched = false;
+    for (size_t f = 0; f < std::size(names) && !matched; ++f) {
+      v = FlagValue(argc, argv, &i, names[f], &missing);
+      if (missing) {
+        return ReportError(absl::InvalidArgumentError(std::string(names[f]) + " needs a value"),
+                           kExitUsage);
+      }
+      if (v.has_value()) {
+        *targets[f] = *v;
+        matched = true;
+      }
+    }
+    if (!matched) rest.push_back(arg);
+  }
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    std::string token;
+    if (!in || !std::getline(in, token) || token.empty()) {
+      return ReportError(absl::InvalidArgumentError("--token-file '" + token_file +
+                                                    "': cannot read a token from its first line"),
+                         kExitUsage);
+    }
+    options.credentials.token = token;
   }
   if (rest.empty() || rest[0] == "help" || rest[0] == "--help" || rest[0] == "-h") {
     std::cout << kUsage;
@@ -73,6 +131,7 @@ int main(int argc, char** argv) {
   if (command == "audit") return RunAudit(options, args);
   if (command == "snapshot") return RunSnapshot(options, args);
   if (command == "backup") return RunBackup(options, args);
+  if (command == "token") return RunToken(options, args);
   std::cerr << kUsage;
   return ReportError(absl::InvalidArgumentError("unknown command '" + command + "'"), kExitUsage);
 }

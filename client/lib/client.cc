@@ -24,8 +24,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
     seeds.emplace_back(absl::StripAsciiWhitespace(a));
   }
   if (seeds.empty()) return absl::InvalidArgumentError("server address is empty");
+  for (const std::string& seed : seeds) {
+    if (absl::Status s = CheckTokenTransport(options.credentials, seed); !s.ok()) return s;
+  }
+  absl::StatusOr<ChannelFactory> make_channel = MakeChannelFactory(options.credentials);
+  if (!make_channel.ok()) return make_channel.status();
+  const Router::Options router_options{.route = options.route, .make_channel = *make_channel};
   // Each seed gets an equal part of connect_timeout, in turn, until one is ready.
-  auto router = std::make_shared<Router>(seeds, Router::Options{.route = options.route});
+  auto router = std::make_shared<Router>(seeds, router_options);
   const auto per_seed = options.connect_timeout / static_cast<int>(seeds.size());
   for (const std::string& seed : seeds) {
     if (router->Channel(seed)->WaitForConnected(std::chrono::system_clock::now() + per_seed)) {
@@ -35,14 +41,17 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
         for (const std::string& other : seeds) {
           if (other != seed) ordered.push_back(other);
         }
-        router = std::make_shared<Router>(ordered, Router::Options{.route = options.route});
+        router = std::make_shared<Router>(ordered, router_options);
       }
       return std::unique_ptr<Client>(new Client(seed, options, std::move(router)));
     }
   }
-  return absl::UnavailableError("cannot connect to a streamlearn server at " + addresses +
-                                " within " + std::to_string(options.connect_timeout.count()) +
-                                " ms");
+  return absl::UnavailableError(
+      "cannot connect to a streamlearn server at " + addresses + " within " +
+      std::to_string(options.connect_timeout.count()) + " ms" +
+      (options.credentials.uses_tls()
+           ? " (TLS: is the server's certificate signed by the CA given, for this host name?)"
+           : ""));
 }
 
 Client::Client(std::string address, Options options, std::shared_ptr<Router> router)

@@ -47,6 +47,7 @@
 
 #include "absl/status/statusor.h"
 #include "admin.grpc.pb.h"
+#include "client/lib/credentials.h"
 #include "client/lib/fuse_session.h"
 #include "client/lib/ingest_session.h"
 #include "client/lib/lmu_update_session.h"
@@ -72,12 +73,16 @@ class Client {
     // false: every request goes to the first server that answered Connect (which forwards
     // what it does not serve); the shard map is never read.
     bool route = true;
+    // Token and TLS (credentials.h); none by default: plaintext, no token.
+    ClientCredentials credentials;
   };
 
   // `addresses`: host:port, or several separated by commas (seeds: any one of them serving
-  // is enough). Opens a channel to each in turn (plaintext) until one is ready.
-  // Errors: INVALID_ARGUMENT for an empty list; UNAVAILABLE naming the addresses if none can
-  // be reached in time.
+  // is enough). Opens a channel to each in turn (with Options::credentials) until one is
+  // ready. Errors: INVALID_ARGUMENT for an empty list or credentials that do not go together,
+  // NOT_FOUND for a credentials file that is missing, FAILED_PRECONDITION for a token over
+  // plaintext to a host that is not loopback, UNAVAILABLE naming the addresses if none can
+  // be reached in time (also when the TLS handshake fails: check the CA and the server name).
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& addresses,
                                                          const Options& options);
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& addresses) {

@@ -29,9 +29,9 @@ std::shared_ptr<grpc::Channel> Router::Channel(const std::string& address) {
   MutexLock lock(&mu_);
   std::shared_ptr<grpc::Channel>& c = channels_[address];
   if (c == nullptr) {
-    c = grpc::CreateChannel(address, options_.credentials != nullptr
-                                         ? options_.credentials
-                                         : grpc::InsecureChannelCredentials());
+    c = options_.make_channel != nullptr
+            ? options_.make_channel(address)
+            : grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   }
   return c;
 }

@@ -31,7 +31,7 @@
 #include "absl/status/status.h"
 #include "core/common/mutex.h"
 #include "grpcpp/channel.h"
-#include "grpcpp/security/credentials.h"
+#include "client/lib/credentials.h"
 
 namespace streamlearn {
 
@@ -46,8 +46,8 @@ class Router {
     bool route = true;
     // Deadline of one Admin.ShardMap call.
     std::chrono::milliseconds map_timeout{5000};
-    // Of every channel; null: plaintext.
-    std::shared_ptr<grpc::ChannelCredentials> credentials;
+    // Makes every channel (credentials.h); null: plaintext, no token.
+    ChannelFactory make_channel;
   };
 
   // REQUIRES: seeds is not empty.

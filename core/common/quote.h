@@ -20,7 +20,7 @@
 
 namespace streamlearn {
 
-inline constexpr size_t kQuoteMaxBytes = 64;
+inline constexpr size_t kQuoteMaxBytes = 100;  // a scoped model name (97) fits
 
 std::string QuoteForError(std::string_view text, size_t max_bytes = kQuoteMaxBytes);
 

@@ -9,7 +9,7 @@
 
 namespace streamlearn {
 
-absl::Status CheckModelName(std::string_view name) { return CheckName("model", name); }
+absl::Status CheckModelName(std::string_view name) { return CheckScopedModelName(name); }
 
 absl::Status ValidateModelSpec(const ModelSpec& spec) {
   RETURN_IF_ERROR(CheckModelName(spec.name));

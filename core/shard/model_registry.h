@@ -55,10 +55,10 @@ struct ModelSpec {
 };
 
 // A model name follows the name rule (core/common/name_rule.h, shared with backup names): 1..64
-// bytes of [A-Za-z0-9_.-], and not "." or ".." (names become keys and
-// backup directory names). INVALID_ARGUMENT naming the rule otherwise; the name is quoted
+// bytes of [A-Za-z0-9_.-], and not "." or ".." (names become keys), scoped "tenant/name"
+// for a tenant other than the default one (CheckScopedModelName). INVALID_ARGUMENT naming the rule otherwise; the name is quoted
 // escaped and cut (QuoteForError), so a binary or huge name never comes back verbatim.
-inline constexpr size_t kModelNameMaxBytes = kNameMaxBytes;
+inline constexpr size_t kModelNameMaxBytes = kScopedNameMaxBytes;
 absl::Status CheckModelName(std::string_view name);
 
 // Checks name (CheckModelName), shard count (1..1024) and that the model has a part

@@ -8,7 +8,8 @@
                                          for t in range(1, 101)])
         print(stats.applied, list(client.query("quotes", [0.1, 0.2, 0.3, 0.4]).y_hat))
 
-- ``Client``: unary calls, sessions, audit; routes each call to its shard's owner.
+- ``Client``: unary calls, sessions, audit; routes each call to its shard's owner; a bearer
+  token, TLS and mTLS (``Client(address, token=..., tls_ca=..., tls_cert=..., tls_key=...)``).
 - ``IngestSession``, ``UpdateSession``, ``LearnSession``: pipelined batch streams.
 - ``errors``: ``StreamlearnError`` and one subclass per gRPC code; ``BatchRejected``.
 - ``shard_for(routing_key, shards)``: the server's routing function.

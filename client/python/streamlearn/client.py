@@ -24,6 +24,17 @@ off (50 ms doubling to 1 s) and retry until retry_timeout; create_model, backup 
 audit_append are retried only when the request cannot have reached a server (no connection,
 NOT-OWNER).
 
+Credentials (docs/SECURITY.md): a bearer token goes on every call, unary and streaming, as
+``authorization: Bearer <token>``; TLS checks the server's certificate (tls_ca), and a client
+certificate (tls_cert, tls_key) is mTLS:
+
+    client = streamlearn.Client("sl-0.example:50051", token=os.environ["TOKEN"],
+                                tls_ca="ca.crt")
+
+A tenant's principal names its models plainly ("quotes"); the server scopes them to its
+tenant and answers with the plain names. Refusals are errors.Unauthenticated (no or an unknown
+token) and errors.PermissionDenied (a role that does not allow the call).
+
 Thread safety: a Client may be shared by threads; each session belongs to one thread.
 """
 
@@ -34,6 +45,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Mapping, NamedTuple,
 import grpc
 
 from . import _convert, errors
+from ._credentials import Credentials
 from .pb import (admin_pb2, admin_pb2_grpc, audit_pb2, audit_pb2_grpc, fuse_pb2,
                  fuse_pb2_grpc, lmu_pb2, lmu_pb2_grpc, sau_pb2, sau_pb2_grpc)
 from .routing import Backoff, Router, addresses_of, key_bytes, shard_for
@@ -84,16 +96,35 @@ class Client:
         everything to one server, which forwards (one hop).
       retry_timeout: how long retryable failures (UNAVAILABLE) are retried: for a unary
         call from its start, for a session since the last batch acknowledged.
+      token: a bearer token sent on every call; None (the default) takes $STREAMLEARN_TOKEN
+        if set, "" sends none. A token is refused (errors.TokenInClear, a ValueError) over
+        plaintext to a host that is not loopback.
+      tls: connect with TLS (implied by any tls_* file), checking the server's certificate
+        against tls_ca, a PEM file of CA certificates (None: the system's roots).
+      tls_cert, tls_key: PEM files of a client certificate chain and its key (mTLS); both or
+        neither.
+      tls_server_name: the name checked in the server's certificate (None: the address's
+        host), e.g. when connecting by an IP address the certificate does not name.
+
+    Raises ValueError for credentials that do not go together, OSError naming a file that
+    cannot be read, errors.Unavailable when no seed accepts a connection within
+    connect_timeout (with TLS also a failed handshake: a wrong CA or server name).
     """
 
     def __init__(self, address_or_addresses: Union[str, Iterable[str]], *,
                  timeout: float = 30.0, connect_timeout: Optional[float] = 10.0,
-                 routing: bool = True, retry_timeout: float = 60.0) -> None:
+                 routing: bool = True, retry_timeout: float = 60.0,
+                 token: Optional[str] = None, tls: bool = False,
+                 tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
+                 tls_key: Optional[str] = None,
+                 tls_server_name: Optional[str] = None) -> None:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.retry_timeout = retry_timeout
+        credentials = Credentials.make(token=token, tls=tls, tls_ca=tls_ca, tls_cert=tls_cert,
+                                       tls_key=tls_key, tls_server_name=tls_server_name)
         self._router = Router(addresses_of(address_or_addresses), routing=routing,
-                              map_timeout=min(timeout, 5.0))
+                              map_timeout=min(timeout, 5.0), credentials=credentials)
         self._shard_counts: dict = {}
         if connect_timeout:
             try:
@@ -113,6 +144,11 @@ class Client:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    @property
+    def tls(self) -> bool:
+        """Whether the channels use TLS."""
+        return self._router.credentials.tls
 
     @property
     def addresses(self) -> List[str]:

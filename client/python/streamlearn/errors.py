@@ -16,7 +16,13 @@ both a refused unary call and a refused batch:
         print(e.batch_index, e.code, e.message)   # 3 StatusCode.INVALID_ARGUMENT event 0 ...
 
 Errors the client detects in its arguments before anything is sent (a vector that is not
-numbers, a negative feature id) are plain ``TypeError`` / ``ValueError``.
+numbers, a negative feature id) are plain ``TypeError`` / ``ValueError``; a token the client
+will not send in clear (no TLS, a host that is not loopback) is a ``TokenInClear``, both a
+``ValueError`` and a ``FailedPrecondition`` (the C++ client's code for it).
+
+The server's refusals of a caller (docs/SECURITY.md): ``Unauthenticated`` for a missing or
+unknown token (or client certificate), ``PermissionDenied`` for a role that does not allow the
+call or a model name outside the caller's tenant.
 """
 
 from typing import Any, Dict, Mapping, Optional, Type
@@ -27,8 +33,8 @@ __all__ = [
     "StreamlearnError", "BatchRejected", "Cancelled", "Unknown", "InvalidArgument",
     "DeadlineExceeded", "NotFound", "AlreadyExists", "PermissionDenied", "ResourceExhausted",
     "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented", "Internal", "Unavailable",
-    "DataLoss", "Unauthenticated", "from_rpc_error", "from_status", "batch_rejected",
-    "is_retryable",
+    "DataLoss", "Unauthenticated", "TokenInClear", "from_rpc_error", "from_status",
+    "batch_rejected", "is_retryable",
 ]
 
 _CODE_BY_NUMBER: Dict[int, grpc.StatusCode] = {c.value[0]: c for c in grpc.StatusCode}
@@ -105,6 +111,12 @@ _CLASS_BY_CODE: Dict[grpc.StatusCode, Type[StreamlearnError]] = {
                               FailedPrecondition, Aborted, OutOfRange, Unimplemented, Internal,
                               Unavailable, DataLoss, Unauthenticated)
 }
+
+
+class TokenInClear(FailedPrecondition, ValueError):  # type: ignore[misc, valid-type]
+    """A token the client refuses to send: over plaintext to a host that is not loopback
+    (anyone on the network could read it). Raised by Client() before anything is sent; use
+    TLS (tls=True, tls_ca=...) or a loopback address. details["address"] names the host."""
 
 
 class BatchRejected(StreamlearnError):

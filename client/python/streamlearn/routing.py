@@ -9,6 +9,7 @@ seed addresses and every address learnt from a shard map, and per model the shar
 (``Admin.ShardMap``: each shard's owner, its address and lease epoch). A call for a shard goes
 to its owner; a shard without an owner (a takeover under way), a map that cannot be read, or
 a server in the embedded mode (``cluster`` false) send to the server that answered the map.
+Every channel carries the client's credentials (_credentials.py: TLS, the token).
 
 Thread safety: Router is thread-safe.
 """
@@ -21,6 +22,7 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Union
 import grpc
 
 from . import errors
+from ._credentials import Credentials
 from .pb import admin_pb2, admin_pb2_grpc
 
 __all__ = ["routing_hash", "shard_for", "key_bytes", "ShardOwner", "ShardMap", "Router",
@@ -103,17 +105,29 @@ _CHANNEL_OPTIONS = [
 ]
 
 
+# What a ShardMap call answers that another server would answer alike: raised, not retried
+# elsewhere (the servers of a cluster share the access policy).
+_MAP_ERRORS_RAISED = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT,
+                      grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
+
+
 class Router:
     """Channels, known servers and shard maps of one Client.
 
     seeds: the addresses the client was given (host:port). routing: False sends everything
     to the preferred server (which forwards). map_timeout: deadline of one ShardMap call.
+    credentials: of every channel (None: plaintext, no token). A token that would go in
+    clear to a seed raises errors.TokenInClear here; to an address learnt later, when its
+    channel is made.
     """
 
     def __init__(self, seeds: Sequence[str], *, routing: bool = True,
-                 map_timeout: float = 5.0) -> None:
+                 map_timeout: float = 5.0, credentials: Optional[Credentials] = None) -> None:
         if not seeds:
             raise ValueError("at least one server address is needed")
+        self.credentials = credentials or Credentials()
+        for address in seeds:
+            self.credentials.check_transport(address)
         self.routing = routing
         self._map_timeout = map_timeout
         self._lock = threading.Lock()
@@ -165,13 +179,15 @@ class Router:
                 raise errors.Cancelled("the client is closed", grpc.StatusCode.CANCELLED)
             ch = self._channels.get(address)
             if ch is None:
-                ch = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                ch = self.credentials.channel(address, _CHANNEL_OPTIONS)
                 self._channels[address] = ch
             return ch
 
     def connect(self, timeout: float) -> str:
         """Waits until one of the known servers accepts a connection (the first to do so
-        becomes preferred); Unavailable naming every address if none does within timeout."""
+        becomes preferred); Unavailable naming every address if none does within timeout
+        (with TLS, also when the handshake fails: a CA that did not sign the server's
+        certificate, a host name it does not name)."""
         addresses = self.known()
         futures = [(a, grpc.channel_ready_future(self.channel(a))) for a in addresses]
         deadline = time.monotonic() + timeout
@@ -182,8 +198,10 @@ class Router:
                         self.prefer(address)
                         return address
                 if time.monotonic() >= deadline:
+                    hint = (" (TLS: is the server's certificate signed by the CA given, for "
+                            "this host name?)" if self.credentials.tls else "")
                     raise errors.Unavailable(
-                        f"cannot connect to {', '.join(addresses)} within {timeout:g} s",
+                        f"cannot connect to {', '.join(addresses)} within {timeout:g} s{hint}",
                         grpc.StatusCode.UNAVAILABLE, {"addresses": addresses})
                 time.sleep(0.01)
         finally:
@@ -226,15 +244,15 @@ class Router:
 
     def refresh(self, model: bytes) -> Optional[ShardMap]:
         """Reads model's shard map from the first known server that answers (the preferred
-        one first). NotFound / InvalidArgument from a server are raised; None when no server
-        answers."""
+        one first). NotFound / InvalidArgument / PermissionDenied / Unauthenticated from a
+        server are raised; None when no server answers."""
         for address in self.known():
             try:
                 response = admin_pb2_grpc.AdminStub(self.channel(address)).ShardMap(
                     admin_pb2.ShardMapRequest(model=model), timeout=self._map_timeout)
             except grpc.RpcError as e:
                 code = e.code()
-                if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+                if code in _MAP_ERRORS_RAISED:
                     raise errors.from_rpc_error(e, method="Admin.ShardMap",
                                                 address=address) from None
                 self.demote(address)
