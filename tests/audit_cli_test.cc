@@ -785,8 +785,12 @@ TEST_F(AuditCliTest, BackupRestoresIntoASecondServerWithTheSameState) {
   const std::string dir = data_dir_ + "/backups/b1";
   EXPECT_TRUE(Contains(r.out, "backup written to " + dir)) << r.out;
   EXPECT_TRUE(Contains(r.out, "--data_dir=" + dir)) << r.out;
-  for (const char* file : {"db/CURRENT", "lmu.secret", "audit.key", "audit.pub"}) {
+  for (const char* file : {"db/CURRENT", "audit.pub"}) {
     EXPECT_TRUE(fs::exists(dir + "/" + file)) << file;
+  }
+  // No secret leaves the data directory with a backup.
+  for (const char* file : {"lmu.secret", "audit.key"}) {
+    EXPECT_FALSE(fs::exists(dir + "/" + file)) << file;
   }
   const CommandResult again = Cli("backup b1");
   EXPECT_EQ(again.exit_code, 1) << Describe(again);
@@ -795,7 +799,20 @@ TEST_F(AuditCliTest, BackupRestoresIntoASecondServerWithTheSameState) {
   EXPECT_EQ(bad.exit_code, 1) << Describe(bad);
   EXPECT_TRUE(Contains(bad.err, "error: INVALID_ARGUMENT: ")) << bad.err;
 
-  std::unique_ptr<server::Server> restored = test_util::StartLoopbackServer(ServerOptions(dir));
+  // Without the key files a restore is refused, naming the one missing.
+  {
+    server::Server::Options bare = ServerOptions(dir);
+    bare.listen = "127.0.0.1:0";
+    server::Server s(bare);
+    const absl::StatusOr<int> port = s.Start();
+    ASSERT_FALSE(port.ok());
+    EXPECT_TRUE(Contains(std::string(port.status().message()), "audit signing key"))
+        << port.status();
+  }
+  server::Server::Options with_keys = ServerOptions(dir);
+  with_keys.audit_key_file = data_dir_ + "/audit.key";
+  with_keys.lmu_secret_file = data_dir_ + "/lmu.secret";
+  std::unique_ptr<server::Server> restored = test_util::StartLoopbackServer(with_keys);
   ASSERT_NE(restored->port(), 0);
   const std::shared_ptr<grpc::Channel> restored_channel = test_util::ChannelTo(*restored);
   EXPECT_EQ(ShardDigests(GetModel(restored_channel, kModel)), digests);

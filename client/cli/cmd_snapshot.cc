@@ -59,10 +59,14 @@ int RunBackup(const GlobalOptions& options, std::span<const std::string> args) {
   absl::StatusOr<v1::BackupResponse> r = client->Backup(parser.positional()[0]);
   if (!r.ok()) return ReportError(r.status());
   std::cout << fmt::format("backup written to {}  (on the server's machine)\n", r->dir())
-            << "  it holds db/ (a consistent RocksDB checkpoint) and the key files (lmu.secret,\n"
-               "  audit.key, audit.pub): keep it as private as the data directory.\n"
-            << "to restore: start a server with --data_dir pointing at it (or at a copy), e.g.\n"
-            << fmt::format("  streamlearn-server --data_dir={}\n", r->dir())
+            << "  it holds db/ (a consistent RocksDB checkpoint) and audit.pub; no secret: the\n"
+               "  audit signing key and the LMU hash secret stay where they are.\n"
+            << "to restore: start a server with --data_dir pointing at it (or at a copy) and the\n"
+               "  original key files, e.g.\n"
+            << fmt::format(
+                   "  streamlearn-server --data_dir={} --audit_key_file=<its audit.key> "
+                   "--lmu_secret_file=<its lmu.secret>\n",
+                   r->dir())
             << "  it recovers every model from the newest verifying snapshot plus the log\n";
   return kExitOk;
 }

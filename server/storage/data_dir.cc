@@ -68,8 +68,9 @@ absl::Status CheckDataDir(const DataDirFiles& files) {
     if (path.empty() || Exists(path)) return absl::OkStatus();
     return absl::FailedPreconditionError(absl::StrCat(
         "data_dir '", files.dir, "' has a store but its ", what, " '", path, "' is missing: ",
-        why, ". Restore the file from a backup of this data directory (every backup holds "
-        "it); the server does not make a new one for an existing store"));
+        why, ". Give the server the original file (--audit_key_file, --lmu_secret_file) or copy "
+        "it here; backups do not hold secrets, and the server does not make a new one for an "
+        "existing store"));
   };
   if (absl::Status s = missing(files.audit_key, "audit signing key",
                                "the store's audit chains are signed with it, and a new key "

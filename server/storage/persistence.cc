@@ -482,14 +482,17 @@ absl::Status Persistence::Backup(const std::string& dir) {
   if (absl::Status s = rocks_->store().Backup((fs::path(dir) / "db").string()); !s.ok()) {
     return s;
   }
-  // The secrets a restored server needs; they keep their modes.
-  for (const char* file : {"lmu.secret", "audit.key", "audit.pub"}) {
-    const fs::path from = fs::path(options_.data_dir) / file;
-    if (!fs::exists(from, ec)) continue;
-    fs::copy_file(from, fs::path(dir) / file, ec);
+  // The public key, for verifying the backup's audit chains; never the secrets (the audit
+  // signing key, the LMU hash secret): a backup leaves the machine more often than the key
+  // files should. A restored server is given the original key files (docs/DURABILITY.md).
+  const fs::path pub = fs::path(AuditPublicKeyPath(
+      options_.audit_key_file.empty() ? (fs::path(options_.data_dir) / "audit.key").string()
+                                      : options_.audit_key_file));
+  if (fs::exists(pub, ec)) {
+    fs::copy_file(pub, fs::path(dir) / "audit.pub", ec);
     if (ec) {
       return absl::Status(absl::ErrnoToStatusCode(ec.value()),
-                          absl::StrCat("backup: copying '", from.string(), "': ", ec.message()));
+                          absl::StrCat("backup: copying '", pub.string(), "': ", ec.message()));
     }
   }
   spdlog::info("backup written to '{}'", dir);
