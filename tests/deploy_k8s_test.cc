@@ -5,7 +5,12 @@
 // the flags that point into them, the config file and the server's flags (parsed by the
 // server's own config parser and checked against its --help), the NATS configuration
 // (`nats-server -t`) and the names it and the servers use for each other, the security
-// context, and the Prometheus discovery of the pods.
+// context, and the Prometheus discovery of the pods. Security: TLS on the gRPC port from the
+// Secret streamlearn-tls, the access policy from the Secret streamlearn-access, both mounted
+// read-only where the config file points, the probes on the plaintext health-only port; the
+// certificate that docs/OPERATIONS.md's make-certs.sh command makes covers the Service and
+// the advertised names; and a real server started with the rendered config file and those
+// files serves TLS to a token of the policy only, and health on the health port.
 //
 // The schema of every rendered object (field names and types) is checked apart, by
 // tests/deploy/k8s_schema_check.py (tests/CMakeLists.txt). `kubectl` is whichever is on PATH:
@@ -14,6 +19,11 @@
 // the base under `bases`, `patchesStrategicMerge`. Not `patches`, `replicas` or `labels`
 // (v2.0.3 has none of them), nor `commonLabels` (it rewrites the StatefulSets' immutable
 // selectors) or generators (hash-suffixed names); deploy/k8s/base/kustomization.yaml.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -30,6 +40,7 @@
 #include "server/config.h"
 #include "tests/command_runner.h"
 #include "tests/deploy_util.h"
+#include "tests/server_process.h"
 
 namespace streamlearn {
 namespace {
@@ -44,6 +55,7 @@ using test_util::YamlDocuments;
 
 constexpr char kNamespace[] = "streamlearn";
 constexpr char kServerBinary[] = STREAMLEARN_BINARY_DIR "/server/streamlearn-server";
+constexpr char kCliBinary[] = STREAMLEARN_BINARY_DIR "/client/streamlearn";
 // The image's user (deploy/Dockerfile).
 constexpr int kImageUid = 10001;
 // The server's drain takes up to 10 s after it has handed its shards over (server/main.cc);
@@ -51,7 +63,12 @@ constexpr int kImageUid = 10001;
 constexpr int kMinGraceSeconds = 30;
 // Secrets the operator creates (docs/OPERATIONS.md, "Kubernetes"), never rendered: no key
 // material is kept in the repository.
-const std::set<std::string> kOperatorSecrets = {"streamlearn-keys"};
+const std::set<std::string> kOperatorSecrets = {"streamlearn-keys", "streamlearn-tls",
+                                                "streamlearn-access"};
+// The Secrets of the gRPC port's certificate (cert-manager's layout: tls.crt, tls.key, ca.crt)
+// and of the access policy (access.json).
+constexpr char kTlsSecret[] = "streamlearn-tls";
+constexpr char kAccessSecret[] = "streamlearn-access";
 
 using Objects = std::vector<json>;
 
@@ -230,6 +247,185 @@ std::set<std::string> ServerFlagNames() {
   return names;
 }
 
+// The flags that have a config file key, and its place (server/config.h, docs/SERVER.md).
+const std::map<std::string, std::vector<std::string>>& ConfigKeys() {
+  static const auto* const keys = new std::map<std::string, std::vector<std::string>>{
+      {"listen", {"listen"}},
+      {"metrics", {"metrics"}},
+      {"data_dir", {"data_dir"}},
+      {"audit_key_file", {"audit_key_file"}},
+      {"lmu_secret_file", {"lmu_secret_file"}},
+      {"tls_cert", {"tls_cert"}},
+      {"tls_key", {"tls_key"}},
+      {"tls_client_ca", {"tls_client_ca"}},
+      {"tls_peer_ca", {"tls_peer_ca"}},
+      {"allow_plaintext", {"allow_plaintext"}},
+      {"access_file", {"access_file"}},
+      {"health_listen", {"health_listen"}},
+      {"cluster", {"cluster", "nats"}},
+      {"server_id", {"cluster", "server_id"}},
+      {"advertise", {"cluster", "advertise"}},
+      {"cluster_replicas", {"cluster", "replicas"}},
+      {"lease_ttl", {"cluster", "lease_ttl"}},
+      {"cluster_prefix", {"cluster", "prefix"}},
+  };
+  return *keys;
+}
+
+// The config file of the StatefulSet with the container's flags on top, as the server merges
+// them (for pod 0: $(VAR) expanded); null when the file does not parse.
+json MergedConfig(const Objects& objects, const json& sts) {
+  json merged = json::parse(ServerConfigText(objects, sts), nullptr, false);
+  if (!merged.is_object()) return nullptr;
+  const json& container = FirstContainer(sts);
+  for (const auto& [name, raw] : Flags(container)) {
+    if (!ConfigKeys().contains(name)) continue;
+    const std::string value = Expand(sts, container, raw);
+    const std::vector<std::string>& place = ConfigKeys().at(name);
+    json& slot = place.size() == 1 ? merged[place[0]] : merged[place[0]][place[1]];
+    if (name == "cluster_replicas") {
+      slot = std::stoi(value);
+    } else if (name == "allow_plaintext") {
+      slot = value == "true";
+    } else {
+      slot = value;
+    }
+  }
+  return merged;
+}
+
+// A string setting of the merged config; "" when unset.
+std::string Setting(const json& merged, const std::string& key) {
+  return merged.is_object() && merged.contains(key) && merged.at(key).is_string()
+             ? merged.at(key).get<std::string>()
+             : "";
+}
+
+std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
+int PortOf(const std::string& address) {
+  return std::atoi(address.substr(address.rfind(':') + 1).c_str());
+}
+
+// The Secret volume mounted over `path` in the StatefulSet's first container: the Secret's
+// name and the key that is the file at `path`. Checked: mounted read-only as a directory (no
+// subPath: the kubelet then updates the files when the Secret changes), not optional (the pod
+// waits for it), and the key is not left out by `items`. Empty names (and a test failure)
+// when `path` is in no mounted Secret.
+std::pair<std::string, std::string> SecretFileAt(const json& sts, const std::string& path) {
+  const json& container = FirstContainer(sts);
+  for (const json& m : container.value("volumeMounts", json::array())) {
+    const std::string dir = m.at("mountPath").get<std::string>();
+    if (!absl::StartsWith(path, dir + "/")) continue;
+    for (const json& v : PodSpec(sts).value("volumes", json::array())) {
+      if (v.at("name") != m.at("name") || !v.contains("secret")) continue;
+      const json& secret = v.at("secret");
+      const std::string name = secret.value("secretName", "");
+      const std::string key = path.substr(dir.size() + 1);
+      SCOPED_TRACE(path + " in Secret " + name);
+      EXPECT_TRUE(m.value("readOnly", false)) << "the Secret is mounted writable";
+      EXPECT_FALSE(m.contains("subPath")) << "a subPath mount is never updated by the kubelet";
+      EXPECT_FALSE(secret.value("optional", false)) << "the pod must wait for the Secret";
+      if (secret.contains("items")) {
+        bool listed = false;
+        for (const json& item : secret.at("items")) listed = listed || item.value("key", "") == key;
+        EXPECT_TRUE(listed) << "items leaves the key out";
+      }
+      // Readable by the server: the pod's group (fsGroup) or everyone.
+      const int mode = secret.value("defaultMode", 0644);
+      EXPECT_NE(mode & 0040, 0) << "mode " << mode << " keeps the file from the pod's group";
+      return {name, key};
+    }
+  }
+  ADD_FAILURE() << path << " is not in a mounted Secret";
+  return {"", ""};
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
+}
+
+// The lines of the shell blocks of docs/OPERATIONS.md's section `heading` that start with
+// `prefix` (continuation lines joined, a trailing comment removed).
+std::vector<std::string> DocCommands(const std::string& heading, const std::string& prefix) {
+  const std::string doc = test_util::ReadFile(STREAMLEARN_SOURCE_DIR "/docs/OPERATIONS.md");
+  EXPECT_FALSE(doc.empty());
+  const size_t start = doc.find("\n## " + heading + "\n");
+  if (start == std::string::npos) {
+    ADD_FAILURE() << "docs/OPERATIONS.md has no section " << heading;
+    return {};
+  }
+  const size_t end = doc.find("\n## ", start + 1);
+  const std::string section = std::regex_replace(
+      doc.substr(start, end == std::string::npos ? std::string::npos : end - start),
+      std::regex("\\\\\n\\s*"), " ");
+  std::vector<std::string> out;
+  bool in_block = false;
+  std::istringstream lines(section);
+  for (std::string line; std::getline(lines, line);) {
+    if (absl::StartsWith(line, "```")) {
+      in_block = !in_block;
+      continue;
+    }
+    if (!in_block || !absl::StartsWith(line, prefix)) continue;
+    if (const size_t comment = line.find("  #"); comment != std::string::npos) {
+      line = line.substr(0, comment);
+    }
+    out.push_back(std::string(absl::StripTrailingAsciiWhitespace(line)));
+  }
+  return out;
+}
+
+// key -> file of each --from-file of the documented `kubectl ... create secret generic NAME`.
+std::map<std::string, std::string> DocSecretFiles(const std::string& name) {
+  std::map<std::string, std::string> files;
+  int commands = 0;
+  for (const std::string& line : DocCommands("Kubernetes", "kubectl ")) {
+    if (!absl::StrContains(line, " create secret generic " + name + " ")) continue;
+    ++commands;
+    const std::regex from_file(R"(--from-file=(?:([^=\s]+)=)?(\S+))");
+    for (std::sregex_iterator it(line.begin(), line.end(), from_file), e; it != e; ++it) {
+      const std::string file = (*it)[2];
+      const std::string key =
+          (*it)[1].matched ? std::string((*it)[1]) : file.substr(file.rfind('/') + 1);
+      files[key] = file;
+    }
+  }
+  EXPECT_EQ(commands, 1) << "docs/OPERATIONS.md, Kubernetes: one command creates " << name;
+  return files;
+}
+
+// Runs the make-certs.sh command of docs/OPERATIONS.md ("Kubernetes") in `dir` (with the
+// repository's script); false (and a test failure) if there is none or it fails.
+bool MakeDocumentedCertificates(const std::string& dir) {
+  const std::vector<std::string> commands = DocCommands("Kubernetes", "scripts/make-certs.sh ");
+  if (commands.size() != 1) {
+    ADD_FAILURE() << "docs/OPERATIONS.md, Kubernetes: want one scripts/make-certs.sh command, "
+                  << "got " << commands.size();
+    return false;
+  }
+  const test_util::CommandResult r =
+      RunCommand("mkdir -p '" + dir + "' && cd '" + dir + "' && bash " STREAMLEARN_SOURCE_DIR "/" +
+                 commands[0]);
+  EXPECT_EQ(r.exit_code, 0) << commands[0] << "\n" << Describe(r);
+  return r.exit_code == 0;
+}
+
+// A TCP port that was free a moment ago (bound to port 0 and closed).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
 // Every overlay, checked for what both must get right.
 class DeployK8sOverlayTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -310,10 +506,20 @@ TEST_P(DeployK8sOverlayTest, EveryStatefulSetIsGovernedByAHeadlessServiceOfItsPo
   }
 }
 
-TEST_P(DeployK8sOverlayTest, ServerProbesUseTheGrpcHealthServices) {
+TEST_P(DeployK8sOverlayTest, ServerProbesUseTheGrpcHealthServicesOnThePlaintextHealthPort) {
   const json& container = FirstContainer(Streamlearn());
   const int grpc_port = ContainerPort(Streamlearn(), "grpc");
+  const int health_port = ContainerPort(Streamlearn(), "health");
   EXPECT_EQ(grpc_port, 50051);
+  ASSERT_NE(health_port, 0) << "no container port named health";
+  EXPECT_NE(health_port, grpc_port);
+  EXPECT_NE(health_port, ContainerPort(Streamlearn(), "metrics"));
+  // The kubelet's gRPC probes cannot speak TLS, and the gRPC port serves TLS only: they ask
+  // the server's health-only port, which listens on the pod IP (the kubelet probes it there).
+  const json merged = MergedConfig(objects(), Streamlearn());
+  const std::string health_listen = Setting(merged, "health_listen");
+  EXPECT_EQ(PortOf(health_listen), health_port) << health_listen;
+  EXPECT_FALSE(IsLoopbackHost(HostOf(health_listen))) << health_listen;
   // service "": SERVING while the server runs and is not draining; "streamlearn.ready": it
   // holds its share (cluster) or has recovered (embedded).
   for (const auto& [probe, service] : std::map<std::string, std::string>{
@@ -322,9 +528,55 @@ TEST_P(DeployK8sOverlayTest, ServerProbesUseTheGrpcHealthServices) {
     ASSERT_TRUE(container.contains(probe));
     const json& p = container.at(probe);
     ASSERT_TRUE(p.contains("grpc"));
-    EXPECT_EQ(p.at("grpc").at("port").get<int>(), grpc_port);
+    EXPECT_EQ(p.at("grpc").at("port").get<int>(), health_port);
     EXPECT_EQ(p.at("grpc").value("service", ""), service);
   }
+  // The health port is for the kubelet only: no Service exposes it.
+  for (const json* service : All(objects(), "Service")) {
+    for (const json& port : service->at("spec").at("ports")) {
+      EXPECT_NE(port.value("targetPort", json()), json("health")) << Name(*service);
+      EXPECT_NE(port.value("port", 0), health_port) << Name(*service);
+    }
+  }
+}
+
+TEST_P(DeployK8sOverlayTest, GrpcServesTlsFromTheSecretStreamlearnTls) {
+  const json merged = MergedConfig(objects(), Streamlearn());
+  ASSERT_TRUE(merged.is_object());
+  // On every interface, with TLS; never plaintext (the server refuses a non-loopback listen
+  // address without TLS unless allow_plaintext says so).
+  const std::string listen = Setting(merged, "listen");
+  EXPECT_EQ(HostOf(listen), "0.0.0.0");
+  EXPECT_EQ(PortOf(listen), ContainerPort(Streamlearn(), "grpc"));
+  EXPECT_FALSE(merged.value("allow_plaintext", false)) << "plaintext on the gRPC port";
+  const std::string cert = Setting(merged, "tls_cert"), key = Setting(merged, "tls_key");
+  ASSERT_FALSE(cert.empty()) << "no tls_cert";
+  ASSERT_FALSE(key.empty()) << "no tls_key";
+  // The files of the Secret in cert-manager's layout.
+  EXPECT_EQ(SecretFileAt(Streamlearn(), cert),
+            std::make_pair(std::string(kTlsSecret), std::string("tls.crt")));
+  EXPECT_EQ(SecretFileAt(Streamlearn(), key),
+            std::make_pair(std::string(kTlsSecret), std::string("tls.key")));
+  // Client certificates, when asked for, are checked against the same Secret's CA.
+  if (const std::string ca = Setting(merged, "tls_client_ca"); !ca.empty()) {
+    EXPECT_EQ(SecretFileAt(Streamlearn(), ca),
+              std::make_pair(std::string(kTlsSecret), std::string("ca.crt")));
+  }
+}
+
+TEST_P(DeployK8sOverlayTest, AccessPolicyComesFromTheSecretStreamlearnAccess) {
+  const json merged = MergedConfig(objects(), Streamlearn());
+  const std::string access = Setting(merged, "access_file");
+  ASSERT_FALSE(access.empty()) << "no access_file: the server would be open to every caller";
+  EXPECT_EQ(SecretFileAt(Streamlearn(), access),
+            std::make_pair(std::string(kAccessSecret), std::string("access.json")));
+}
+
+TEST_P(DeployK8sOverlayTest, MetricsListenOnThePodIpForPrometheus) {
+  // The server's default is loopback; Prometheus scrapes the pod IP.
+  const std::string metrics = Setting(MergedConfig(objects(), Streamlearn()), "metrics");
+  EXPECT_EQ(HostOf(metrics), "0.0.0.0");
+  EXPECT_EQ(PortOf(metrics), ContainerPort(Streamlearn(), "metrics"));
 }
 
 TEST_P(DeployK8sOverlayTest, PodsRunAsNonRootWithAReadOnlyRootAndNoCapabilities) {
@@ -492,6 +744,99 @@ TEST(DeployK8sEmbeddedTest, OneServerWithItsDataDirectoryOnAVolume) {
   EXPECT_EQ(claims.at(0).at("spec").at("accessModes"), json::array({"ReadWriteOnce"}));
 }
 
+// The embedded overlay's config file, with the files of the Secrets as docs/OPERATIONS.md
+// makes them (make-certs.sh; an access policy with a `streamlearn token`) at the paths the
+// mounts would give them, starts a real server: TLS on a non-loopback address without
+// allow_plaintext, the access policy in force, health in plaintext on the health port.
+// Only the ports (free ones) and the data directory (a temporary one) differ from the pod's.
+TEST(DeployK8sEmbeddedTest, TheRenderedConfigStartsASecureServerWithTheDocumentedSecrets) {
+  ASSERT_TRUE(HaveTool("openssl")) << MissingTool("openssl");
+  const Objects& objects = Rendered("embedded");
+  ASSERT_FALSE(objects.empty());
+  const json& sts = Find(objects, "StatefulSet", "streamlearn");
+  json config = MergedConfig(objects, sts);
+  ASSERT_TRUE(config.is_object());
+
+  // The Secrets' files, each at its mount path mapped under `root`.
+  const std::string root = test_util::TempPath("pod");
+  const std::string certs = root + "/certs";
+  ASSERT_TRUE(MakeDocumentedCertificates(certs));
+  const std::map<std::string, std::string> tls_files = DocSecretFiles(kTlsSecret);
+  const test_util::CommandResult token = RunCommand(std::string(kCliBinary) + " token");
+  ASSERT_EQ(token.exit_code, 0) << Describe(token);
+  const std::vector<std::string> token_lines = absl::StrSplit(token.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(token_lines.size(), 2u) << token.out;
+  const std::string access_json = json{
+      {"principals", json::array({json{
+                         {"id", "ops"},
+                         {"roles", json::array({"operator"})},
+                         {"token_sha256", token_lines[1]},
+                     }})}}.dump();
+  for (const std::string key : {"tls_cert", "tls_key", "access_file"}) {
+    const std::string path = Setting(config, key);
+    const auto [secret, secret_key] = SecretFileAt(sts, path);
+    const std::string local = root + path;
+    ASSERT_EQ(RunCommand("mkdir -p '" + local.substr(0, local.rfind('/')) + "'").exit_code, 0);
+    if (secret == kTlsSecret) {
+      ASSERT_TRUE(tls_files.contains(secret_key)) << secret_key;
+      ASSERT_EQ(RunCommand("cp '" + certs + "/" + tls_files.at(secret_key) + "' '" + local + "'")
+                    .exit_code,
+                0);
+    } else {
+      std::ofstream(local) << access_json;
+    }
+    // As the kubelet mounts them: root's files, 0440, read through the group. Here the test's
+    // user owns them; the mode is the Secret's.
+    ASSERT_EQ(RunCommand("chmod 0440 '" + local + "'").exit_code, 0);
+    config[key] = local;
+  }
+  const int health_port = FreePort();
+  ASSERT_NE(health_port, 0);
+  config["health_listen"] =
+      absl::StrCat(HostOf(Setting(config, "health_listen")), ":", health_port);
+  config["listen"] = HostOf(Setting(config, "listen")) + ":0";
+  config["metrics"] = "";
+  config["data_dir"] = root + "/data";
+  const std::string config_path = root + "/config.json";
+  std::ofstream(config_path) << config.dump(2);
+
+  server::ServerProcess process(
+      {"--config=" + config_path, "--listen=" + config["listen"].get<std::string>(), "--metrics="},
+      root + "/server.log");
+  const int port = process.WaitForPort(std::chrono::seconds(60));
+  ASSERT_NE(port, 0) << process.Log();
+  EXPECT_TRUE(absl::StrContains(process.Log(), "security: TLS")) << process.Log();
+
+  const std::string cli = kCliBinary;
+  const std::string health = absl::StrCat(cli, " --server=127.0.0.1:", health_port, " health");
+  // The health port answers in plaintext, without credentials, as the probes ask.
+  test_util::CommandResult r;
+  for (int i = 0; i < 100; ++i) {
+    r = RunCommand(health + " --service=streamlearn.ready");
+    if (r.exit_code == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(r.exit_code, 0) << Describe(r) << process.Log();
+  r = RunCommand(health);
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  // The gRPC port: TLS with the documented certificate, under the client Service's name, and a
+  // token of the policy; nothing without it, nothing in plaintext.
+  const std::string tls =
+      absl::StrCat(cli, " --server=127.0.0.1:", port, " --tls-ca '", certs, "/",
+                   tls_files.at("ca.crt"), "' --tls-server-name streamlearn.", kNamespace, ".svc");
+  r = RunCommand(tls + " --token " + token_lines[0] + " list");
+  EXPECT_EQ(r.exit_code, 0) << Describe(r) << process.Log();
+  EXPECT_TRUE(absl::StrContains(r.out, "quotes")) << "the config file's models: " << r.out;
+  r = RunCommand(tls + " list");
+  EXPECT_NE(r.exit_code, 0) << "no token, yet admitted\n" << Describe(r);
+  EXPECT_TRUE(absl::StrContains(r.err, "UNAUTHENTICATED")) << Describe(r);
+  r = RunCommand(
+      absl::StrCat(cli, " --server=127.0.0.1:", port, " --token ", token_lines[0], " list"));
+  EXPECT_NE(r.exit_code, 0) << "plaintext on the gRPC port\n" << Describe(r);
+  EXPECT_EQ(process.Terminate(), 0) << process.Log();
+  RunCommand("rm -rf '" + root + "'");
+}
+
 // The cluster overlay: 3 servers on a 3-node NATS JetStream.
 class DeployK8sClusterTest : public ::testing::Test {
  protected:
@@ -526,38 +871,16 @@ TEST_F(DeployK8sClusterTest, DisruptionBudgetsLetOnePodOfEachGoAtATime) {
 }
 
 TEST_F(DeployK8sClusterTest, ServerArgsAreFlagsAndAConfigTheServerAccepts) {
-  const json& container = FirstContainer(Streamlearn());
   const std::set<std::string> known = ServerFlagNames();
-  // The flags that have a config file key, and its place (docs/SERVER.md).
-  const std::map<std::string, std::vector<std::string>> config_key = {
-      {"listen", {"listen"}},
-      {"metrics", {"metrics"}},
-      {"data_dir", {"data_dir"}},
-      {"audit_key_file", {"audit_key_file"}},
-      {"lmu_secret_file", {"lmu_secret_file"}},
-      {"cluster", {"cluster", "nats"}},
-      {"server_id", {"cluster", "server_id"}},
-      {"advertise", {"cluster", "advertise"}},
-      {"cluster_replicas", {"cluster", "replicas"}},
-      {"lease_ttl", {"cluster", "lease_ttl"}},
-      {"cluster_prefix", {"cluster", "prefix"}},
-  };
-  // The config file with the flags given on top, as the server merges them.
-  json merged = json::parse(ServerConfigText(objects(), Streamlearn()), nullptr, false);
-  ASSERT_TRUE(merged.is_object());
   for (const auto& [name, raw] : ServerFlags()) {
     SCOPED_TRACE(name);
     EXPECT_TRUE(known.contains(name)) << "streamlearn-server --help does not list it";
-    const std::string value = Expand(Streamlearn(), container, raw);
-    if (name == "config" || !config_key.contains(name)) continue;
-    const std::vector<std::string>& place = config_key.at(name);
-    json& slot = place.size() == 1 ? merged[place[0]] : merged[place[0]][place[1]];
-    if (name == "cluster_replicas") {
-      slot = std::stoi(value);
-    } else {
-      slot = value;
-    }
+    EXPECT_TRUE(name == "config" || ConfigKeys().contains(name))
+        << "a flag without a config key here: add it to ConfigKeys()";
   }
+  // The config file with the flags given on top, as the server merges them.
+  const json merged = MergedConfig(objects(), Streamlearn());
+  ASSERT_TRUE(merged.is_object());
   absl::StatusOr<server::ServerConfig> config = server::ParseServerConfig(merged.dump());
   ASSERT_TRUE(config.ok()) << config.status() << "\n" << merged.dump(2);
   ASSERT_TRUE(config->cluster.has_value());
@@ -587,6 +910,70 @@ TEST_F(DeployK8sClusterTest, ServersNameThemselvesByTheirPodThroughTheHeadlessSe
                          ContainerPort(Streamlearn(), "grpc")));
   EXPECT_EQ(Expand(Streamlearn(), container, flags["advertise"]),
             absl::StrCat("streamlearn-0.", headless, ".", kNamespace, ".svc.cluster.local:50051"));
+}
+
+TEST_F(DeployK8sClusterTest, ServersCheckOneAnotherWithTheCaOfTheTlsSecret) {
+  // A server forwards to the shard's owner at its --advertise name over TLS, presenting its own
+  // certificate and checking the owner's against tls_peer_ca.
+  const json merged = MergedConfig(objects(), Streamlearn());
+  const std::string peer_ca = Setting(merged, "tls_peer_ca");
+  ASSERT_FALSE(peer_ca.empty()) << "no tls_peer_ca: the peers would be checked against the "
+                                   "system's roots";
+  EXPECT_EQ(SecretFileAt(Streamlearn(), peer_ca),
+            std::make_pair(std::string(kTlsSecret), std::string("ca.crt")));
+  // The advertised port is the TLS gRPC port.
+  const std::string advertise = merged.at("cluster").value("advertise", "");
+  EXPECT_EQ(PortOf(advertise), ContainerPort(Streamlearn(), "grpc"));
+}
+
+// docs/OPERATIONS.md's make-certs.sh command makes a certificate that names every server's
+// advertised name (each replica's, and a few more for scaling) and the client Service's names,
+// and its kubectl command puts it in the Secret under the keys the pods read.
+TEST_F(DeployK8sClusterTest, DocumentedCertificateCoversTheAdvertisedAndServiceNames) {
+  ASSERT_TRUE(HaveTool("openssl")) << MissingTool("openssl");
+  const std::string dir = test_util::TempPath("certs");
+  ASSERT_TRUE(MakeDocumentedCertificates(dir));
+  const std::map<std::string, std::string> files = DocSecretFiles(kTlsSecret);
+  EXPECT_EQ(files.size(), 3u);
+  for (const char* key : {"tls.crt", "tls.key", "ca.crt"}) {
+    ASSERT_TRUE(files.contains(key)) << "the documented Secret has no key " << key;
+    ASSERT_TRUE(std::ifstream(dir + "/" + files.at(key)).good()) << files.at(key);
+  }
+  const std::string crt = dir + "/" + files.at("tls.crt"), ca = dir + "/" + files.at("ca.crt");
+  // The key is the certificate's.
+  const test_util::CommandResult pub_crt =
+      RunCommand("openssl x509 -noout -pubkey -in '" + crt + "'");
+  const test_util::CommandResult pub_key =
+      RunCommand("openssl pkey -pubout -in '" + dir + "/" + files.at("tls.key") + "'");
+  EXPECT_EQ(pub_crt.exit_code, 0) << Describe(pub_crt);
+  EXPECT_EQ(pub_crt.out, pub_key.out) << "tls.key is not the key of tls.crt";
+
+  const json& container = FirstContainer(Streamlearn());
+  const std::string advertise0 = Expand(Streamlearn(), container, ServerFlags()["advertise"]);
+  const std::string host0 = HostOf(advertise0);
+  const std::string pod0 = Name(Streamlearn()) + "-0";
+  ASSERT_TRUE(absl::StartsWith(host0, pod0 + ".")) << host0;
+  std::vector<std::string> names;
+  const int replicas = Streamlearn().at("spec").value("replicas", 0);
+  for (int i = 0; i < replicas + 7; ++i) {
+    names.push_back(absl::StrCat(Name(Streamlearn()), "-", i, host0.substr(pod0.size())));
+  }
+  const std::string client_service = Name(Find(objects(), "Service", "streamlearn"));
+  for (const char* suffix : {"", ".svc", ".svc.cluster.local"}) {
+    names.push_back(absl::StrCat(client_service, ".", kNamespace, suffix));
+  }
+  for (const std::string& name : names) {
+    const test_util::CommandResult r = RunCommand(
+        "openssl verify -CAfile '" + ca + "' -verify_hostname '" + name + "' '" + crt + "'");
+    EXPECT_EQ(r.exit_code, 0) << "the documented certificate does not name " << name << "\n"
+                              << Describe(r);
+  }
+  // A name it must not cover: a wildcard covers one label.
+  EXPECT_NE(RunCommand("openssl verify -CAfile '" + ca + "' -verify_hostname 'a.b." +
+                       host0.substr(pod0.size() + 1) + "' '" + crt + "'")
+                .exit_code,
+            0);
+  RunCommand("rm -rf '" + dir + "'");
 }
 
 TEST_F(DeployK8sClusterTest, NatsUrlsNameEveryNatsPodThroughItsHeadlessService) {

@@ -8,7 +8,11 @@ other, with the repository's files and with the real server's flags.
   check_compose.py --repo ROOT config      docker-compose config -q, without and with the
                                            embedded profile; which services each starts;
                                            nats-server -t on the NATS config
-  check_compose.py --repo ROOT coherence   the rendered config hangs together (below)
+  check_compose.py --repo ROOT coherence   the rendered config hangs together (below), and
+                                           each server's addresses: it starts (a non-loopback
+                                           --listen has TLS or --allow_plaintext), metrics on
+                                           a non-loopback address for Prometheus, the
+                                           healthcheck on a port that speaks plaintext
   check_compose.py --repo ROOT promtool    promtool check config on the compose Prometheus
                                            config, its rule files mapped to the repo's
   check_compose.py --repo ROOT flags --server_binary PATH
@@ -16,7 +20,10 @@ other, with the repository's files and with the real server's flags.
                                            commands, the keys script, the Dockerfile's CMD)
                                            is one its --help lists
   check_compose.py --repo ROOT dockerfile  deploy/Dockerfile: final stage debian:12-slim, a
-                                           non-root USER, a HEALTHCHECK with the CLI, ...
+                                           non-root USER, a default CMD that starts (TLS or
+                                           --allow_plaintext on its non-loopback --listen),
+                                           a HEALTHCHECK with the CLI on the plaintext health
+                                           port, ...
 
 Prints each failed expectation and exits 1 if there is one; a missing tool is a failure.
 """
@@ -72,6 +79,69 @@ def port_of(address):
     return int(address.rsplit(":", 1)[1])
 
 
+def host_of(address):
+    return address.rsplit(":", 1)[0].strip("[]")
+
+
+# The server's defaults (streamlearn-server --help): loopback-only gRPC and metrics, no health
+# port.
+DEFAULT_LISTEN, DEFAULT_METRICS = "127.0.0.1:50051", "127.0.0.1:9464"
+
+
+def is_loopback(host):
+    """server/auth/tls.cc IsLoopbackHost: localhost, 127.0.0.0/8, ::1."""
+    return host in ("localhost", "::1") or re.fullmatch(r"127(\.\d{1,3}){3}", host) is not None
+
+
+def truthy(value):
+    return str(value).lower() in ("true", "1", "yes", "t", "y")
+
+
+def check_server_addresses(where, f, checks):
+    """The addresses of a server started with the flags `f` ({name: value}): it starts (the
+    server refuses a non-loopback --listen without TLS unless --allow_plaintext is given), it
+    is reachable from other containers, Prometheus can scrape it, and it has a health port.
+    Returns (listen, metrics, health_listen, tls)."""
+    listen = f.get("listen", DEFAULT_LISTEN)
+    metrics = f.get("metrics", DEFAULT_METRICS)
+    health = f.get("health_listen", "")
+    tls = bool(f.get("tls_cert")) and bool(f.get("tls_key"))
+    checks.expect(bool(f.get("tls_cert")) == bool(f.get("tls_key")),
+                  f"{where}: --tls_cert and --tls_key come together")
+    checks.expect(not is_loopback(host_of(listen)),
+                  f"{where}: --listen {listen} is reachable from outside the container (the "
+                  f"default is loopback only)")
+    checks.expect(is_loopback(host_of(listen)) or tls or truthy(f.get("allow_plaintext")),
+                  f"{where}: a non-loopback --listen {listen} needs --tls_cert and --tls_key or "
+                  f"--allow_plaintext, else the server refuses to start")
+    checks.expect("metrics" in f and not is_loopback(host_of(metrics)) and metrics != "",
+                  f"{where}: --metrics is given on a non-loopback address (Prometheus scrapes "
+                  f"it from another container; the default is loopback): {f.get('metrics')}")
+    checks.expect(bool(health), f"{where}: --health_listen gives the healthcheck a plaintext "
+                                f"health-only port")
+    if health:
+        checks.expect(port_of(health) not in (port_of(listen), port_of(metrics)),
+                      f"{where}: --health_listen {health} has a port of its own")
+    return listen, metrics, health, tls
+
+
+def check_health_target(where, test, listen, health, tls, checks):
+    """The CLI health command `test` asks a port of the container that answers it in
+    plaintext: the health port, or the gRPC port when it serves plaintext."""
+    servers = [a.split("=", 1)[1] for a in test if a.startswith("--server=")]
+    if not checks.expect(len(servers) == 1, f"{where}: the healthcheck names one --server"):
+        return
+    target = servers[0]
+    ok_ports = {port_of(health)} if health else set()
+    if not tls:
+        ok_ports.add(port_of(listen))
+    checks.expect(is_loopback(host_of(target)) and port_of(target) in ok_ports,
+                  f"{where}: the healthcheck asks {target}, not a loopback address of a "
+                  f"plaintext port the server serves health on ({sorted(ok_ports)})")
+    checks.expect("--tls" not in test and not any(a.startswith("--token") for a in test),
+                  f"{where}: the healthcheck needs no credentials: {test}")
+
+
 # --- deploy/Dockerfile ------------------------------------------------------------------------
 
 def dockerfile_stages(path):
@@ -102,6 +172,13 @@ def image_default_command(repo):
     return cmds[-1] if cmds else []
 
 
+def image_healthcheck(repo):
+    """The exec form of the final stage's HEALTHCHECK CMD, or []."""
+    final = dockerfile_stages(repo / "deploy" / "Dockerfile")[-1]
+    health = [a for w, a in final if w == "HEALTHCHECK"]
+    return (exec_form(health[-1]) or []) if health else []
+
+
 def image_uid(repo):
     final = dockerfile_stages(repo / "deploy" / "Dockerfile")[-1]
     users = [a for w, a in final if w == "USER"]
@@ -127,8 +204,9 @@ def check_dockerfile(repo, checks):
     checks.expect("cluster" not in cmd_flags, f"the default CMD is the embedded mode: {cmd}")
     checks.expect(cmd_flags.get("data_dir", "").startswith("/"),
                   f"the default CMD keeps its state in an absolute data_dir: {cmd}")
-    listen_port = port_of(cmd_flags.get("listen", "0.0.0.0:50051"))
-    metrics_port = port_of(cmd_flags.get("metrics", "0.0.0.0:9464"))
+    listen, metrics, health_listen, tls = check_server_addresses("the default CMD", cmd_flags,
+                                                                 checks)
+    listen_port, metrics_port = port_of(listen), port_of(metrics)
     exposed = " ".join(a for w, a in final if w == "EXPOSE").split()
     checks.expect(str(listen_port) in exposed and str(metrics_port) in exposed,
                   f"EXPOSE names the gRPC and metrics ports {listen_port}, {metrics_port}: "
@@ -142,8 +220,9 @@ def check_dockerfile(repo, checks):
         test = exec_form(health[0]) or []
         checks.expect(test[:1] == ["/usr/local/bin/streamlearn"] and "health" in test,
                       f"the HEALTHCHECK runs the CLI's health command: {test}")
-        checks.expect(f"--server=localhost:{listen_port}" in test,
-                      f"the HEALTHCHECK asks the default CMD's listen port {listen_port}: {test}")
+        check_health_target("the HEALTHCHECK", test, listen, health_listen, tls, checks)
+        checks.expect("--service=streamlearn.ready" not in test,
+                      "the HEALTHCHECK asks liveness (service \"\"), not readiness")
         checks.expect(re.search(r"--start-period=\S+", health[0]) is not None,
                       "the HEALTHCHECK has a start period (recovery takes time)")
 
@@ -269,8 +348,9 @@ def check_servers(services, nats_port, key_dir, key_volume, checks):
     for name in SERVERS:
         s = services[name]
         f = flags(s.get("command"))
-        listen = port_of(f.get("listen", "0.0.0.0:50051"))
-        metrics[name] = port_of(f.get("metrics", "0.0.0.0:9464"))
+        listen_address, metrics_address, health, tls = check_server_addresses(name, f, checks)
+        listen = port_of(listen_address)
+        metrics[name] = port_of(metrics_address)
         urls = [urllib.parse.urlsplit(u) for u in f.get("cluster", "").split(",") if u]
         checks.expect(all(u.scheme == "nats" and u.port == nats_port for u in urls),
                       f"{name}: --cluster URLs are nats://HOST:{nats_port}")
@@ -295,9 +375,14 @@ def check_servers(services, nats_port, key_dir, key_volume, checks):
             checks.expect(deps.get(n, {}).get("condition") == "service_healthy",
                           f"{name} waits for {n} to be healthy")
         test = s.get("healthcheck", {}).get("test", [])
-        checks.expect(test == ["CMD", "streamlearn", f"--server=localhost:{listen}", "health",
-                               "--service=streamlearn.ready"],
+        checks.expect(test[:2] == ["CMD", "streamlearn"] and "health" in test and
+                      "--service=streamlearn.ready" in test,
                       f"{name}'s healthcheck asks the CLI for streamlearn.ready: {test}")
+        check_health_target(name, test, listen_address, health, tls, checks)
+        # Cluster servers forward to one another at --advertise: in plaintext here, so the
+        # peers' port must be the plaintext one, or TLS with --tls_peer_ca.
+        checks.expect(not tls or bool(f.get("tls_peer_ca")),
+                      f"{name}: with TLS, --tls_peer_ca names the CA of the other servers")
         grace = seconds(s.get("stop_grace_period", "10s"))
         checks.expect(grace > SERVER_DRAIN_SECONDS,
                       f"{name}: stop_grace_period {grace}s exceeds the "
@@ -386,9 +471,15 @@ def check_embedded(repo, services, checks):
     data_dir = f.get("data_dir", "./data")
     checks.expect(data_dir.startswith("/") and volume_at(s, data_dir) is not None,
                   f"{EMBEDDED}: its data_dir {data_dir} is a named volume")
-    listen = port_of(f.get("listen", "0.0.0.0:50051"))
+    listen, metrics, health, tls = check_server_addresses(EMBEDDED, f, checks)
     targets = {int(str(p).split(":")[-1].split("/")[0]) for p in s.get("ports", [])}
-    checks.expect(listen in targets, f"{EMBEDDED} publishes its gRPC port {listen}")
+    checks.expect(port_of(listen) in targets, f"{EMBEDDED} publishes its gRPC port {listen}")
+    checks.expect(port_of(metrics) in targets, f"{EMBEDDED} publishes its metrics port {metrics}")
+    # Its healthcheck, or the image's, asks a port its command serves health on.
+    checks.expect(s.get("healthcheck", {}).get("disable") is not True,
+                  f"{EMBEDDED} keeps a healthcheck")
+    test = s.get("healthcheck", {}).get("test") or image_healthcheck(repo)
+    check_health_target(EMBEDDED, test, listen, health, tls, checks)
 
 
 def check_coherence(repo, checks):
