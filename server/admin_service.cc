@@ -38,7 +38,7 @@ grpc::Status AdminService::CreateModel(grpc::ServerContext* context,
   if (absl::Status s = caller->Scope(scoped.mutable_spec()->mutable_name()); !s.ok()) {
     return ToGrpcStatus(timer.Done(s));
   }
-  absl::Status s = DoCreateModel(scoped, response);
+  absl::Status s = DoCreateModel(scoped, *caller, response);
   if (s.ok()) Localize(*caller, response);
   return ToGrpcStatus(timer.Done(s));
 }
@@ -178,9 +178,20 @@ absl::Status AdminService::DoBackup(const v1::BackupRequest& request,
 }
 
 absl::Status AdminService::DoCreateModel(const v1::CreateModelRequest& request,
-                                         v1::ModelInfo* response) {
+                                         const Caller& caller, v1::ModelInfo* response) {
   absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(request.spec());
   if (!spec.ok()) return spec.status();
+  RETURN_IF_ERROR(ValidateModelSpec(*spec));
+  MutexLock lock(&create_mu_);
+  // Before anything is built: a taken name, and the budgets (building a large model costs
+  // its memory and seconds of CPU).
+  if (registry_->Find(spec->name).ok()) {
+    return absl::AlreadyExistsError(absl::StrCat("model '", spec->name, "' already exists"));
+  }
+  const std::string tenant(TenantOfScoped(spec->name));
+  const std::shared_ptr<const AccessPolicy> policy = gate_->policy();
+  RETURN_IF_ERROR(AdmitModel(*spec, *registry_, budgets_, tenant,
+                             policy == nullptr ? nullptr : policy->LimitsOf(tenant)));
   absl::StatusOr<std::shared_ptr<Model>> model = RegisterModel(
       *std::move(spec), registry_, "Admin.CreateModel", [this](const std::shared_ptr<Model>& m) {
         return persistence_->OnCreate(m, registry_->secret());

@@ -22,7 +22,9 @@
 #include "admin.grpc.pb.h"
 #include "core/shard/model_registry.h"
 #include "server/cluster_node.h"
+#include "core/common/mutex.h"
 #include "server/auth/gatekeeper.h"
+#include "server/model_admission.h"
 #include "server/forwarder.h"
 #include "server/metrics.h"
 #include "server/storage/persistence.h"
@@ -59,9 +61,12 @@ class AdminService final : public v1::Admin::Service {
   // Before the server starts, cluster mode: GetModel then also asks the owners of the shards
   // this server does not serve for theirs (one hop), so `describe` shows every shard.
   void set_forwarder(Forwarder* forwarder) { forwarder_ = forwarder; }
+  // Before the server starts: the memory budgets CreateModel admits models against.
+  void set_budgets(const MemoryBudgets& budgets) { budgets_ = budgets; }
 
  private:
-  absl::Status DoCreateModel(const v1::CreateModelRequest& request, v1::ModelInfo* response);
+  absl::Status DoCreateModel(const v1::CreateModelRequest& request, const Caller& caller,
+                             v1::ModelInfo* response) ABSL_LOCKS_EXCLUDED(create_mu_);
   absl::Status DoGetModel(const v1::GetModelRequest& request, v1::ModelInfo* response);
   // Cluster mode: adds the shards of *response's model that other servers serve, from them.
   // A shard whose owner does not answer is left out (the reply says how many shards it has).
@@ -77,6 +82,9 @@ class AdminService final : public v1::Admin::Service {
   std::atomic<ClusterNode*> cluster_{nullptr};
   bool cluster_mode_ = false;  // set before the server starts
   Forwarder* forwarder_ = nullptr;  // set before the server starts
+  MemoryBudgets budgets_;           // set before the server starts
+  // Serialises CreateModel: two creations never both pass admission against the same room.
+  Mutex create_mu_;
 };
 
 }  // namespace streamlearn::server

@@ -22,7 +22,10 @@ grpc::Status FuseService::Learn(
         return v1::Fuse::NewStub(c)->Learn(ctx);
       });
   return ServeBatchStream(stream, draining_, metrics_, "Learn",
-                          [&](v1::LearnRequest* r) { return caller->Scope(r->mutable_model()); },
+                          [&](v1::LearnRequest* r) {
+                            absl::Status s = caller->Scope(r->mutable_model());
+                            return s.ok() ? gate_->ChargeEvents(*caller, r->samples_size()) : s;
+                          },
                           [&](const auto& r) {
                             return ShardOfKey(handler_->registry(), r.model(), r.routing_key());
                           },

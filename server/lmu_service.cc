@@ -22,7 +22,10 @@ grpc::Status LmuService::Update(
         return v1::LMU::NewStub(c)->Update(ctx);
       });
   return ServeBatchStream(stream, draining_, metrics_, "Update",
-                          [&](v1::UpdateRequest* r) { return caller->Scope(r->mutable_model()); },
+                          [&](v1::UpdateRequest* r) {
+                            absl::Status s = caller->Scope(r->mutable_model());
+                            return s.ok() ? gate_->ChargeEvents(*caller, r->samples_size()) : s;
+                          },
                           [&](const auto& r) {
                             return ShardOfKey(handler_->registry(), r.model(), r.routing_key());
                           },

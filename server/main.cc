@@ -59,6 +59,12 @@ ABSL_FLAG(bool, allow_plaintext, false,
 ABSL_FLAG(std::string, health_listen, "",
           "host:port of a plaintext port serving only grpc.health.v1 (services \"\" and "
           "streamlearn.ready), for probes that cannot speak TLS; empty: none");
+ABSL_FLAG(uint64_t, max_model_bytes, uint64_t{4} << 30,
+          "memory budget of one model, in bytes (an estimate from its spec, "
+          "docs/SECURITY.md \"Limits\"); a larger model is refused");
+ABSL_FLAG(uint64_t, max_server_bytes, 0,
+          "memory budget of every model on this server, in bytes; 0: three quarters of the "
+          "memory this process may use (the machine's, or its cgroup's limit)");
 ABSL_FLAG(std::string, access_file, "",
           "access policy (JSON: principals with their tenant, roles and token hash or "
           "certificate identity; docs/SECURITY.md), re-read on SIGHUP; empty: an open server");
@@ -348,6 +354,8 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   o.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
   o.access_file = absl::GetFlag(FLAGS_access_file);
   o.health_listen = absl::GetFlag(FLAGS_health_listen);
+  o.budgets.max_model_bytes = absl::GetFlag(FLAGS_max_model_bytes);
+  o.budgets.max_server_bytes = absl::GetFlag(FLAGS_max_server_bytes);
   if (config.health_listen && !given.contains("health_listen")) {
     o.health_listen = *config.health_listen;
   }

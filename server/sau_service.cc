@@ -21,7 +21,10 @@ grpc::Status SauService::Ingest(
         return v1::SAU::NewStub(c)->Ingest(ctx);
       });
   return ServeBatchStream(stream, draining_, metrics_, "Ingest",
-                          [&](v1::IngestRequest* r) { return caller->Scope(r->mutable_model()); },
+                          [&](v1::IngestRequest* r) {
+                            absl::Status s = caller->Scope(r->mutable_model());
+                            return s.ok() ? gate_->ChargeEvents(*caller, r->events_size()) : s;
+                          },
                           [&](const auto& r) {
                             return ShardOfKey(handler_->registry(), r.model(), r.routing_key());
                           },

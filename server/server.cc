@@ -226,6 +226,7 @@ absl::StatusOr<int> Server::Start() {
   admin_service_ = std::make_unique<AdminService>(registry_.get(), &metrics_, persistence_.get(),
                                                   backup_root, gate_.get());
   admin_service_->set_cluster_mode(!options_.cluster.empty());
+  admin_service_->set_budgets(options_.budgets);
   auditor_service_ = std::make_unique<AuditorService>(registry_.get(), persistence_.get(),
                                                       &metrics_, &draining_, gate_.get());
   if (!options_.cluster.empty()) {

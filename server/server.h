@@ -43,6 +43,7 @@
 #include "server/auth/gatekeeper.h"
 #include "server/auth/tls.h"
 #include "server/metrics.h"
+#include "server/model_admission.h"
 #include "server/cluster_node.h"
 #include "server/forwarder.h"
 #include "server/storage/persistence.h"
@@ -78,6 +79,7 @@ class Server {
     absl::Duration tls_reload_interval = absl::Seconds(10);
     bool allow_plaintext = false;
     std::string access_file;               // the access policy; empty = an open server
+    MemoryBudgets budgets;                 // CreateModel's admission (server/model_admission.h)
     // A plaintext port serving only grpc.health.v1 (server/health_port.h), for probes that
     // cannot speak TLS; empty = none.
     std::string health_listen;

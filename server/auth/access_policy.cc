@@ -113,15 +113,45 @@ absl::StatusOr<AccessPolicy> AccessPolicy::Parse(std::string_view json_text) {
   if (!root.ok()) return root.status();
   if (!root->is_object()) return Bad("the access policy", "must be a JSON object");
   for (const auto& [key, value] : root->items()) {
-    if (key != "principals") {
+    if (key != "principals" && key != "tenants") {
       return Bad("the access policy", absl::StrCat("unknown key ", QuoteForError(key),
-                                                   " (the only key is \"principals\")"));
+                                                   " (keys: \"principals\", \"tenants\")"));
     }
   }
   if (!root->contains("principals") || !(*root)["principals"].is_array()) {
     return Bad("the access policy", "needs \"principals\": an array of principals");
   }
   AccessPolicy policy;
+  if (auto t = root->find("tenants"); t != root->end()) {
+    if (!t->is_object()) return Bad("\"tenants\"", "must be an object: tenant -> limits");
+    for (const auto& [tenant, limits] : t->items()) {
+      const std::string where = absl::StrCat("tenants[", QuoteForError(tenant), "]");
+      if (absl::Status s = CheckTenantName(tenant); !s.ok()) return Bad(where, s.message());
+      if (!limits.is_object()) return Bad(where, "must be an object of limits");
+      TenantLimits l;
+      for (const auto& [key, value] : limits.items()) {
+        if (!value.is_number() || !(value.get<double>() > 0) ||
+            !(value.get<double>() < 1.8e19)) {
+          return Bad(where, absl::StrCat("\"", key, "\" must be a positive number"));
+        }
+        const double v = value.get<double>();
+        if (key == "max_models") {
+          l.max_models = static_cast<uint64_t>(v);
+        } else if (key == "max_bytes") {
+          l.max_bytes = static_cast<uint64_t>(v);
+        } else if (key == "max_events_per_second") {
+          l.max_events_per_second = v;
+        } else if (key == "burst_events") {
+          l.burst_events = v;
+        } else {
+          return Bad(where, absl::StrCat("unknown key ", QuoteForError(key),
+                                         " (keys: max_models, max_bytes, "
+                                         "max_events_per_second, burst_events)"));
+        }
+      }
+      policy.limits_.emplace(tenant, l);
+    }
+  }
   const nlohmann::json& list = (*root)["principals"];
   for (size_t i = 0; i < list.size(); ++i) {
     const nlohmann::json& item = list[i];
@@ -211,6 +241,11 @@ absl::StatusOr<AccessPolicy> AccessPolicy::Load(const std::string& path) {
                         absl::StrCat("access policy '", path, "': ", policy.status().message()));
   }
   return policy;
+}
+
+const TenantLimits* AccessPolicy::LimitsOf(std::string_view tenant) const {
+  auto it = limits_.find(std::string(tenant));
+  return it == limits_.end() ? nullptr : &it->second;
 }
 
 const Principal* AccessPolicy::ByToken(std::string_view token) const {

@@ -20,6 +20,12 @@
 //      "cert_identity": "acme-audit.clients.example"},
 //     {"id": "ops", "roles": ["operator"], "token_sha256": "..."}]}
 //
+// An optional "tenants" object sets limits per tenant (docs/SECURITY.md, "Limits"), each key
+// optional; a tenant not listed has no limit of its own (the server's budgets still hold):
+//
+//   "tenants": {"acme": {"max_models": 20, "max_bytes": 8589934592,
+//                        "max_events_per_second": 50000, "burst_events": 100000}}
+//
 // Unknown keys, a token hash or identity given twice, an unknown role, an operator with a
 // tenant and a tenant role without one are errors naming the principal.
 //
@@ -32,6 +38,7 @@
 #define STREAMLEARN_SERVER_AUTH_ACCESS_POLICY_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,6 +98,13 @@ absl::Status Authorize(const Principal& principal, Rpc rpc);
 // Lowercase hex SHA-256 of a token: what the policy file holds.
 std::string TokenHash(std::string_view token);
 
+struct TenantLimits {
+  std::optional<uint64_t> max_models;
+  std::optional<uint64_t> max_bytes;               // EstimateModelBytes of its models
+  std::optional<double> max_events_per_second;     // events and samples written, all models
+  std::optional<double> burst_events;              // default: one second's worth (at least 1)
+};
+
 class AccessPolicy {
  public:
   // Errors: INVALID_ARGUMENT naming the place and the problem.
@@ -102,11 +116,14 @@ class AccessPolicy {
   const Principal* ByToken(std::string_view token) const;
   const Principal* ByCertIdentity(std::string_view identity) const;
   const std::vector<Principal>& principals() const { return principals_; }
+  // Null when the policy sets no limit for the tenant.
+  const TenantLimits* LimitsOf(std::string_view tenant) const;
 
  private:
   std::vector<Principal> principals_;
   absl::flat_hash_map<std::string, size_t> by_token_hash_;  // hex SHA-256 -> index
   absl::flat_hash_map<std::string, size_t> by_identity_;
+  absl::flat_hash_map<std::string, TenantLimits> limits_;
 };
 
 }  // namespace streamlearn::server

@@ -4,6 +4,7 @@
 #include <grpcpp/server_context.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -118,6 +119,41 @@ absl::StatusOr<Caller> Gatekeeper::Admit(const grpc::ServerContext& context, Rpc
   if (absl::Status s = Authorize(*principal, rpc); !s.ok()) return s;
   if ((principal->roles & kRoleOperator) != 0) return Caller::Operator(principal->id);
   return Caller::Tenant(principal->tenant, principal->id);
+}
+
+std::shared_ptr<const AccessPolicy> Gatekeeper::policy() const {
+  MutexLock lock(&mu_);
+  return policy_;
+}
+
+absl::Status Gatekeeper::ChargeEvents(const Caller& caller, size_t events) const {
+  if (caller.kind() != Caller::Kind::kTenant) return absl::OkStatus();
+  const std::shared_ptr<const AccessPolicy> policy = this->policy();
+  const TenantLimits* limits = policy == nullptr ? nullptr : policy->LimitsOf(caller.tenant());
+  if (limits == nullptr || !limits->max_events_per_second.has_value()) return absl::OkStatus();
+  const double rate = *limits->max_events_per_second;
+  const double burst = std::max(1.0, limits->burst_events.value_or(rate));
+  const auto now = std::chrono::steady_clock::now();
+  MutexLock lock(&rate_mu_);
+  auto [it, fresh] = buckets_.try_emplace(caller.tenant());
+  Bucket& b = it->second;
+  if (fresh) {
+    b.tokens = burst;
+  } else {
+    const double elapsed = std::chrono::duration<double>(now - b.at).count();
+    b.tokens = std::min(burst, b.tokens + rate * std::max(0.0, elapsed));
+  }
+  b.at = now;
+  const double want = static_cast<double>(events);
+  if (want <= b.tokens) {
+    b.tokens -= want;
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "tenant '", caller.tenant(), "' is over its rate limit of ", rate, " events/s (burst ",
+      burst, "): this batch of ", events, " was not applied; ",
+      want > burst ? "it is larger than the burst: send smaller batches"
+                   : "send it again later"));
 }
 
 absl::Status Gatekeeper::Reload() {

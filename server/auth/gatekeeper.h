@@ -27,10 +27,12 @@
 #ifndef STREAMLEARN_SERVER_AUTH_GATEKEEPER_H_
 #define STREAMLEARN_SERVER_AUTH_GATEKEEPER_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/common/mutex.h"
@@ -113,6 +115,16 @@ class Gatekeeper {
   // returned. OK and a no-op for an open server.
   absl::Status Reload() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The policy in force; null for an open server.
+  std::shared_ptr<const AccessPolicy> policy() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Takes `events` (events or samples of one batch) from the rate budget of the caller's
+  // tenant (a token bucket: TenantLimits::max_events_per_second, burst_events). OK for a
+  // caller without a tenant limit (open, operator, peer: the entry server charged it).
+  // Errors: RESOURCE_EXHAUSTED naming the tenant and its rate; nothing is taken then.
+  absl::Status ChargeEvents(const Caller& caller, size_t events) const
+      ABSL_LOCKS_EXCLUDED(mu_, rate_mu_);
+
   bool open() const { return access_file_.empty(); }
   const std::string& peer_token() const { return peer_token_; }
 
@@ -125,6 +137,12 @@ class Gatekeeper {
   const std::string peer_token_hash_;
   mutable Mutex mu_;
   std::shared_ptr<const AccessPolicy> policy_ ABSL_GUARDED_BY(mu_);
+  struct Bucket {
+    double tokens = 0;
+    std::chrono::steady_clock::time_point at;
+  };
+  mutable Mutex rate_mu_;
+  mutable absl::flat_hash_map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(rate_mu_);
 };
 
 }  // namespace streamlearn::server
