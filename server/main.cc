@@ -65,6 +65,14 @@ ABSL_FLAG(uint64_t, max_model_bytes, uint64_t{4} << 30,
 ABSL_FLAG(uint64_t, max_server_bytes, 0,
           "memory budget of every model on this server, in bytes; 0: three quarters of the "
           "memory this process may use (the machine's, or its cgroup's limit)");
+ABSL_FLAG(uint64_t, max_threads, 1024,
+          "threads serving calls (>= 4); a call beyond them is answered RESOURCE_EXHAUSTED "
+          "(each open stream holds one)");
+ABSL_FLAG(uint64_t, max_streams_per_connection, 256,
+          "calls in flight on one client connection (HTTP/2 MAX_CONCURRENT_STREAMS)");
+ABSL_FLAG(absl::Duration, keepalive, absl::Seconds(60),
+          "a connection silent this long is pinged, and closed if the ping goes unanswered "
+          "for 20 s (>= 1s)");
 ABSL_FLAG(std::string, access_file, "",
           "access policy (JSON: principals with their tenant, roles and token hash or "
           "certificate identity; docs/SECURITY.md), re-read on SIGHUP; empty: an open server");
@@ -355,6 +363,10 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   o.access_file = absl::GetFlag(FLAGS_access_file);
   o.health_listen = absl::GetFlag(FLAGS_health_listen);
   o.budgets.max_model_bytes = absl::GetFlag(FLAGS_max_model_bytes);
+  o.max_threads = static_cast<int>(std::min<uint64_t>(absl::GetFlag(FLAGS_max_threads), kMaxInt));
+  o.max_streams_per_connection = static_cast<int>(
+      std::min<uint64_t>(absl::GetFlag(FLAGS_max_streams_per_connection), kMaxInt));
+  o.keepalive = absl::GetFlag(FLAGS_keepalive);
   o.budgets.max_server_bytes = absl::GetFlag(FLAGS_max_server_bytes);
   if (config.health_listen && !given.contains("health_listen")) {
     o.health_listen = *config.health_listen;

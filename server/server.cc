@@ -72,6 +72,15 @@ absl::Status CheckOptions(const Server::Options& o) {
                      absl::FormatDuration(o.snapshot_interval)));
   }
   if (o.max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
+  if (o.max_threads < 4) {
+    return absl::InvalidArgumentError(absl::StrCat("max_threads must be >= 4, got ", o.max_threads));
+  }
+  if (o.max_streams_per_connection < 1) {
+    return absl::InvalidArgumentError("max_streams_per_connection must be >= 1");
+  }
+  if (o.keepalive < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("keepalive must be >= 1s");
+  }
   if (o.max_message_bytes < 1 ||
       o.max_message_bytes > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return absl::InvalidArgumentError(absl::StrCat("max_message_bytes must be in 1..",
@@ -254,6 +263,17 @@ absl::StatusOr<int> Server::Start() {
                              : grpc::InsecureServerCredentials(),
       &port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
+  grpc::ResourceQuota quota("streamlearn");
+  quota.SetMaxThreads(options_.max_threads);
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             options_.max_streams_per_connection);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(options_.keepalive)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
+  // Clients may ping (their keepalive) as often as every 10 s without data.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   // gRPC sets SO_REUSEPORT by default, which would let a second server on the same port
   // start and split the traffic; one process owns its shards, so a busy port is an error.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

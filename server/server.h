@@ -80,6 +80,14 @@ class Server {
     bool allow_plaintext = false;
     std::string access_file;               // the access policy; empty = an open server
     MemoryBudgets budgets;                 // CreateModel's admission (server/model_admission.h)
+    // Connections (docs/SECURITY.md, "Limits"): at most max_threads threads serve calls (a
+    // call beyond them is answered RESOURCE_EXHAUSTED at once); at most
+    // max_streams_per_connection calls in flight on one connection (HTTP/2; more wait in the
+    // client); a connection silent for keepalive is pinged and closed when the ping goes
+    // unanswered for 20 s (a vanished client's calls end and free their threads).
+    int max_threads = 1024;
+    int max_streams_per_connection = 256;
+    absl::Duration keepalive = absl::Seconds(60);
     // A plaintext port serving only grpc.health.v1 (server/health_port.h), for probes that
     // cannot speak TLS; empty = none.
     std::string health_listen;
