@@ -65,6 +65,11 @@ ABSL_FLAG(uint64_t, max_model_bytes, uint64_t{4} << 30,
 ABSL_FLAG(uint64_t, max_server_bytes, 0,
           "memory budget of every model on this server, in bytes; 0: three quarters of the "
           "memory this process may use (the machine's, or its cgroup's limit)");
+ABSL_FLAG(uint64_t, metrics_max_shards, 32,
+          "shards of a model with series of their own; its other shards share the series "
+          "shard=\"<N>+\" (docs/OPERATIONS.md, \"Metrics\")");
+ABSL_FLAG(uint64_t, metrics_max_models, 512,
+          "models with series of their own; the rest share model=\"_other\"");
 ABSL_FLAG(uint64_t, max_threads, 1024,
           "threads serving calls (>= 4); a call beyond them is answered RESOURCE_EXHAUSTED "
           "(each open stream holds one)");
@@ -367,6 +372,10 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   o.max_streams_per_connection = static_cast<int>(
       std::min<uint64_t>(absl::GetFlag(FLAGS_max_streams_per_connection), kMaxInt));
   o.keepalive = absl::GetFlag(FLAGS_keepalive);
+  o.metrics_max_shards = static_cast<uint32_t>(
+      std::min<uint64_t>(absl::GetFlag(FLAGS_metrics_max_shards), 1u << 20));
+  o.metrics_max_models = static_cast<uint32_t>(
+      std::min<uint64_t>(absl::GetFlag(FLAGS_metrics_max_models), 1u << 20));
   o.budgets.max_server_bytes = absl::GetFlag(FLAGS_max_server_bytes);
   if (config.health_listen && !given.contains("health_listen")) {
     o.health_listen = *config.health_listen;

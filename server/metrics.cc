@@ -212,10 +212,23 @@ template <typename Series, typename Make>
 Series& Metrics::CachedSeries(std::map<ShardKey, Series>* cache, const std::string& model,
                               uint32_t shard, const Make& make) {
   MutexLock lock(&mu_);
-  ShardKey key(model, shard);
+  // The series this (model, shard) reports into (SetCardinalityLimits).
+  const uint32_t bucket = std::min(shard, max_shard_series_);
+  std::string label_model = model;
+  if (!series_models_.contains(model)) {
+    if (series_models_.size() < max_model_series_) {
+      series_models_.insert(model);
+    } else {
+      label_model = "_other";
+    }
+  }
+  ShardKey key(label_model, bucket);
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;
-  const prometheus::Labels labels{{"model", model}, {"shard", std::to_string(shard)}};
+  const prometheus::Labels labels{
+      {"model", label_model},
+      {"shard", bucket < max_shard_series_ ? std::to_string(bucket)
+                                           : absl::StrCat(max_shard_series_, "+")}};
   // try_emplace: a series may hold atomics, so it is built in place.
   Series& series = cache->try_emplace(std::move(key)).first->second;
   make(labels, series);
@@ -260,13 +273,12 @@ void Metrics::RecordIngest(const std::string& model, uint32_t shard, const Inges
   s.denominator->Set(d.den);
 }
 
-void Metrics::TotalCounter::Advance(uint64_t total) {
-  uint64_t prev = seen.load(std::memory_order_relaxed);
-  while (total > prev) {
-    if (seen.compare_exchange_weak(prev, total, std::memory_order_relaxed)) {
-      counter->Increment(static_cast<double>(total - prev));
-      return;
-    }
+void Metrics::TotalCounter::Advance(uint32_t shard, uint64_t total) {
+  MutexLock lock(&mu);
+  uint64_t& prev = seen[shard];
+  if (total > prev) {
+    counter->Increment(static_cast<double>(total - prev));
+    prev = total;
   }
 }
 
@@ -296,8 +308,8 @@ void Metrics::RecordUpdate(const std::string& model, uint32_t shard, const Updat
   s.samples->Increment(outcome.applied);
   s.duplicates->Increment(static_cast<double>(outcome.duplicates.size()));
   s.inserts->Increment(outcome.inserted);
-  s.rebuilds.Advance(table.rebuilds);
-  s.tripwires.Advance(table.tripwires);
+  s.rebuilds.Advance(shard, table.rebuilds);
+  s.tripwires.Advance(shard, table.tripwires);
   s.lookup_probes_max->Set(table.max_locate_probes);
   s.insert_probes_max->Set(table.max_insert_probes);
   s.delta_load->Set(table.delta_load);
@@ -383,7 +395,7 @@ void Metrics::RecordFuse(const std::string& model, uint32_t shard, const FuseHea
   f.gate_min->Set(h.g_min);
   f.gate_max->Set(h.g_max);
   f.abs_error->Set(h.y_err_abs);
-  f.actions.Advance(h.actions);
+  f.actions.Advance(shard, h.actions);
 
   ShardSeries& s = SeriesFor(model, shard);
   s.margin->Set(h.margin);

@@ -52,6 +52,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -97,6 +98,16 @@ class Metrics final : public storage::StorageObserver {
   ~Metrics();
 
   Metrics(const Metrics&) = delete;
+
+  // Bounds the per-shard series (docs/OPERATIONS.md, "Metrics"): shards 0..max_shards-1 of a
+  // model have series of their own and its other shards share one labelled shard="<max>+"
+  // (counters are their sums, gauges the last value any of them set); the first max_models
+  // models to report have series of their own and the rest share model="_other".
+  // REQUIRES: called before anything is recorded.
+  void SetCardinalityLimits(uint32_t max_shards, uint32_t max_models) {
+    max_shard_series_ = max_shards;
+    max_model_series_ = max_models;
+  }
   Metrics& operator=(const Metrics&) = delete;
 
   // Serves registry() over HTTP at `address` ("host:port") under /metrics.
@@ -176,10 +187,13 @@ class Metrics final : public storage::StorageObserver {
   // A counter that follows a monotone total kept elsewhere (the LMU table's rebuilds and
   // tripwires): Advance(total) adds what is new. Concurrent callers with stale totals never
   // count anything twice.
+  // A counter fed running totals, one per shard (several shards may share the series:
+  // SetCardinalityLimits); it adds what each shard's total grew by.
   struct TotalCounter {
     prometheus::Counter* counter;
-    std::atomic<uint64_t> seen{0};
-    void Advance(uint64_t total);
+    Mutex mu;
+    std::map<uint32_t, uint64_t> seen ABSL_GUARDED_BY(mu);
+    void Advance(uint32_t shard, uint64_t total) ABSL_LOCKS_EXCLUDED(mu);
   };
 
   struct LmuSeries {
@@ -297,6 +311,10 @@ class Metrics final : public storage::StorageObserver {
   // nodes never move, so a returned reference stays valid after mu_ is released.
   Mutex mu_;  // guards every map below
   std::map<ShardKey, ShardSeries> shards_ ABSL_GUARDED_BY(mu_);
+  // Cardinality (SetCardinalityLimits): models with series of their own.
+  std::set<std::string> series_models_ ABSL_GUARDED_BY(mu_);
+  uint32_t max_shard_series_ = 32;
+  uint32_t max_model_series_ = 512;
   std::map<ShardKey, LmuSeries> lmu_shards_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, absl::StatusCode>, RpcSeries> rpcs_ ABSL_GUARDED_BY(mu_);
   std::map<ShardKey, AuditSeries> audit_ ABSL_GUARDED_BY(mu_);

@@ -200,6 +200,7 @@ absl::StatusOr<int> Server::Start() {
   absl::StatusOr<lmu::HashSecret> secret = LmuSecret();
   if (!secret.ok()) return secret.status();
   registry_ = std::make_unique<ModelRegistry>(*secret);
+  metrics_.SetCardinalityLimits(options_.metrics_max_shards, options_.metrics_max_models);
   {
     absl::StatusOr<std::unique_ptr<Gatekeeper>> gate = Gatekeeper::Create(
         options_.access_file,

@@ -85,6 +85,9 @@ class Server {
     // max_streams_per_connection calls in flight on one connection (HTTP/2; more wait in the
     // client); a connection silent for keepalive is pinged and closed when the ping goes
     // unanswered for 20 s (a vanished client's calls end and free their threads).
+    // Metrics cardinality (Metrics::SetCardinalityLimits).
+    uint32_t metrics_max_shards = 32;
+    uint32_t metrics_max_models = 512;
     int max_threads = 1024;
     int max_streams_per_connection = 256;
     absl::Duration keepalive = absl::Seconds(60);
