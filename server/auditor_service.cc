@@ -7,8 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/audit/audit_record.h"
-#include "core/audit/certificate.h"
+#include "core/audit/append_body.h"
 #include "server/status_conversion.h"
 
 namespace streamlearn::server {
@@ -123,26 +122,10 @@ absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,
   storage::ModelWriters::Use use;
   absl::StatusOr<storage::ShardWriter*> shard = FindShard(request.model(), request.shard(), &keep, &use);
   if (!shard.ok()) return shard.status();
-  absl::StatusOr<AuditRecord> payload = ParseAuditJson(
-      request.json(), {.max_bytes = kAuditAppendMaxBytes, .max_depth = kAuditAppendMaxDepth});
-  if (!payload.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("json: ", payload.status().message()));
-  }
-  if (const AuditValue* c = payload->Find("certificate")) {
-    const AuditRecord* cert = c->get_if<AuditRecord>();
-    if (cert == nullptr) {
-      return absl::InvalidArgumentError("json: \"certificate\" must be an object");
-    }
-    if (absl::Status s = CheckCertificateRecord(*cert); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("certificate refused: ", s.message()));
-    }
-  }
-  AuditRecord body;
-  body.Set("kind", "append").Set("payload", *std::move(payload));
+  absl::StatusOr<std::string> body = EncodeAppendBody(request.json());
+  if (!body.ok()) return body.status();
   storage::Bodies bodies;
-  if (absl::Status s = AppendCanonical(body, bodies.Add()); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("json: ", s.message()));
-  }
+  bodies.Add()->append(*body);
   absl::StatusOr<storage::Receipt> r = (*shard)->chain().Commit(bodies, nullptr);
   if (!r.ok()) return r.status();
   response->set_index(r->first_index);
@@ -229,6 +212,7 @@ absl::Status AuditorService::DoHead(const v1::HeadRequest& request, v1::HeadResp
   response->set_checkpoint_every(persistence_->options().checkpoint_every);
   response->set_durable(persistence_->durable());
   response->set_shards(keep->num_shards());
+  response->set_model(request.model());
   return absl::OkStatus();
 }
 

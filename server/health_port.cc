@@ -1,6 +1,7 @@
 #include "server/health_port.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
 #include <thread>
@@ -16,11 +17,15 @@ using grpc::health::v1::HealthCheckResponse;
 absl::StatusOr<std::unique_ptr<HealthPort>> HealthPort::Start(const std::string& address,
                                                               StatusFn status) {
   std::unique_ptr<HealthPort> port(new HealthPort(std::move(status)));
+  // This server serves our Health service alone: gRPC's default one (enabled process-wide by
+  // the main server) would register the same methods a second time.
+  grpc::EnableDefaultHealthCheckService(false);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port->port_);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(port.get());
   port->server_ = builder.BuildAndStart();
+  grpc::EnableDefaultHealthCheckService(true);
   if (port->server_ == nullptr || port->port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
         "health_listen: cannot listen on '", address, "' (address in use or not valid here)"));

@@ -25,6 +25,7 @@
 #include "sau.grpc.pb.h"
 #include "server/auth/access_policy.h"
 #include "server/server.h"
+#include "tests/command_runner.h"
 #include "tests/test_server.h"
 
 namespace streamlearn {
@@ -484,6 +485,41 @@ TEST_F(TenancyTest, SameNamedModelsOfTwoTenantsAreSeparateStates) {
   EXPECT_EQ(info(Find("a-reader")).SerializeAsString(), a_before);
   EXPECT_NE(info(Find("b-reader")).shards(0).state_digest(),
             info(Find("a-reader")).shards(0).state_digest());
+}
+
+}  // namespace
+}  // namespace streamlearn
+
+namespace streamlearn {
+namespace {
+
+constexpr char kCli[] = STREAMLEARN_BINARY_DIR "/client/streamlearn";
+
+// A tenant's auditor exports and verifies its own chains with the CLI and the published key;
+// another tenant's auditor is told there is no such model.
+TEST_F(TenancyTest, ATenantsAuditorVerifiesItsOwnChainsAndSeesNoOneElses) {
+  const std::string address = test_util::AddressOf(*server_);
+  const std::string pub = *dir_ + "/data/audit.pub";
+  const auto cli = [&](const std::string& token, const std::string& args) {
+    return test_util::RunCommand(absl::StrCat(kCli, " --server ", address, " --token ", token,
+                                              " ", args));
+  };
+  const test_util::CommandResult ok =
+      cli(Find("a-auditor").token, "audit verify only-a --all-shards --public-key " + pub);
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  const test_util::CommandResult exported =
+      cli(Find("a-auditor").token, "audit export only-a --shard 0");
+  EXPECT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_NE(exported.out.find("tenant-a/only-a"), std::string::npos) << exported.out;
+  const test_util::CommandResult other =
+      cli(Find("b-auditor").token, "audit verify only-a --all-shards --public-key " + pub);
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.err.find("NOT_FOUND"), std::string::npos) << other.err;
+  const test_util::CommandResult scoped =
+      cli(Find("b-auditor").token, "audit export tenant-a/only-a --shard 0");
+  EXPECT_NE(scoped.exit_code, 0);
+  EXPECT_NE(scoped.err.find("PERMISSION_DENIED"), std::string::npos) << scoped.err;
+  EXPECT_EQ(scoped.out.find("only-a"), std::string::npos) << scoped.out;
 }
 
 }  // namespace

@@ -160,12 +160,21 @@ int VerifyShard(AuditClient& client, const std::string& model, uint32_t shard,
     }
   }
   const Ed25519PublicKey& key = given_key.has_value() ? *given_key : *server_key;
+  // The chain is bound to the model's stored name: the name asked for, or, for a tenant's
+  // model, "tenant/name" (docs/SECURITY.md). Anything else is not the model asked for.
+  std::string bound = head->model().empty() ? model : head->model();
+  const size_t slash = bound.find('/');
+  if (bound != model && !(slash != std::string::npos && bound.substr(slash + 1) == model)) {
+    return ReportError(absl::DataLossError(fmt::format(
+        "the server says the chains of '{}' are bound to model '{}', which is not that model",
+        model, bound)));
+  }
   std::unique_ptr<AuditLineSource> lines = client.Read(model, shard, 0);
   absl::StatusOr<Verdict> v = VerifyLines(
       *lines,
       {.public_key = &key,
        .checkpoint_every = checkpoint_every.value_or(head->checkpoint_every()),
-       .chain = ChainId{.model = model, .shard = shard},
+       .chain = ChainId{.model = bound, .shard = shard},
        .parse = CanonicalLines()},
       head->next_index(), ExpectedHead{head->next_index(), head->merkle_curr()});
   if (!v.ok()) return ReportError(v.status());
