@@ -19,6 +19,7 @@
 #include <atomic>
 
 #include "audit.grpc.pb.h"
+#include "core/audit/append_body.h"
 #include "core/shard/model_registry.h"
 #include "server/auth/gatekeeper.h"
 #include "server/forwarder.h"
@@ -27,8 +28,8 @@
 
 namespace streamlearn::server {
 
-inline constexpr size_t kAuditAppendMaxBytes = 64 << 10;
-inline constexpr int kAuditAppendMaxDepth = 16;
+// The size limit of Append's json (core/audit/append_body.h checks it, and the depth).
+inline constexpr size_t kAuditAppendMaxBytes = kAppendMaxBytes;
 
 class AuditorService final : public v1::Auditor::Service {
  public:
