@@ -393,6 +393,16 @@ int main(int argc, char** argv) {
     if (at >= 60 && at < 120) second += mib, ++n2;
     if (at >= total - 60) last += mib, ++nl;
   }
+  std::printf("RSS by minute (MiB):");
+  for (int m = 0; m * 60 < total; ++m) {
+    double sum = 0;
+    int n = 0;
+    for (const auto& [at, mib] : rss) {
+      if (at >= m * 60 && at < (m + 1) * 60) sum += mib, ++n;
+    }
+    if (n > 0) std::printf(" %.1f", sum / n);
+  }
+  std::printf("\n");
   second /= std::max(n2, 1);
   last /= std::max(nl, 1);
   const double ratio = last / second;
