@@ -25,7 +25,6 @@
 #include "rocksdb/cache.h"
 #include "rocksdb/options.h"
 #include "rocksdb/table.h"
-#include "rocksdb/write_buffer_manager.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_batch.h"
 #include "spdlog/spdlog.h"
@@ -182,17 +181,14 @@ class ResumeOnNextWrite final : public rocksdb::EventListener {
   }
 };
 
-// The store's memory, whatever the data size (docs/DURABILITY.md, "Memory"): one block cache
-// holds the data blocks and the tables' index and filter blocks (by default RocksDB keeps
-// every open table's index in memory, which grows with the data), and the memtables of every
-// column family are charged to it, flushed when they pass kMemtableBytes together.
+// One block cache holds the data blocks and the tables' index and filter blocks (by default
+// RocksDB keeps every open table's index in memory, which grows with the data;
+// docs/DURABILITY.md, "Memory"). The memtables keep RocksDB's defaults: charging them to the
+// cache with a WriteBufferManager (smaller memtables) made the full-disk test hang under load.
 constexpr size_t kStoreCacheBytes = size_t{64} << 20;
-constexpr size_t kMemtableBytes = size_t{32} << 20;
 
-rocksdb::DBOptions MakeDbOptions(const StoreOptions& options,
-                                 const std::shared_ptr<rocksdb::Cache>& cache) {
+rocksdb::DBOptions MakeDbOptions(const StoreOptions& options) {
   rocksdb::DBOptions db;
-  db.write_buffer_manager = std::make_shared<rocksdb::WriteBufferManager>(kMemtableBytes, cache);
   db.create_if_missing = options.create_if_missing;
   db.create_missing_column_families = true;
   // The MANIFEST records which WAL files exist; an open whose MANIFEST lost its tail (a
@@ -418,7 +414,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
         absl::StrCat("store: open '", path, "': exists and is not a directory"));
   }
   std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(kStoreCacheBytes);
-  const rocksdb::DBOptions db_options = MakeDbOptions(options, cache);
+  const rocksdb::DBOptions db_options = MakeDbOptions(options);
   if (!options.read_only && !options.create_if_missing &&
       !fs::exists(fs::path(path) / "CURRENT", ec)) {
     return absl::NotFoundError(absl::StrCat("store: open '", path, "': no database there"));
@@ -444,7 +440,6 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   table.pin_l0_filter_and_index_blocks_in_cache = true;
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  cf_options.write_buffer_size = kMemtableBytes / 4;
   for (const char* name : kCfNames) {
     descriptors.emplace_back(name, cf_options);
   }
