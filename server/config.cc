@@ -27,7 +27,7 @@ using Json = nlohmann::json;
 constexpr const char* kKeys[] = {"listen",          "metrics",        "data_dir",
                                  "max_batch",       "max_features",   "max_t_step",
                                  "max_message_bytes",
-                                 "lmu_secret_file", "audit_key_file", "tls_cert",
+                                 "lmu_secret_file", "audit_key_file", "encryption_keys", "tls_cert",
                                  "tls_key",         "tls_client_ca",  "tls_peer_ca",
                                  "allow_plaintext", "access_file",    "health_listen",
                                  "cluster",
@@ -223,6 +223,7 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view json_text) {
     return s;
   }
   RETURN_IF_ERROR(ReadString(root, "audit_key_file", &config.audit_key_file));
+  RETURN_IF_ERROR(ReadString(root, "encryption_keys", &config.encryption_keys));
   RETURN_IF_ERROR(ReadString(root, "tls_cert", &config.tls_cert));
   RETURN_IF_ERROR(ReadString(root, "tls_key", &config.tls_key));
   RETURN_IF_ERROR(ReadString(root, "tls_client_ca", &config.tls_client_ca));

@@ -10,6 +10,7 @@
 //     "max_message_bytes": 16777216,  // optional, >= 1
 //     "lmu_secret_file": "/etc/sl/lmu.secret",  // optional; default <data_dir>/lmu.secret
 //     "audit_key_file": "/etc/sl/audit.key",    // optional; default <data_dir>/audit.key
+//     "encryption_keys": "/etc/sl/tenant-keys",  // optional: <tenant>.key files
 //     "tls_cert": "/etc/sl/tls.crt", "tls_key": "/etc/sl/tls.key",   // optional, together
 //     "tls_client_ca": "/etc/sl/ca.crt", "tls_peer_ca": "/etc/sl/ca.crt",  // optional
 //     "allow_plaintext": false,       // optional
@@ -74,6 +75,7 @@ struct ServerConfig {
   std::optional<uint64_t> max_message_bytes;
   std::optional<std::string> lmu_secret_file;
   std::optional<std::string> audit_key_file;
+  std::optional<std::string> encryption_keys;
   std::optional<std::string> tls_cert;
   std::optional<std::string> tls_key;
   std::optional<std::string> tls_client_ca;

@@ -90,6 +90,9 @@ ABSL_FLAG(std::string, durability, "process",
 ABSL_FLAG(std::string, audit_key_file, "",
           "Ed25519 private key (PEM) signing audit checkpoints, created (0600) if missing; "
           "default <data_dir>/audit.key");
+ABSL_FLAG(std::string, encryption_keys, "",
+          "directory of <tenant>.key files (32 random bytes each): those tenants' models are "
+          "encrypted at rest with AES-256-GCM (docs/SECURITY.md); empty: none");
 ABSL_FLAG(uint64_t, audit_checkpoint_every, 1024,
           "audit records between signed checkpoints (>= 2)");
 ABSL_FLAG(uint64_t, fuse_digest_every, 100000,
@@ -347,6 +350,7 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.lmu_secret_file = absl::GetFlag(FLAGS_lmu_secret_file);
   o.audit_key_file = absl::GetFlag(FLAGS_audit_key_file);
+  o.encryption_keys_dir = absl::GetFlag(FLAGS_encryption_keys);
   o.audit_checkpoint_every = absl::GetFlag(FLAGS_audit_checkpoint_every);
   o.fuse_digest_every = absl::GetFlag(FLAGS_fuse_digest_every);
   o.snapshot_every_steps = absl::GetFlag(FLAGS_snapshot_every_steps);
@@ -408,6 +412,9 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   }
   if (config.audit_key_file && !given.contains("audit_key_file")) {
     o.audit_key_file = *config.audit_key_file;
+  }
+  if (config.encryption_keys && !given.contains("encryption_keys")) {
+    o.encryption_keys_dir = *config.encryption_keys;
   }
   if (config.cluster.has_value()) {
     const streamlearn::server::ClusterConfig& c = *config.cluster;

@@ -435,6 +435,7 @@ absl::StatusOr<std::unique_ptr<storage::Persistence>> Server::OpenPersistence(
   storage::PersistenceOptions po{.data_dir = options_.data_dir,
                                  .durability = options_.durability,
                                  .audit_key_file = options_.audit_key_file,
+                                 .encryption_keys_dir = options_.encryption_keys_dir,
                                  .checkpoint_every = options_.audit_checkpoint_every,
                                  .fuse_digest_every = options_.fuse_digest_every,
                                  .snapshot_every_steps = options_.snapshot_every_steps,

@@ -105,6 +105,7 @@ class Server {
     // Persistence (server/storage/persistence.h; used only with a data_dir unless noted).
     storage::Durability durability = storage::Durability::kProcess;
     std::string audit_key_file;            // empty = <data_dir>/audit.key (or a process key)
+    std::string encryption_keys_dir;       // <tenant>.key files: encrypted at rest; empty: none
     uint64_t audit_checkpoint_every = 1024;  // also without a data_dir
     uint64_t fuse_digest_every = 100000;   // fused samples between state digests in the chain
     uint64_t snapshot_every_steps = 100000;  // per shard part; 0 = off

@@ -9,6 +9,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "server/storage/encrypted_storage.h"
 #include "absl/strings/str_format.h"
 #include "admin.pb.h"
 #include "core/audit/audit_record.h"
@@ -542,11 +544,17 @@ absl::StatusOr<ReplayReport> ReplayShard(StorageBackend& backend, const lmu::Has
   return done();
 }
 
-absl::StatusOr<std::unique_ptr<RocksStorage>> OpenReadOnly(const std::string& data_dir) {
+absl::StatusOr<std::unique_ptr<StorageBackend>> OpenReadOnly(const std::string& data_dir,
+                                                              const std::string& keys_dir) {
   absl::StatusOr<std::unique_ptr<Store>> store =
       Store::Open({.path = (fs::path(data_dir) / "db").string(), .read_only = true});
   if (!store.ok()) return store.status();
-  return std::make_unique<RocksStorage>(*std::move(store));
+  std::unique_ptr<StorageBackend> rocks = std::make_unique<RocksStorage>(*std::move(store));
+  TenantKeys keys;
+  if (!keys_dir.empty()) {
+    ASSIGN_OR_RETURN(keys, TenantKeys::LoadDir(keys_dir));
+  }
+  return EncryptAtRest(std::move(rocks), std::move(keys));
 }
 
 // The LMU secret of the data directory, read (never created). A model without an LMU (or
@@ -565,8 +573,9 @@ absl::StatusOr<lmu::HashSecret> ReadSecret(const std::string& data_dir, bool nee
 
 absl::StatusOr<std::vector<ReplayReport>> ReplayShards(const std::string& data_dir,
                                                        const std::string& model,
-                                                       std::optional<uint32_t> only) {
-  absl::StatusOr<std::unique_ptr<RocksStorage>> store = OpenReadOnly(data_dir);
+                                                       std::optional<uint32_t> only,
+                                                       const std::string& keys_dir) {
+  absl::StatusOr<std::unique_ptr<StorageBackend>> store = OpenReadOnly(data_dir, keys_dir);
   if (!store.ok()) return store.status();
   // The spec alone first (zero secret) to learn whether the secret is needed.
   absl::StatusOr<std::shared_ptr<Model>> probe = LoadModel(**store, lmu::HashSecret{}, model);
@@ -598,15 +607,16 @@ absl::StatusOr<ReplayReport> ReplayAndCheck(StorageBackend& backend,
 }
 
 absl::StatusOr<ReplayReport> ReplayAndCheck(const std::string& data_dir, const std::string& model,
-                                            uint32_t shard) {
-  absl::StatusOr<std::vector<ReplayReport>> r = ReplayShards(data_dir, model, shard);
+                                            uint32_t shard, const std::string& keys_dir) {
+  absl::StatusOr<std::vector<ReplayReport>> r = ReplayShards(data_dir, model, shard, keys_dir);
   if (!r.ok()) return r.status();
   return std::move(r->front());
 }
 
 absl::StatusOr<std::vector<ReplayReport>> ReplayAndCheckAllShards(const std::string& data_dir,
-                                                                  const std::string& model) {
-  return ReplayShards(data_dir, model, std::nullopt);
+                                                                  const std::string& model,
+                                                                  const std::string& keys_dir) {
+  return ReplayShards(data_dir, model, std::nullopt, keys_dir);
 }
 
 std::string FormatReplayReport(const ReplayReport& report) {

@@ -78,12 +78,14 @@ struct ReplayReport {
 // A mismatch is a result (report.mismatch), not an error. Errors: NOT_FOUND (no database, no
 // such model, no lmu.secret for a model with an LMU part), INVALID_ARGUMENT (shard out of
 // range), DATA_LOSS (the stored spec or a record is unreadable), UNAVAILABLE (I/O).
+// `keys_dir`: the server's --encryption_keys directory, for a model encrypted at rest
+// (encrypted_storage.h); FAILED_PRECONDITION names the tenant whose key is missing.
 absl::StatusOr<ReplayReport> ReplayAndCheck(const std::string& data_dir, const std::string& model,
-                                            uint32_t shard);
+                                            uint32_t shard, const std::string& keys_dir = "");
 
 // Every shard of the model, in order, from one store handle.
-absl::StatusOr<std::vector<ReplayReport>> ReplayAndCheckAllShards(const std::string& data_dir,
-                                                                  const std::string& model);
+absl::StatusOr<std::vector<ReplayReport>> ReplayAndCheckAllShards(
+    const std::string& data_dir, const std::string& model, const std::string& keys_dir = "");
 
 // The same over any storage backend and a given LMU secret.
 absl::StatusOr<ReplayReport> ReplayAndCheck(StorageBackend& backend,

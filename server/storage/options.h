@@ -15,6 +15,9 @@ struct PersistenceOptions {
   std::string data_dir;                          // empty: memory only (no store, no recovery)
   Durability durability = Durability::kProcess;
   std::string audit_key_file;                    // empty: <data_dir>/audit.key
+  // A directory of <tenant>.key files: those tenants' models are encrypted at rest
+  // (encrypted_storage.h). Empty: none is.
+  std::string encryption_keys_dir;
   uint64_t checkpoint_every = 1024;              // records between signed checkpoints
   uint64_t sau_digest_every = 4096;              // SAU events between state digests
   uint64_t lmu_digest_every = 1000000;           // LMU samples between state digests (0: never)

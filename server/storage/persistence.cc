@@ -18,6 +18,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "server/storage/audit_key.h"
 #include "server/storage/data_dir.h"
+#include "server/storage/encrypted_storage.h"
 #include "server/storage/file_io.h"
 #include "server/storage/part_codec.h"
 #include "server/storage/recovery.h"
@@ -72,6 +73,25 @@ absl::Status CheckSpecSurvivesStore(const Model& model, const v1::ModelSpec& wir
   return absl::OkStatus();
 }
 
+// `backend`, with the tenants of options.encryption_keys_dir encrypted at rest.
+absl::StatusOr<std::unique_ptr<StorageBackend>> WithTenantKeys(
+    const PersistenceOptions& options, std::unique_ptr<StorageBackend> backend) {
+  // Wrapped without keys too: a sealed model is then refused with a message naming its
+  // tenant's missing key, not as an unreadable spec.
+  if (options.encryption_keys_dir.empty()) return EncryptAtRest(std::move(backend), {});
+  ASSIGN_OR_RETURN(TenantKeys keys, TenantKeys::LoadDir(options.encryption_keys_dir));
+  if (keys.empty()) {
+    spdlog::warn("encryption keys directory '{}' holds no <tenant>.key file: no tenant is "
+                 "encrypted at rest",
+                 options.encryption_keys_dir);
+  }
+  for (const std::string& tenant : keys.Tenants()) {
+    spdlog::info("tenant '{}' is encrypted at rest (key fingerprint {})", tenant,
+                 keys.Find(tenant)->Fingerprint());
+  }
+  return EncryptAtRest(std::move(backend), std::move(keys));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOptions options,
@@ -84,6 +104,10 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOption
   absl::StatusOr<Ed25519PrivateKey> key =
       key_path.empty() ? Ed25519PrivateKey::Generate() : LoadOrCreateAuditKey(key_path);
   if (!key.ok()) return key.status();
+  if (options.data_dir.empty() && !options.encryption_keys_dir.empty()) {
+    spdlog::warn("--encryption_keys is set but there is no data_dir: nothing is stored, so "
+                 "nothing is encrypted");
+  }
   if (key_path.empty()) {
     spdlog::warn("no data_dir: learned state and audit records live in memory only, and the "
                  "audit signing key (fingerprint {}) lives as long as this process",
@@ -109,7 +133,7 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOption
     if (!store.ok()) return store.status();
     auto rocks = std::make_unique<RocksStorage>(*std::move(store));
     p->rocks_ = rocks.get();
-    p->backend_ = std::move(rocks);
+    ASSIGN_OR_RETURN(p->backend_, WithTenantKeys(p->options_, std::move(rocks)));
     Store& db = p->rocks_->store();
     // Every block of the audit table is read once: a chain the server cannot read is refused
     // at start, not found later by an auditor (docs/DURABILITY.md, "Start-up checks").
@@ -141,7 +165,7 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::OpenWith(
                                      : LoadOrCreateAuditKey(options.audit_key_file);
   if (!key.ok()) return key.status();
   std::unique_ptr<Persistence> p(new Persistence(std::move(options), observer, *std::move(key)));
-  p->backend_ = std::move(backend);
+  ASSIGN_OR_RETURN(p->backend_, WithTenantKeys(p->options_, std::move(backend)));
   spdlog::info("storage: {}", p->backend_->Describe());
   return p;
 }

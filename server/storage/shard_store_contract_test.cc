@@ -1,10 +1,11 @@
 // The ShardStore contract (shard_store.h), checked the same way against every backend: the
-// embedded RocksStorage, the in-memory FakeStorage of the unit tests, and JetStreamStorage
-// over a real nats-server (Debian's) with JetStream. Then what only the replicated store does:
-// its fence against a second writer, the journal's compaction, a 3-node NATS cluster with
-// R = 3 losing a node, and two writers (and two creators of one model) publishing at the same
-// moment to an R = 3 stream, which JetStream's own check does not serialise (nats-server issue
-// 4320): exactly one of them is acknowledged, and every reader sees that one alone.
+// embedded RocksStorage (also under per-tenant encryption, encrypted_storage.h), the in-memory
+// FakeStorage of the unit tests, and JetStreamStorage over a real nats-server (Debian's) with
+// JetStream. Then what only the replicated store does: its fence against a second writer, the
+// journal's compaction, a 3-node NATS cluster with R = 3 losing a node, and two writers (and
+// two creators of one model) publishing at the same moment to an R = 3 stream, which
+// JetStream's own check does not serialise (nats-server issue 4320): exactly one of them is
+// acknowledged, and every reader sees that one alone.
 // STREAMLEARN_TEST_SEED is not used: the races are as the scheduler makes them; the
 // assertions hold whichever way each one goes.
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nats_cluster.h"
+#include "server/storage/encrypted_storage.h"
 #include "server/storage/jetstream_storage.h"
 #include "server/storage/rocks_storage.h"
 
@@ -70,15 +72,21 @@ Backend MakeBackend(const std::string& kind) {
     auto fake = std::make_shared<FakeStorage>();
     return {[fake] { return std::unique_ptr<StorageBackend>(fake->Share()); }};
   }
-  if (kind == "rocks") {
+  if (kind == "rocks" || kind == "encrypted_rocks") {
+    const bool encrypted = kind == "encrypted_rocks";
     const std::string dir = absl::StrCat(::testing::TempDir(), "/contract_", getpid(), "_",
                                          FreshPrefix());
     std::filesystem::remove_all(dir);
-    return {[dir]() -> std::unique_ptr<StorageBackend> {
+    return {[dir, encrypted]() -> std::unique_ptr<StorageBackend> {
       absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({.path = dir});
       EXPECT_TRUE(store.ok()) << store.status();
       if (!store.ok()) return nullptr;
-      return std::make_unique<RocksStorage>(*std::move(store));
+      std::unique_ptr<StorageBackend> rocks = std::make_unique<RocksStorage>(*std::move(store));
+      if (!encrypted) return rocks;
+      // The tests' models are unscoped: the tenant "default" has the key.
+      TenantKeys keys;
+      keys.Add("default", std::array<uint8_t, TenantKey::kBytes>{1, 2, 3});
+      return EncryptAtRest(std::move(rocks), std::move(keys));
     }};
   }
   const std::string prefix = FreshPrefix();
@@ -254,7 +262,8 @@ TEST_P(ContractTest, SnapshotsReplaceDroppedOnesAndTrimTheLog) {
   EXPECT_EQ(s->LastLogSeq(PartKind::kFuse)->value_or(0), 7u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ContractTest, ::testing::Values("fake", "rocks", "jetstream"),
+INSTANTIATE_TEST_SUITE_P(Backends, ContractTest,
+                         ::testing::Values("fake", "rocks", "encrypted_rocks", "jetstream"),
                          [](const auto& info) { return info.param; });
 
 // ---- What only the replicated store does ----
