@@ -435,6 +435,12 @@ TEST(JetStreamClusterTest, AReplicatedShardSurvivesTheLossOfANatsNode) {
   (*nats)->Kill(0);
   commit_n(10);
   ASSERT_TRUE((*nats)->Restart(0).ok());
+  // The second loss only once node 0 is a complete copy again (nats_cluster.h says why).
+  absl::Status agree = (*nats)->WaitUntilReplicasAgree(
+      {storage->models_stream(), storage->journal_stream(), storage->snapshot_stream(),
+       storage->archive_stream()},
+      absl::Seconds(120));
+  ASSERT_TRUE(agree.ok()) << agree;
   (*nats)->Kill(2);
   commit_n(10);
   auto reader = open();
