@@ -20,6 +20,8 @@ else
 PACKAGES=(
   "${BUILD_PACKAGES[@]}"
   clang git
+  # libFuzzer and clang's sanitizer runtimes (scripts/fuzz.sh): only recommended by clang
+  libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-grpcio python3-protobuf python3-grpc-tools
   prometheus python3-yaml

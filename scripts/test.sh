@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The test command: installs what it needs, builds everything (Release) and runs every test with
-# ctest; then builds everything again with clang, whose -Wthread-safety checks the lock
-# annotations (core/common/mutex.h; a violation fails the build), and runs the core unit tests
-# of that build; then builds the core with AddressSanitizer + UBSan and runs its unit tests
-# again. Every pass always runs and reports; the last lines summarise them, and the command
-# fails if any failed.
-#   scripts/test.sh              # all three passes
-#   SKIP_CLANG=1 SKIP_SANITIZE=1 scripts/test.sh
+# ctest; then builds everything again with clang and ThreadSanitizer, whose -Wthread-safety
+# checks the lock annotations (core/common/mutex.h; a violation fails the build), and runs every
+# test under TSan; then builds everything with AddressSanitizer + UBSan (gcc) and runs every
+# test again; then builds the libFuzzer targets (fuzz/) and runs each for a short time
+# (scripts/fuzz.sh; FUZZ_SECONDS, default 10). Every pass always runs and reports; the last
+# lines summarise them, and the command fails if any failed.
+#   scripts/test.sh              # all four passes
+#   SKIP_CLANG=1 SKIP_SANITIZE=1 SKIP_FUZZ=1 scripts/test.sh
 # Every test has a ctest timeout (tests/CMakeLists.txt); randomised tests print their seed and
 # take it from the environment (the variable is named where the seed is printed).
 set -euo pipefail
@@ -21,17 +22,35 @@ summary=()
 failed=0
 
 # ctest with a JUnit report; records the pass's summary line and whether it failed. Arguments
-# after the build directory go to ctest (e.g. -R '^core\.').
+# after the build directory go to ctest (e.g. -R '^core\.'). The sanitizer passes point the
+# sanitizers' log_path at $dir/sanitizer-reports, so that every process the tests start (the
+# test executables, and the server and CLI binaries they spawn) writes its reports there: a
+# report fails the pass even where its test passed (a server killed by its test with SIGKILL
+# leaves nothing else behind). UBSan aborts the process instead (-fno-sanitize-recover).
 run_ctest() {
   local name=$1 dir=$2
   shift 2
-  local report="$dir/ctest-report.xml"
+  local report="$dir/ctest-report.xml" reports="$dir/sanitizer-reports"
   rm -f "$report"
+  rm -rf "$reports"
+  mkdir -p "$reports"
   local rc=0
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" --output-junit "$(realpath "$dir")/ctest-report.xml" "$@" || rc=$?
+  local with_reports
+  with_reports=$(grep -lE '^SUMMARY: |runtime error:' "$reports"/* 2>/dev/null || true)
+  if [ -n "$with_reports" ]; then
+    for f in $with_reports; do
+      echo "== sanitizer report: $f"
+      head -n 80 "$f"
+    done
+    rc=1
+  fi
   if [ -f "$report" ]; then
     local line
     line=$(/usr/bin/python3 scripts/ctest_summary.py "$name" "$report") || rc=1
+    if [ -n "$with_reports" ]; then
+      line+="; $(echo "$with_reports" | wc -l) processes wrote sanitizer reports ($reports)"
+    fi
     summary+=("$line")
     /usr/bin/python3 scripts/ctest_summary.py --failures "$report"
   else
@@ -43,46 +62,92 @@ run_ctest() {
 echo "== build ($build, Release)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTREAMLEARN_BUILD_TESTS=ON \
   -DSTREAMLEARN_BUILD_BENCH=ON > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+release_start=$SECONDS
 cmake --build "$build" -j "$jobs"
+release_built=$SECONDS
 
 echo "== tests"
 run_ctest release "$build"
+echo "== release pass: build $((release_built - release_start)) s," \
+  "tests $((SECONDS - release_built)) s"
 
 if [ -z "${SKIP_CLANG:-}" ]; then
-  echo "== clang build with -Wthread-safety (lock annotations), core unit tests"
+  # One clang build for both checks: -Wthread-safety at compile time (bench/ included) and
+  # ThreadSanitizer at run time. The Debian libraries are not instrumented: TSan is told to
+  # ignore the memory they touch (ignore_noninstrumented_modules), and scripts/tsan.supp names
+  # the reports left inside gRPC's own code. TSAN_TESTS (a ctest -R regex) narrows the tests.
+  echo "== clang build with -Wthread-safety (lock annotations) and TSan, every test under TSan"
   clang_build=${build}-clang
   clang_start=$SECONDS
-  if cmake -S . -B "$clang_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-       -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DSTREAMLEARN_THREAD_SAFETY=ON \
+  if cmake -S . -B "$clang_build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+       -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+       -DSTREAMLEARN_THREAD_SAFETY=ON -DSTREAMLEARN_SANITIZE_THREAD=ON \
        -DSTREAMLEARN_BUILD_TESTS=ON -DSTREAMLEARN_BUILD_BENCH=ON \
        > "$clang_build.configure.log" 2>&1; then
     if cmake --build "$clang_build" -j "$jobs"; then
-      run_ctest clang "$clang_build" -R '^core\.'
+      clang_built=$SECONDS
+      reports=$(realpath "$clang_build")/sanitizer-reports
+      tsan="ignore_noninstrumented_modules=1 second_deadlock_stack=1"
+      tsan+=" suppressions=$PWD/scripts/tsan.supp log_path=$reports/tsan"
+      TSAN_OPTIONS=$tsan run_ctest clang-tsan "$clang_build" -R "${TSAN_TESTS:-.}"
+      echo "== clang-tsan pass: build $((clang_built - clang_start)) s," \
+        "tests $((SECONDS - clang_built)) s"
     else
-      summary+=("clang: the build failed (a -Wthread-safety error names the member and its mutex)")
+      summary+=("clang-tsan: the build failed (-Wthread-safety names the member and its mutex)")
       failed=1
     fi
   else
     cat "$clang_build.configure.log"
-    summary+=("clang: cmake could not configure the clang build")
+    summary+=("clang-tsan: cmake could not configure the clang build")
     failed=1
   fi
-  echo "== clang pass: $((SECONDS - clang_start)) s"
 fi
 
 if [ -z "${SKIP_SANITIZE:-}" ]; then
-  echo "== core unit tests under AddressSanitizer + UBSan"
+  # Everything the tests run (the server and CLI binaries too; not the benchmarks), Debug with
+  # -O1. Leaks are reports; scripts/lsan.supp names the third-party ones.
+  echo "== every test under AddressSanitizer + UBSan"
   san=${build}-asan
-  cmake -S . -B "$san" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTREAMLEARN_CORE_ONLY=ON \
-    -DSTREAMLEARN_SANITIZE=ON -DSTREAMLEARN_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
-    > "$san.configure.log" 2>&1 \
-    || { cat "$san.configure.log"; exit 1; }
-  if cmake --build "$san" -j "$jobs"; then
-    run_ctest asan-ubsan "$san"
+  san_start=$SECONDS
+  if cmake -S . -B "$san" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+       -DSTREAMLEARN_SANITIZE=ON -DSTREAMLEARN_CORE_ONLY=OFF -DSTREAMLEARN_BUILD_TESTS=ON \
+       -DSTREAMLEARN_BUILD_BENCH=OFF > "$san.configure.log" 2>&1; then
+    if cmake --build "$san" -j "$jobs"; then
+      san_built=$SECONDS
+      reports=$(realpath "$san")/sanitizer-reports
+      ASAN_OPTIONS="log_path=$reports/asan" \
+        LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0" \
+        UBSAN_OPTIONS="print_stacktrace=1" \
+        run_ctest asan-ubsan "$san"
+      echo "== asan-ubsan pass: build $((san_built - san_start)) s," \
+        "tests $((SECONDS - san_built)) s"
+    else
+      summary+=("asan-ubsan: the build failed")
+      failed=1
+    fi
   else
-    summary+=("asan-ubsan: the build failed")
+    cat "$san.configure.log"
+    summary+=("asan-ubsan: cmake could not configure the sanitizer build")
     failed=1
   fi
+fi
+
+if [ -z "${SKIP_FUZZ:-}" ]; then
+  echo "== fuzz: every libFuzzer target for ${FUZZ_SECONDS:-10} s (scripts/fuzz.sh)"
+  fuzz_start=$SECONDS
+  fuzz_log="${build}-fuzz.log"
+  fuzz_rc=0
+  FUZZ_BUILD_DIR="${build}-fuzz" bash scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-10}" 2>&1 \
+    | tee "$fuzz_log" || fuzz_rc=$?
+  # scripts/fuzz.sh ends with a line in the summary's form; none if its build failed.
+  fuzz_line=$(grep -E '^fuzz: [0-9]+ passed' "$fuzz_log" | tail -1 || true)
+  if [ -n "$fuzz_line" ]; then
+    summary+=("$fuzz_line")
+  else
+    summary+=("fuzz: the build failed (see $fuzz_log)")
+  fi
+  if [ "$fuzz_rc" -ne 0 ]; then failed=1; fi
+  echo "== fuzz pass: $((SECONDS - fuzz_start)) s"
 fi
 
 echo "== summary ($(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s)"

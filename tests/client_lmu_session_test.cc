@@ -212,6 +212,8 @@ TEST(SampleLineParserTest, BadLinesNameTheColumnAndTheProblem) {
       {"vw bad weight", SampleFormat::kVw, 1, "1 -2 |a x", 3, "importance weight"},
       {"vw bad value", SampleFormat::kVw, 1, "1 |a x:y", 8, "feature 'x'"},
       {"vw no features", SampleFormat::kVw, 1, "1 |a", 5, "no features"},
+      {"vw value times scale overflows", SampleFormat::kVw, 1, "1 |a:1e300 x:1e300", 12,
+       "feature 'x': its value times the namespace scale is not a finite number"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.scenario);

@@ -164,7 +164,9 @@ class BatchSession {
     std::string lane;  // the address of the stream it was last written to; empty: none
     Clock::time_point written;
   };
-  // One stream to one server.
+  // One stream to one server. pending, failed, cancelled, done and why are used with mu_ held
+  // (the lane's reader thread, the supervisor and the writer all use them); stream is set
+  // under write_mu_ before the reader starts.
   struct Lane {
     std::unique_ptr<typename Traits::Service::Stub> stub;
     std::unique_ptr<grpc::ClientContext> context;

@@ -474,7 +474,13 @@ void BatchSession<Traits>::EndAll(bool graceful) {
     // Graceful (every batch has its ack): half-close, give each server ack_timeout to end its
     // stream, then cancel what is left (a paused server must not hold Finish).
     for (auto& [address, lane] : lanes) {
-      if (graceful && lane->stream != nullptr && !lane->failed) lane->stream->WritesDone();
+      if (!graceful || lane->stream == nullptr) continue;
+      bool failed = false;
+      {
+        MutexLock lock(&mu_);  // its reader may be failing the lane right now
+        failed = lane->failed;
+      }
+      if (!failed) lane->stream->WritesDone();
     }
     const Clock::time_point deadline = Clock::now() + options_.ack_timeout;
     for (auto& [address, lane] : lanes) {

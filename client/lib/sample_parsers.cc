@@ -1,5 +1,6 @@
 #include "client/lib/sample_parsers.h"
 
+#include <cmath>
 #include <string>
 
 #include "client/lib/number_parse.h"
@@ -185,6 +186,12 @@ bool SampleLineParser::ParseVw(std::string_view line, SampleRecord* out, LineErr
         return Fail(error, tok.column + colon + 1,
                     "feature " + Quoted(name) + ": expected a finite value, got " +
                         Quoted(tok.text.substr(colon + 1)));
+      }
+      // Two finite numbers can make an infinite one, which the server would refuse.
+      if (!std::isfinite(scale * val)) {
+        return Fail(error, tok.column,
+                    "feature " + Quoted(name) + ": its value times the namespace scale is not a "
+                    "finite number");
       }
       out->ids.push_back(FeatureHash(ns, name));
       out->vals.push_back(scale * val);

@@ -40,7 +40,9 @@ TEST(AppendBodyTest, Table) {
     absl::StatusOr<std::string> body = EncodeAppendBody(c.json);
     if (c.error_part == nullptr) {
       ASSERT_TRUE(body.ok()) << body.status();
-      if (c.body != nullptr) EXPECT_EQ(*body, c.body);
+      if (c.body != nullptr) {
+        EXPECT_EQ(*body, c.body);
+      }
     } else {
       ASSERT_FALSE(body.ok());
       EXPECT_EQ(body.status().code(), absl::StatusCode::kInvalidArgument);

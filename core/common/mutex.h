@@ -1,7 +1,7 @@
 // Annotated locks: thin wrappers over std::mutex, std::condition_variable and a
 // writer-preferring pthread rwlock that carry clang's thread-safety attributes, so that a
-// build with -Wthread-safety (scripts/test.sh, pass "clang") proves at compile time that every
-// member marked ABSL_GUARDED_BY(mu_) is touched only with mu_ held (docs/DECISIONS.md,
+// build with -Wthread-safety (scripts/test.sh, pass "clang-tsan") proves at compile time that
+// every member marked ABSL_GUARDED_BY(mu_) is touched only with mu_ held (docs/DECISIONS.md,
 // "Locking"). libstdc++'s own std::mutex carries no attributes, so std::lock_guard is not checked.
 //
 //   class Counter {

@@ -70,8 +70,19 @@ class StrictSaxHandler : public nlohmann::detail::json_sax_dom_parser<Json> {
       : Base(*root, /*allow_exceptions_=*/false), text_(text), consumed_(consumed) {}
 
   bool start_object(std::size_t len) {
+    if (!Enter()) return false;
     keys_.emplace_back();
     return Base::start_object(len);
+  }
+
+  bool start_array(std::size_t len) {
+    if (!Enter()) return false;
+    return Base::start_array(len);
+  }
+
+  bool end_array() {
+    --depth_;
+    return Base::end_array();
   }
 
   bool key(string_t& name) {
@@ -87,6 +98,7 @@ class StrictSaxHandler : public nlohmann::detail::json_sax_dom_parser<Json> {
   }
 
   bool end_object() {
+    --depth_;
     keys_.pop_back();
     return Base::end_object();
   }
@@ -113,6 +125,13 @@ class StrictSaxHandler : public nlohmann::detail::json_sax_dom_parser<Json> {
   const JsonTextError& error() const { return error_; }
 
  private:
+  // One more open object or array; false (and the error, at its bracket) past the limit.
+  bool Enter() {
+    if (++depth_ <= kStrictJsonMaxDepth) return true;
+    FailAtLastByteRead(absl::StrCat("nesting deeper than ", kStrictJsonMaxDepth, " levels"));
+    return false;
+  }
+
   void Fail(size_t line, size_t column, std::string problem) {
     if (failed_) return;  // the first problem is the one to report
     failed_ = true;
@@ -159,6 +178,7 @@ class StrictSaxHandler : public nlohmann::detail::json_sax_dom_parser<Json> {
   const std::string_view text_;
   const size_t* const consumed_;
   std::vector<std::unordered_set<std::string>> keys_;  // of each open object
+  int depth_ = 0;                                      // open objects and arrays
   bool failed_ = false;
   JsonTextError error_;
 };

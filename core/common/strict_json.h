@@ -7,6 +7,10 @@
 //     parse_error only do not catch;
 //   - a key given twice in one object ({"t": 1, "t": 2}) is an error naming the key, where
 //     nlohmann keeps the last value silently;
+//   - objects and arrays nested deeper than kStrictJsonMaxDepth levels are an error, at the
+//     bracket that opens one too many: nlohmann parses any depth, but dump(), which callers
+//     use to quote a value in an error, recurses once per level and a few hundred KiB of
+//     brackets overflowed the stack;
 //   - anything else thrown while parsing (std::bad_alloc) becomes a status.
 // The rest is nlohmann's: RFC 8259 with well-formed UTF-8, a leading UTF-8 BOM skipped, no
 // comments, nothing after the value but whitespace.
@@ -37,6 +41,9 @@ struct JsonTextError {
   size_t column = 0;    // 1-based, in bytes
   std::string problem;  // without the position, e.g. "duplicate key \"t\""
 };
+
+// Far beyond any document the project reads (a config file nests 4 levels).
+inline constexpr int kStrictJsonMaxDepth = 512;
 
 // Errors: INVALID_ARGUMENT "line L, column C: <problem>"; *error (when not null) gets the
 // same parts.

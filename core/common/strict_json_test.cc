@@ -27,6 +27,12 @@ TEST(StrictJsonTest, AcceptsWhatNlohmannAccepts) {
   }
 }
 
+TEST(StrictJsonTest, NestingUpToTheLimitIsAccepted) {
+  const std::string deepest =
+      std::string(kStrictJsonMaxDepth, '[') + std::string(kStrictJsonMaxDepth, ']');
+  EXPECT_TRUE(ParseStrictJson(deepest).ok()) << ParseStrictJson(deepest).status();
+}
+
 TEST(StrictJsonTest, ErrorsAreStatusesWithLineAndColumn) {
   struct Case {
     std::string scenario;
@@ -53,6 +59,11 @@ TEST(StrictJsonTest, ErrorsAreStatusesWithLineAndColumn) {
       {"trailing garbage", "{} x", 1, 4, "expected end of input"},
       {"empty text", "", 1, 1, "unexpected end of input"},
       {"invalid UTF-8 in a string", "[\"a\xff\"]", 1, 4, "ill-formed UTF-8"},
+      // 100000 levels overflowed the stack of dump() when a caller quoted the value (the
+      // JSONL reader's "got [[[..." error). The object is level 1, so the 512th '[', at
+      // column 6 + 512, opens level 513.
+      {"nested too deep", "{\"t\": " + std::string(100000, '[') + std::string(100000, ']') + "}",
+       1, 6 + 512, "nesting deeper than 512 levels"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.scenario);

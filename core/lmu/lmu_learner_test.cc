@@ -181,8 +181,21 @@ TEST(LmuSpec, SchedulingInequalityIsCheckedWithTheNumbers) {
   ASSERT_TRUE(absl::IsInvalidArgument(s));
   EXPECT_NE(s.message().find("scheduling inequality violated"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("= 1512"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("raise delta_buckets to at least 1890"), std::string::npos)
+      << s.message();
   spec.delta_buckets = 4096;
   EXPECT_TRUE(ValidateLmuSpec(spec).ok()) << ValidateLmuSpec(spec);
+}
+
+// Found by fuzz/rpc_admin: the advice converted a double beyond int64 to an integer
+// (undefined behaviour) when lambda_max or margin was huge.
+TEST(LmuSpec, SchedulingInequalityWithAHugeNeedSaysNoBucketCountIsEnough) {
+  LmuSpec spec;
+  spec.lambda_max = 1e222;
+  const absl::Status s = ValidateLmuSpec(spec);
+  ASSERT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("no delta_buckets up to 2^24 is enough"), std::string::npos)
+      << s.message();
 }
 
 }  // namespace

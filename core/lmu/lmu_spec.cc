@@ -1,6 +1,7 @@
 #include "core/lmu/lmu_spec.h"
 
 #include <cmath>
+#include <string>
 
 #include "absl/strings/str_format.h"
 
@@ -48,13 +49,20 @@ absl::Status ValidateLmuSpec(const LmuSpec& s) {
   const double headroom = capacity * (s.tau_high - s.tau_low);
   const double need = s.lambda_max * s.rebuild_seconds + s.margin;
   if (headroom < need) {
+    // The buckets that would do. A huge lambda_max or margin makes it too large for any
+    // integer (converting it would be undefined), and for the 2^24 buckets allowed.
+    const double buckets = std::ceil(need / (s.tau_high - s.tau_low) / s.bucket_size);
+    const std::string advice =
+        buckets <= static_cast<double>(1u << 24)
+            ? absl::StrFormat("raise delta_buckets to at least %d",
+                              static_cast<int64_t>(buckets))
+            : std::string("no delta_buckets up to 2^24 is enough: lower lambda_max, "
+                          "rebuild_seconds or margin");
     return absl::InvalidArgumentError(absl::StrFormat(
         "lmu: scheduling inequality violated: C (tau_high - tau_low) = %d * (%g - %g) = %.0f "
-        "< lambda_max T_rb + margin = %g * %g + %g = %.0f; raise delta_buckets to at least %d "
-        "or widen [tau_low, tau_high]",
+        "< lambda_max T_rb + margin = %g * %g + %g = %.0f; %s or widen [tau_low, tau_high]",
         static_cast<int64_t>(capacity), s.tau_high, s.tau_low, headroom, s.lambda_max,
-        s.rebuild_seconds, s.margin, need,
-        static_cast<int64_t>(std::ceil(need / (s.tau_high - s.tau_low) / s.bucket_size))));
+        s.rebuild_seconds, s.margin, need, advice));
   }
   return absl::OkStatus();
 }

@@ -332,8 +332,9 @@ TEST_F(JetStreamTest, CompactionPurgesTheJournalAndKeepsTheWholeChain) {
                       uint64_t trim) {
     ShardWrite w;
     const std::string line = absl::StrCat("line ", audit);
+    const std::string blob = absl::StrCat("snap ", seq);  // SnapshotPut::blob is a view of it
     w.audit.push_back({.index = audit, .line = line});
-    w.snapshot = SnapshotPut{.part = part, .seq = seq, .blob = absl::StrCat("snap ", seq),
+    w.snapshot = SnapshotPut{.part = part, .seq = seq, .blob = blob,
                              .manifest = absl::StrCat("manifest ", seq),
                              .dropped = std::move(dropped), .trim_log_through = trim};
     absl::Status st = s->Commit(w);
