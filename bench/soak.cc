@@ -2,12 +2,15 @@
 // bench/RESULTS.md, "Soak"): SAU ingest and queries, LMU updates (with rebuilds) and
 // predictions, fused learning and predictions, audit appends and heads, snapshots every 30 s.
 // Every call's status is checked; every call's latency is kept. The server's resident memory
-// is sampled every second from /proc.
+// is sampled every second from /proc, and with it the memory its store accounts for
+// (streamlearn_store_memory_bytes on its metrics page: RocksDB's block cache, memtables and
+// table readers), so that a store warming up is told from a leak.
 //
 //   soak [--minutes 10] [--server_binary PATH] [--seed N]
 //
 // Prints per RPC: calls, errors, p50 and p99 latency and their ratio; the mean RSS of the
-// second minute and of the last one and their ratio; the LMU rebuilds and snapshots taken.
+// second minute and of the last one and their ratio, the same for RSS less the store's memory;
+// the RSS, the store's memory and the rest by minute; the LMU rebuilds and snapshots taken.
 // Exits 0 when no call failed and the last minute's RSS is within 2% of the second's, 1
 // otherwise. Not a test (it takes minutes): run it by hand or from bench/run_all.sh.
 #include <fcntl.h>
@@ -28,6 +31,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,6 +72,40 @@ double RssMiB(pid_t pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
   }
   return 0;
+}
+
+// The sum of streamlearn_store_memory_bytes over its kinds, from the server's metrics page
+// (RocksDB's own accounting of its block cache, memtables and table readers), in MiB; -1
+// when the page cannot be read.
+double StoreMiB(int metrics_port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  timeval tv{.tv_sec = 5, .tv_usec = 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(metrics_port));
+  std::string page;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[16384];
+      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) page.append(buf, n);
+    }
+  }
+  close(fd);
+  double bytes = 0;
+  bool found = false;
+  std::istringstream lines(page);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("streamlearn_store_memory_bytes{", 0) != 0) continue;
+    const size_t space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    bytes += std::atof(line.c_str() + space + 1);
+    found = true;
+  }
+  return found ? bytes / (1024.0 * 1024.0) : -1;
 }
 
 // Latencies (microseconds) and errors per RPC.
@@ -145,8 +183,11 @@ int main(int argc, char** argv) {
                                        "/streamlearn_soak_", getpid());
   std::filesystem::create_directories(dir);
   const int port = FreePort();
+  int metrics_port = FreePort();
+  while (metrics_port == port) metrics_port = FreePort();
   std::vector<std::string> args = {server_binary, absl::StrCat("--listen=127.0.0.1:", port),
-                                   "--metrics=", "--data_dir=" + dir + "/data",
+                                   absl::StrCat("--metrics=127.0.0.1:", metrics_port),
+                                   "--data_dir=" + dir + "/data",
                                    "--snapshot_interval=30s", "--snapshot_every_steps=0"};
   std::vector<char*> cargs;
   for (std::string& a : args) cargs.push_back(a.data());
@@ -362,12 +403,15 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
-  // RSS every second.
-  std::vector<std::pair<double, double>> rss;  // (seconds since start, MiB)
+  // RSS and the store's accounted memory every second.
+  std::vector<std::pair<double, double>> rss;    // (seconds since start, MiB)
+  std::vector<std::pair<double, double>> store;  // (seconds since start, MiB)
   const auto start = Clock::now();
   while (Clock::now() < end) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
-    rss.emplace_back(std::chrono::duration<double>(Clock::now() - start).count(), RssMiB(pid));
+    const double at = std::chrono::duration<double>(Clock::now() - start).count();
+    rss.emplace_back(at, RssMiB(pid));
+    store.emplace_back(at, StoreMiB(metrics_port));
   }
   for (std::thread& w : workers) w.join();
 
@@ -387,27 +431,38 @@ int main(int argc, char** argv) {
 
   ledger.Print();
   const double total = minutes * 60;
-  double second = 0, last = 0;
-  int n2 = 0, nl = 0;
-  for (const auto& [at, mib] : rss) {
-    if (at >= 60 && at < 120) second += mib, ++n2;
-    if (at >= total - 60) last += mib, ++nl;
+  // The rest: RSS less what the store accounts for (samples where the page was read).
+  std::vector<std::pair<double, double>> rest;
+  for (size_t i = 0; i < rss.size(); ++i) {
+    if (store[i].second >= 0) rest.emplace_back(rss[i].first, rss[i].second - store[i].second);
   }
-  std::printf("RSS by minute (MiB):");
-  for (int m = 0; m * 60 < total; ++m) {
+  const auto mean_between = [](const std::vector<std::pair<double, double>>& s, double from,
+                               double to) {
     double sum = 0;
     int n = 0;
-    for (const auto& [at, mib] : rss) {
-      if (at >= m * 60 && at < (m + 1) * 60) sum += mib, ++n;
+    for (const auto& [at, mib] : s) {
+      if (at >= from && at < to) sum += mib, ++n;
     }
-    if (n > 0) std::printf(" %.1f", sum / n);
+    return n > 0 ? sum / n : -1.0;
+  };
+  for (const auto& [name, series] :
+       {std::pair<const char*, const std::vector<std::pair<double, double>>*>{"RSS", &rss},
+        {"store (RocksDB's accounting)", &store},
+        {"RSS less the store", &rest}}) {
+    std::printf("%s by minute (MiB):", name);
+    for (int m = 0; m * 60 < total; ++m) {
+      const double mean = mean_between(*series, m * 60, (m + 1) * 60);
+      if (mean >= 0) std::printf(" %.1f", mean);
+    }
+    std::printf("\n");
   }
-  std::printf("\n");
-  second /= std::max(n2, 1);
-  last /= std::max(nl, 1);
+  const double second = mean_between(rss, 60, 120), last = mean_between(rss, total - 60, total);
   const double ratio = last / second;
   std::printf("RSS: second minute %.1f MiB, last minute %.1f MiB, ratio %.4f\n", second, last,
               ratio);
+  const double rest_ratio = mean_between(rest, total - 60, total) / mean_between(rest, 60, 120);
+  std::printf("RSS less the store: last minute / second minute %.4f (within 2%%: %s)\n",
+              rest_ratio, std::abs(rest_ratio - 1) <= 0.02 ? "yes" : "no");
   std::printf("LMU rebuilds (model soak): %llu; snapshots asked: %d; server exit status %d\n",
               static_cast<unsigned long long>(rebuilds), snapshots.load(),
               WIFEXITED(status) ? WEXITSTATUS(status) : -1);

@@ -176,12 +176,45 @@ absl::Status Metrics::StartExposer(const std::string& address) {
   try {
     auto exposer = std::make_unique<prometheus::Exposer>(address);
     exposer->RegisterCollectable(registry_);
+    exposer->RegisterCollectable(store_memory_);
     exposer_ = std::move(exposer);
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on '", address, "': ", e.what()));
   }
   return absl::OkStatus();
+}
+
+void Metrics::WatchStoreMemory(StoreMemorySource source) {
+  store_memory_->Watch(std::move(source));
+}
+
+std::vector<prometheus::MetricFamily> Metrics::CollectStoreMemory() const {
+  return store_memory_->Collect();
+}
+
+void Metrics::StoreMemoryCollectable::Watch(StoreMemorySource source) {
+  MutexLock lock(&mu_);
+  source_ = std::move(source);
+}
+
+std::vector<prometheus::MetricFamily> Metrics::StoreMemoryCollectable::Collect() const {
+  MutexLock lock(&mu_);  // held while the source runs: Watch(nullptr) waits for it
+  if (!source_) return {};
+  const storage::Store::MemoryUsage m = source_();
+  prometheus::MetricFamily family;
+  family.name = "streamlearn_store_memory_bytes";
+  family.help = "Memory the embedded store (RocksDB) accounts for, by kind";
+  family.type = prometheus::MetricType::Gauge;
+  for (const auto& [kind, bytes] : {std::pair<const char*, uint64_t>{"block_cache", m.block_cache},
+                                    {"memtables", m.memtables},
+                                    {"table_readers", m.table_readers}}) {
+    prometheus::ClientMetric metric;
+    metric.label.push_back({"kind", kind});
+    metric.gauge.value = static_cast<double>(bytes);
+    family.metric.push_back(std::move(metric));
+  }
+  return {std::move(family)};
 }
 
 int Metrics::exposer_port() const {

@@ -29,6 +29,9 @@
 //   streamlearn_log_backlog_batches{model,shard}  gauge: batches logged since the last snapshot
 //   streamlearn_fuse_{gate,gate_min,gate_max,abs_error}{model,shard}  gauges: Fuse health
 //   streamlearn_control_actions_total{model,shard}  counter: control-plane actions
+//   streamlearn_store_memory_bytes{kind}          gauge, read at each scrape: RocksDB's own
+//                                                 accounting (kind block_cache, memtables,
+//                                                 table_readers; WatchStoreMemory)
 //
 // Series of a (model, shard) appear at its first Record call of their kind, so a model
 // without a store or a Fuse part exports none of theirs.
@@ -51,6 +54,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <memory>
@@ -69,6 +73,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "server/storage/storage_observer.h"
+#include "server/storage/store.h"
 
 namespace prometheus {
 class Exposer;
@@ -117,6 +122,13 @@ class Metrics final : public storage::StorageObserver {
   int exposer_port() const;
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+
+  // The source of streamlearn_store_memory_bytes, called at each scrape; nullptr (the
+  // default) exports none. The caller clears it before what it reads goes away.
+  using StoreMemorySource = std::function<storage::Store::MemoryUsage()>;
+  void WatchStoreMemory(StoreMemorySource source);
+  // What a scrape exports of it now (the exposer's view; tests read it here).
+  std::vector<prometheus::MetricFamily> CollectStoreMemory() const;
 
   // One finished unary RPC or one stream batch (method "Ingest" or "Update", code of its
   // in-band status).
@@ -254,7 +266,19 @@ class Metrics final : public storage::StorageObserver {
   RpcSeries& SeriesFor(std::string_view method, absl::StatusCode code) ABSL_LOCKS_EXCLUDED(mu_);
   LmuSeries& LmuSeriesFor(const std::string& model, uint32_t shard) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Read at scrape time rather than set: RocksDB's figures change without any call of ours.
+  class StoreMemoryCollectable final : public prometheus::Collectable {
+   public:
+    void Watch(StoreMemorySource source) ABSL_LOCKS_EXCLUDED(mu_);
+    std::vector<prometheus::MetricFamily> Collect() const override ABSL_LOCKS_EXCLUDED(mu_);
+
+   private:
+    mutable Mutex mu_;
+    StoreMemorySource source_ ABSL_GUARDED_BY(mu_);
+  };
+
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<StoreMemoryCollectable> store_memory_ = std::make_shared<StoreMemoryCollectable>();
   std::unique_ptr<prometheus::Exposer> exposer_;
 
   prometheus::Family<prometheus::Counter>& rpc_total_;

@@ -177,7 +177,10 @@ absl::Status CreateDataDir(const std::string& dir) {
 
 Server::Server(Options options) : options_(std::move(options)) {}
 
-Server::~Server() { Shutdown(absl::ZeroDuration()); }
+Server::~Server() {
+  Shutdown(absl::ZeroDuration());
+  metrics_.WatchStoreMemory(nullptr);  // also when Start failed after setting it
+}
 
 absl::StatusOr<int> Server::Start() {
   RETURN_IF_ERROR(CheckOptions(options_));
@@ -217,6 +220,10 @@ absl::StatusOr<int> Server::Start() {
       options_.cluster.empty() ? absl::ZeroDuration() : options_.cluster_start_timeout,
       [&] { return persistence_->Recover(registry_.get()); }));
   RETURN_IF_ERROR(CreateConfiguredModels());
+  if (persistence_->store() != nullptr) {
+    storage::Store* store = persistence_->store();  // cleared in Stop, before the store closes
+    metrics_.WatchStoreMemory([store] { return store->Memory(); });
+  }
   if (!options_.metrics.empty()) {
     RETURN_IF_ERROR(metrics_.StartExposer(options_.metrics));
   }
@@ -499,6 +506,7 @@ void Server::Shutdown(absl::Duration grace) {
   if (health_port_ != nullptr) health_port_->Shutdown();
   // Every call has ended: no writer is left, so the snapshotter can stop and the store close
   // (with the server object).
+  metrics_.WatchStoreMemory(nullptr);
   if (persistence_ != nullptr) persistence_->Stop();
 }
 

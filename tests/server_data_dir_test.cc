@@ -397,6 +397,33 @@ TEST_F(DataDirTest, FullDiskRefusesWritesThenResumesWithoutARestart) {
 
 // The real binary (its umask): the data directory, the store's files, keys and backups are
 // readable by their owner only; the event log and the audit chain are no other user's.
+// streamlearn_store_memory_bytes (server/metrics.h): RocksDB's own accounting of its memory,
+// read at each scrape, by kind; the memtables hold what was just written. A server without a
+// data directory exports none.
+TEST_F(DataDirTest, TheStoresMemoryIsExportedByKind) {
+  Start();
+  CreateModel();
+  Feed(2, 16);
+  std::vector<prometheus::MetricFamily> families = server_->metrics().CollectStoreMemory();
+  ASSERT_EQ(families.size(), 1u);
+  EXPECT_EQ(families[0].name, "streamlearn_store_memory_bytes");
+  std::map<std::string, double> by_kind;
+  for (const prometheus::ClientMetric& m : families[0].metric) {
+    ASSERT_EQ(m.label.size(), 1u);
+    by_kind[m.label[0].value] = m.gauge.value;
+  }
+  EXPECT_EQ(by_kind.size(), 3u);
+  EXPECT_GT(by_kind["memtables"], 0);
+  EXPECT_TRUE(by_kind.contains("block_cache") && by_kind.contains("table_readers"));
+  Stop();
+
+  Server::Options memory = Options();
+  memory.data_dir.clear();
+  Start(memory);
+  EXPECT_TRUE(server_->metrics().CollectStoreMemory().empty());
+  Stop();
+}
+
 TEST_F(DataDirTest, ServerBinaryCreatesEveryFileAndDirectoryPrivate) {
   const std::string dir = root_ + "/bin-data";
   const std::string script = root_ + "/run.sh";

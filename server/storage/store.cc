@@ -445,6 +445,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   }
   auto store = std::unique_ptr<Store>(new Store());
   store->options_ = options;
+  store->cache_ = cache;
   rocksdb::DB* db = nullptr;
   rocksdb::Status s;
   if (options.read_only) {
@@ -634,6 +635,21 @@ absl::Status Store::VerifyAuditChecksums() const {
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
   }
   return FromRocks(it->status(), "read the audit table");
+}
+
+Store::MemoryUsage Store::Memory() const {
+  MemoryUsage m;
+  if (cache_ != nullptr) m.block_cache = cache_->GetUsage();
+  for (rocksdb::ColumnFamilyHandle* cf : cfs_) {
+    uint64_t v = 0;
+    if (db_->GetIntProperty(cf, rocksdb::DB::Properties::kCurSizeAllMemTables, &v)) {
+      m.memtables += v;
+    }
+    if (db_->GetIntProperty(cf, rocksdb::DB::Properties::kEstimateTableReadersMem, &v)) {
+      m.table_readers += v;
+    }
+  }
+  return m;
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Store::TableFiles() const {

@@ -45,6 +45,7 @@
 #include "server/storage/shard_store.h"
 
 namespace rocksdb {
+class Cache;
 class ColumnFamilyHandle;
 class DB;
 class WriteBatch;
@@ -157,6 +158,16 @@ class Store {
   // audit table (docs/DURABILITY.md, "Start-up checks").
   absl::Status VerifyAuditChecksums() const;
 
+  // What RocksDB holds in memory, from its own accounting: the block cache's contents (data,
+  // index and filter blocks), every column family's memtables, and the table readers kept
+  // outside the cache. The process's resident memory is the rest plus these.
+  struct MemoryUsage {
+    uint64_t block_cache = 0;
+    uint64_t memtables = 0;
+    uint64_t table_readers = 0;
+  };
+  MemoryUsage Memory() const;
+
   // The table files of the database, for diagnostics and tests: (column family, file path).
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> TableFiles() const;
 
@@ -176,6 +187,7 @@ class Store {
 
   StoreOptions options_;
   std::unique_ptr<rocksdb::DB> db_;
+  std::shared_ptr<rocksdb::Cache> cache_;  // the one block cache of every column family
   // A write failed: the next one first asks RocksDB to resume from its background error.
   mutable std::atomic<bool> resume_needed_{false};
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // default, specs, log, snapshots, audit
