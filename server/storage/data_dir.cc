@@ -141,15 +141,16 @@ absl::StatusOr<std::optional<StoreFloor>> ReadStoreFloor(const std::string& dir)
   return *std::move(floor);
 }
 
-absl::Status CheckStoreFloor(const Store& store, const StoreFloor& floor) {
+absl::Status CheckStoreFloor(StorageBackend& backend, const std::string& where,
+                             const StoreFloor& floor) {
   const auto lost = [&](const std::string& what) {
     return absl::DataLossError(absl::StrCat(
-        "the store '", store.options().path, "' holds less than it did: ", what, " (",
+        "the store '", where, "' holds less than it did: ", what, " (",
         kDataDirMarker, " records what it held). Its files are damaged (a cut MANIFEST, lost "
         "table files); the server will not start from it, which could delete more. Restore "
         "the data directory from a backup (docs/DURABILITY.md)"));
   };
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> specs = store.ListSpecs();
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> specs = backend.ListSpecs();
   if (!specs.ok()) return specs.status();
   for (const auto& [key, next] : floor.chains) {
     // Named variables, not a structured binding: the lambda below captures `model`, which
@@ -160,7 +161,7 @@ absl::Status CheckStoreFloor(const Store& store, const StoreFloor& floor) {
                                    [&](const auto& s) { return s.first == model; });
     if (!known) return lost(absl::StrCat("model '", model, "' is gone"));
     absl::StatusOr<std::optional<std::pair<uint64_t, std::string>>> last =
-        store.LastAudit(model, shard);
+        backend.OpenShard(model, shard)->LastAudit();
     if (!last.ok()) return last.status();
     const uint64_t have = last->has_value() ? (*last)->first + 1 : 0;
     if (have < next) {
@@ -170,7 +171,8 @@ absl::Status CheckStoreFloor(const Store& store, const StoreFloor& floor) {
   }
   for (const auto& [key, log_seq] : floor.snapshots) {
     const auto& [model, shard, part] = key;
-    absl::StatusOr<std::optional<std::string>> bytes = store.GetManifest(model, shard, part);
+    absl::StatusOr<std::optional<std::string>> bytes =
+        backend.OpenShard(model, shard)->GetManifest(part);
     if (!bytes.ok()) return bytes.status();
     absl::StatusOr<std::vector<ManifestEntry>> manifest =
         bytes->has_value() ? DecodeManifest(**bytes) : std::vector<ManifestEntry>{};

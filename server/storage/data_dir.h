@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/storage/shard_store.h"
 #include "server/storage/store.h"
 
 namespace streamlearn::storage {
@@ -51,7 +52,10 @@ absl::StatusOr<StoreFloor> ParseStoreFloor(std::string_view text);
 absl::StatusOr<std::optional<StoreFloor>> ReadStoreFloor(const std::string& dir);
 
 // DATA_LOSS naming the first model, chain or snapshot the store holds less of than `floor`.
-absl::Status CheckStoreFloor(const Store& store, const StoreFloor& floor);
+// `backend` reads the store as the server does (through encryption at rest, so that the
+// sealed manifests of a tenant with a key are read too); `where` names the store in messages.
+absl::Status CheckStoreFloor(StorageBackend& backend, const std::string& where,
+                             const StoreFloor& floor);
 
 struct DataDirFiles {
   std::string dir;         // the data directory

@@ -125,7 +125,9 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOption
       absl::StatusOr<std::unique_ptr<Store>> ro =
           Store::Open({.path = db_path, .read_only = true});
       if (!ro.ok()) return ro.status();
-      RETURN_IF_ERROR(CheckStoreFloor(**ro, **floor));
+      ASSIGN_OR_RETURN(std::unique_ptr<StorageBackend> ro_backend,
+                       WithTenantKeys(p->options_, std::make_unique<RocksStorage>(*std::move(ro))));
+      RETURN_IF_ERROR(CheckStoreFloor(*ro_backend, db_path, **floor));
     }
     absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(
         {.path = (fs::path(p->options_.data_dir) / "db").string(),
