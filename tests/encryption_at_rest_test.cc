@@ -25,6 +25,7 @@
 #include "sau.grpc.pb.h"
 #include "server/server.h"
 #include "server/storage/audit_replay.h"
+#include "tests/command_runner.h"
 #include "tests/test_server.h"
 
 namespace streamlearn {
@@ -32,18 +33,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 // Every file under `dir`, concatenated (a file that vanishes while read adds nothing).
 std::string EveryFile(const std::string& dir) {
   std::string all;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
        it.increment(ec)) {
-    if (it->is_regular_file(ec)) all += ReadAll(it->path().string());
+    if (it->is_regular_file(ec)) all += test_util::ReadFile(it->path().string());
   }
   return all;
 }
