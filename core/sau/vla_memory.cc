@@ -1,0 +1,157 @@
+#include "core/sau/vla_memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/sau/kernels.h"
+
+namespace streamlearn::sau {
+namespace {
+
+absl::Status CheckVector(std::span<const double> x, uint32_t n, const char* what,
+                         const char* dim) {
+  if (x.size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has ", x.size(), " elements; the model's ", dim, " is ", n));
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, "[", i, "] is not finite (", x[i], ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<VlaMemory> VlaMemory::Create(const VlaSpec& spec) {
+  if (spec.d < 1 || spec.d > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("vla: d = ", spec.d, " outside 1..4096"));
+  }
+  if (spec.d_v < 1 || spec.d_v > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("vla: d_v = ", spec.d_v, " outside 1..4096"));
+  }
+  if (!(spec.lambda0 > 0 && spec.lambda0 <= 1e6)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vla: lambda0 = ", spec.lambda0, " outside (0, 1e6]"));
+  }
+  if (!(spec.refresh_eta >= 0 && spec.refresh_eta <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vla: refresh_eta = ", spec.refresh_eta, " outside [0, 1]"));
+  }
+  if (!(spec.key_eps > 0 && spec.key_eps < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vla: key_eps = ", spec.key_eps, " outside (0, 1)"));
+  }
+  auto params = std::make_shared<Params>();
+  params->spec = spec;
+  return VlaMemory(std::move(params));
+}
+
+VlaMemory::VlaMemory(std::shared_ptr<const Params> params) : params_(std::move(params)) {
+  const VlaSpec& sp = params_->spec;
+  s_.assign(static_cast<size_t>(sp.d_v) * sp.d, 0.0);
+  a_.assign(static_cast<size_t>(sp.d) * sp.d, 0.0);
+  for (uint32_t i = 0; i < sp.d; ++i) a_[static_cast<size_t>(i) * sp.d + i] = 1.0 / sp.lambda0;
+}
+
+absl::Status VlaMemory::CheckWrite(std::span<const double> k, std::span<const double> v) const {
+  if (absl::Status s = CheckVector(k, spec().d, "k", "d"); !s.ok()) return s;
+  return CheckVector(v, spec().d_v, "v", "d_v");
+}
+
+absl::Status VlaMemory::CheckRead(std::span<const double> q) const {
+  return CheckVector(q, spec().d, "q", "d");
+}
+
+VlaWrite VlaMemory::Write(std::span<const double> k, std::span<const double> v) {
+  const VlaSpec& sp = params_->spec;
+  const int d = static_cast<int>(sp.d);
+  VlaWrite out;
+  const double norm = std::sqrt(Dot(k.data(), k.data(), d));
+  if (!(norm >= sp.key_eps)) {
+    ++skipped_;
+    out.skipped = true;
+    return out;
+  }
+  std::vector<double> kh(d), z(d);
+  for (int i = 0; i < d; ++i) kh[i] = k[i] / norm;
+  // (V1): z = A k^, delta = 1 + k^T z (>= 1 in exact arithmetic; the seed's clamp), and the
+  // rank-1 downdate on the upper triangle, mirrored so that A stays exactly symmetric.
+  for (int i = 0; i < d; ++i) z[i] = Dot(&a_[static_cast<size_t>(i) * d], kh.data(), d);
+  const double delta = std::max(1.0 + Dot(kh.data(), z.data(), d), 1e-4);
+  for (int i = 0; i < d; ++i) {
+    const double zi = z[i] / delta;
+    double* row = &a_[static_cast<size_t>(i) * d];
+    for (int j = i; j < d; ++j) row[j] = std::fma(-zi, z[j], row[j]);
+    for (int j = i + 1; j < d; ++j) a_[static_cast<size_t>(j) * d + i] = row[j];
+  }
+  ++writes_;
+  // (V2) and (V3): A_t k^ = z / delta, plus refresh_eta k^ after a refresh.
+  std::vector<double> alpha(d);
+  for (int i = 0; i < d; ++i) alpha[i] = z[i] / delta;
+  if (sp.refresh_period > 0 && writes_ % sp.refresh_period == 0 && sp.refresh_eta > 0) {
+    for (int i = 0; i < d; ++i) a_[static_cast<size_t>(i) * d + i] += sp.refresh_eta;
+    for (int i = 0; i < d; ++i) alpha[i] = std::fma(sp.refresh_eta, kh[i], alpha[i]);
+    out.refreshed = true;
+  }
+  const double an = std::sqrt(Dot(alpha.data(), alpha.data(), d));
+  // A is positive definite, so A k^ != 0 for a unit k^; a state that lost definiteness to
+  // rounding would give an = 0, and then S is left alone.
+  if (an > 0) {
+    for (double& x : alpha) x /= an;
+  }
+  out.alpha_dot_k = an > 0 ? Dot(alpha.data(), kh.data(), d) : 0;
+  // (V4): e = v - S k^, S += e alpha^T.
+  double e2 = 0;
+  for (uint32_t p = 0; p < sp.d_v; ++p) {
+    double* row = &s_[static_cast<size_t>(p) * d];
+    const double e = v[p] - Dot(row, kh.data(), d);
+    e2 += e * e;
+    if (an > 0) Axpy(e, alpha.data(), row, d);
+  }
+  out.residual_norm = std::sqrt(e2);
+  return out;
+}
+
+std::vector<double> VlaMemory::Read(std::span<const double> q) const {
+  const VlaSpec& sp = params_->spec;
+  const int d = static_cast<int>(sp.d);
+  std::vector<double> y(sp.d_v, 0.0);
+  const double norm = std::sqrt(Dot(q.data(), q.data(), d));
+  if (!(norm >= sp.key_eps)) return y;
+  for (uint32_t p = 0; p < sp.d_v; ++p) {
+    y[p] = Dot(&s_[static_cast<size_t>(p) * d], q.data(), d) / norm;
+  }
+  return y;
+}
+
+double VlaMemory::s_norm() const {
+  return std::sqrt(Dot(s_.data(), s_.data(), static_cast<int>(s_.size())));
+}
+
+double VlaMemory::a_norm() const {
+  return std::sqrt(Dot(a_.data(), a_.data(), static_cast<int>(a_.size())));
+}
+
+size_t VlaMemory::state_bytes() const {
+  return (s_.size() + a_.size()) * sizeof(double) + sizeof(VlaMemory);
+}
+
+void VlaMemory::Hash(Sha256& h) const {
+  h.Update("streamlearn.vla.state.v1");
+  h.U64(writes_);
+  h.U64(skipped_);
+  h.F64s(s_);
+  h.F64s(a_);
+}
+
+Digest VlaMemory::StateDigest() const {
+  Sha256 h;
+  Hash(h);
+  return h.Finish();
+}
+
+}  // namespace streamlearn::sau
