@@ -74,12 +74,10 @@ double RssMiB(pid_t pid) {
   return 0;
 }
 
-// The sum of streamlearn_store_memory_bytes over its kinds, from the server's metrics page
-// (RocksDB's own accounting of its block cache, memtables and table readers), in MiB; -1
-// when the page cannot be read.
-double StoreMiB(int metrics_port) {
+// The server's metrics page, or "" when it cannot be read.
+std::string MetricsPage(int metrics_port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
+  if (fd < 0) return "";
   timeval tv{.tv_sec = 5, .tv_usec = 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   sockaddr_in a{};
@@ -95,11 +93,19 @@ double StoreMiB(int metrics_port) {
     }
   }
   close(fd);
+  return page;
+}
+
+// The sum of the samples on `page` whose line starts with `prefix`, in MiB; -1 when there
+// are none. With "streamlearn_store_memory_bytes{" it is RocksDB's own accounting of its
+// block cache, memtables and table readers; with
+// "streamlearn_process_heap_bytes{kind=\"free\"}" malloc's free bytes.
+double SumMiB(const std::string& page, const std::string& prefix) {
   double bytes = 0;
   bool found = false;
   std::istringstream lines(page);
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("streamlearn_store_memory_bytes{", 0) != 0) continue;
+    if (line.rfind(prefix, 0) != 0) continue;
     const size_t space = line.rfind(' ');
     if (space == std::string::npos) continue;
     bytes += std::atof(line.c_str() + space + 1);
@@ -406,12 +412,17 @@ int main(int argc, char** argv) {
   // RSS and the store's accounted memory every second.
   std::vector<std::pair<double, double>> rss;    // (seconds since start, MiB)
   std::vector<std::pair<double, double>> store;  // (seconds since start, MiB)
+  std::vector<std::pair<double, double>> heap_allocated, heap_free;  // malloc's view
   const auto start = Clock::now();
   while (Clock::now() < end) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     const double at = std::chrono::duration<double>(Clock::now() - start).count();
     rss.emplace_back(at, RssMiB(pid));
-    store.emplace_back(at, StoreMiB(metrics_port));
+    const std::string page = MetricsPage(metrics_port);
+    store.emplace_back(at, SumMiB(page, "streamlearn_store_memory_bytes{"));
+    heap_allocated.emplace_back(
+        at, SumMiB(page, "streamlearn_process_heap_bytes{kind=\"allocated\"}"));
+    heap_free.emplace_back(at, SumMiB(page, "streamlearn_process_heap_bytes{kind=\"free\"}"));
   }
   for (std::thread& w : workers) w.join();
 
@@ -448,7 +459,9 @@ int main(int argc, char** argv) {
   for (const auto& [name, series] :
        {std::pair<const char*, const std::vector<std::pair<double, double>>*>{"RSS", &rss},
         {"store (RocksDB's accounting)", &store},
-        {"RSS less the store", &rest}}) {
+        {"RSS less the store", &rest},
+        {"malloc: allocated", &heap_allocated},
+        {"malloc: free in its arenas", &heap_free}}) {
     std::printf("%s by minute (MiB):", name);
     for (int m = 0; m * 60 < total; ++m) {
       const double mean = mean_between(*series, m * 60, (m + 1) * 60);

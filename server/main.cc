@@ -3,6 +3,7 @@
 // Exit codes: 0 after a graceful shutdown (SIGTERM / SIGINT) and after --help, 2 for a bad
 // flag or config file, 1 when the server cannot start (address in use, data_dir not
 // writable, ...).
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -34,6 +35,7 @@
 #include "server/storage/lmu_secret.h"
 #include "server/storage/audit_key.h"
 #include "server/config.h"
+#include "server/heap_trimmer.h"
 #include "server/host_port.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
@@ -100,6 +102,12 @@ ABSL_FLAG(uint64_t, fuse_digest_every, 100000,
           "snapshots)");
 ABSL_FLAG(uint64_t, snapshot_every_steps, 100000,
           "snapshot a shard part after this many events/samples (0 = off)");
+ABSL_FLAG(absl::Duration, heap_trim_interval, absl::Seconds(10),
+          "how often the C heap's free pages are handed back to the kernel (malloc_trim; "
+          "keeps the RSS with what is allocated; >= 0, 0 = never)");
+ABSL_FLAG(int32_t, malloc_arenas, 2,
+          "the most arenas glibc's malloc keeps (M_ARENA_MAX); fewer hold less free memory "
+          "between bursts; 0 = glibc's default, 8 per core");
 ABSL_FLAG(absl::Duration, snapshot_interval, absl::Minutes(5),
           "snapshot a shard part that changed at least this often (>= 0; 0 = off)");
 ABSL_FLAG(uint64_t, keep_snapshots, 2, "snapshots kept per shard part (>= 1)");
@@ -139,6 +147,7 @@ ABSL_FLAG(std::string, init_keys, "",
 namespace {
 
 using streamlearn::server::CheckHostPort;
+using streamlearn::server::HeapTrimmer;
 using streamlearn::server::Server;
 using streamlearn::server::ServerConfig;
 
@@ -209,6 +218,12 @@ absl::Status CheckFlags() {
   }
   if (!absl::GetFlag(FLAGS_tls_cert).empty() != !absl::GetFlag(FLAGS_tls_key).empty()) {
     return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
+  if (const int32_t n = absl::GetFlag(FLAGS_malloc_arenas); n < 0 || n > 1024) {
+    return bad("malloc_arenas", "in 0..1024 (0 = glibc's default)", absl::StrCat(n));
+  }
+  if (const absl::Duration d = absl::GetFlag(FLAGS_heap_trim_interval); d < absl::ZeroDuration()) {
+    return bad("heap_trim_interval", ">= 0 (0 = never)", absl::FormatDuration(d));
   }
   if (const absl::Duration d = absl::GetFlag(FLAGS_snapshot_interval); d < absl::ZeroDuration()) {
     return bad("snapshot_interval", ">= 0 (0 = off)", absl::FormatDuration(d));
@@ -451,6 +466,9 @@ int main(int argc, char** argv) {
     return InitKeys(dir);
   }
 
+  // Before any thread exists (an arena is bound to a thread at its first allocation).
+  if (const int32_t n = absl::GetFlag(FLAGS_malloc_arenas); n > 0) mallopt(M_ARENA_MAX, n);
+
   // SIGTERM and SIGINT are blocked here, before any thread exists, so every thread inherits
   // the mask and no handler ever runs; the main thread takes them synchronously with
   // sigwait() below and does the drain in ordinary code.
@@ -488,6 +506,8 @@ int main(int argc, char** argv) {
                options.listen, options.metrics.empty() ? "disabled" : options.metrics,
                options.data_dir, config_path);
 
+  // Process-wide, so here and not in Server (tests run many servers in one process).
+  HeapTrimmer heap_trimmer(absl::GetFlag(FLAGS_heap_trim_interval));
   Server server(options);
   absl::StatusOr<int> port = server.Start();
   if (!port.ok()) {

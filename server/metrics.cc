@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include <malloc.h>
+
 #include <chrono>
 #include <exception>
 #include <string>
@@ -189,18 +191,40 @@ void Metrics::WatchStoreMemory(StoreMemorySource source) {
   store_memory_->Watch(std::move(source));
 }
 
-std::vector<prometheus::MetricFamily> Metrics::CollectStoreMemory() const {
+std::vector<prometheus::MetricFamily> Metrics::CollectMemory() const {
   return store_memory_->Collect();
 }
 
-void Metrics::StoreMemoryCollectable::Watch(StoreMemorySource source) {
+void Metrics::MemoryCollectable::Watch(StoreMemorySource source) {
   MutexLock lock(&mu_);
   source_ = std::move(source);
 }
 
-std::vector<prometheus::MetricFamily> Metrics::StoreMemoryCollectable::Collect() const {
+std::vector<prometheus::MetricFamily> Metrics::MemoryCollectable::Collect() const {
+  std::vector<prometheus::MetricFamily> families;
+  // malloc's own statistics, summed over its arenas (glibc's mallinfo2, which takes each
+  // arena's lock briefly: cheap at a scrape's rate).
+  {
+    const struct mallinfo2 mi = mallinfo2();
+    prometheus::MetricFamily heap;
+    heap.name = "streamlearn_process_heap_bytes";
+    heap.help =
+        "The C heap by malloc's own accounting: allocated (in use, including mmapped "
+        "chunks), free (held by malloc's arenas but not in use), mmapped (large chunks)";
+    heap.type = prometheus::MetricType::Gauge;
+    for (const auto& [kind, bytes] :
+         {std::pair<const char*, size_t>{"allocated", mi.uordblks + mi.hblkhd},
+          {"free", mi.fordblks},
+          {"mmapped", mi.hblkhd}}) {
+      prometheus::ClientMetric metric;
+      metric.label.push_back({"kind", kind});
+      metric.gauge.value = static_cast<double>(bytes);
+      heap.metric.push_back(std::move(metric));
+    }
+    families.push_back(std::move(heap));
+  }
   MutexLock lock(&mu_);  // held while the source runs: Watch(nullptr) waits for it
-  if (!source_) return {};
+  if (!source_) return families;
   const storage::Store::MemoryUsage m = source_();
   prometheus::MetricFamily family;
   family.name = "streamlearn_store_memory_bytes";
@@ -214,7 +238,8 @@ std::vector<prometheus::MetricFamily> Metrics::StoreMemoryCollectable::Collect()
     metric.gauge.value = static_cast<double>(bytes);
     family.metric.push_back(std::move(metric));
   }
-  return {std::move(family)};
+  families.push_back(std::move(family));
+  return families;
 }
 
 int Metrics::exposer_port() const {

@@ -32,6 +32,8 @@
 //   streamlearn_store_memory_bytes{kind}          gauge, read at each scrape: RocksDB's own
 //                                                 accounting (kind block_cache, memtables,
 //                                                 table_readers; WatchStoreMemory)
+//   streamlearn_process_heap_bytes{kind}          gauge, read at each scrape: malloc's own
+//                                                 statistics (allocated, free, mmapped)
 //
 // Series of a (model, shard) appear at its first Record call of their kind, so a model
 // without a store or a Fuse part exports none of theirs.
@@ -127,8 +129,9 @@ class Metrics final : public storage::StorageObserver {
   // default) exports none. The caller clears it before what it reads goes away.
   using StoreMemorySource = std::function<storage::Store::MemoryUsage()>;
   void WatchStoreMemory(StoreMemorySource source);
-  // What a scrape exports of it now (the exposer's view; tests read it here).
-  std::vector<prometheus::MetricFamily> CollectStoreMemory() const;
+  // What a scrape exports of memory now: the store's (when watched) and the C heap's
+  // (streamlearn_process_heap_bytes); the exposer's view, tests read it here.
+  std::vector<prometheus::MetricFamily> CollectMemory() const;
 
   // One finished unary RPC or one stream batch (method "Ingest" or "Update", code of its
   // in-band status).
@@ -267,7 +270,7 @@ class Metrics final : public storage::StorageObserver {
   LmuSeries& LmuSeriesFor(const std::string& model, uint32_t shard) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Read at scrape time rather than set: RocksDB's figures change without any call of ours.
-  class StoreMemoryCollectable final : public prometheus::Collectable {
+  class MemoryCollectable final : public prometheus::Collectable {
    public:
     void Watch(StoreMemorySource source) ABSL_LOCKS_EXCLUDED(mu_);
     std::vector<prometheus::MetricFamily> Collect() const override ABSL_LOCKS_EXCLUDED(mu_);
@@ -278,7 +281,7 @@ class Metrics final : public storage::StorageObserver {
   };
 
   std::shared_ptr<prometheus::Registry> registry_;
-  std::shared_ptr<StoreMemoryCollectable> store_memory_ = std::make_shared<StoreMemoryCollectable>();
+  std::shared_ptr<MemoryCollectable> store_memory_ = std::make_shared<MemoryCollectable>();
   std::unique_ptr<prometheus::Exposer> exposer_;
 
   prometheus::Family<prometheus::Counter>& rpc_total_;

@@ -399,28 +399,40 @@ TEST_F(DataDirTest, FullDiskRefusesWritesThenResumesWithoutARestart) {
 // readable by their owner only; the event log and the audit chain are no other user's.
 // streamlearn_store_memory_bytes (server/metrics.h): RocksDB's own accounting of its memory,
 // read at each scrape, by kind; the memtables hold what was just written. A server without a
-// data directory exports none.
+// data directory exports none. streamlearn_process_heap_bytes: malloc's statistics, always.
 TEST_F(DataDirTest, TheStoresMemoryIsExportedByKind) {
+  const auto by_kind = [](const std::vector<prometheus::MetricFamily>& families,
+                          const std::string& name) {
+    std::map<std::string, double> kinds;
+    for (const prometheus::MetricFamily& f : families) {
+      if (f.name != name) continue;
+      for (const prometheus::ClientMetric& m : f.metric) {
+        EXPECT_EQ(m.label.size(), 1u);
+        if (m.label.size() == 1) kinds[m.label[0].value] = m.gauge.value;
+      }
+    }
+    return kinds;
+  };
   Start();
   CreateModel();
   Feed(2, 16);
-  std::vector<prometheus::MetricFamily> families = server_->metrics().CollectStoreMemory();
-  ASSERT_EQ(families.size(), 1u);
-  EXPECT_EQ(families[0].name, "streamlearn_store_memory_bytes");
-  std::map<std::string, double> by_kind;
-  for (const prometheus::ClientMetric& m : families[0].metric) {
-    ASSERT_EQ(m.label.size(), 1u);
-    by_kind[m.label[0].value] = m.gauge.value;
-  }
-  EXPECT_EQ(by_kind.size(), 3u);
-  EXPECT_GT(by_kind["memtables"], 0);
-  EXPECT_TRUE(by_kind.contains("block_cache") && by_kind.contains("table_readers"));
+  std::vector<prometheus::MetricFamily> families = server_->metrics().CollectMemory();
+  ASSERT_EQ(families.size(), 2u);
+  std::map<std::string, double> store = by_kind(families, "streamlearn_store_memory_bytes");
+  EXPECT_EQ(store.size(), 3u);
+  EXPECT_GT(store["memtables"], 0);
+  EXPECT_TRUE(store.contains("block_cache") && store.contains("table_readers"));
+  std::map<std::string, double> heap = by_kind(families, "streamlearn_process_heap_bytes");
+  EXPECT_EQ(heap.size(), 3u);
+  EXPECT_GE(heap["allocated"], heap["mmapped"]);  // (a sanitizer's allocator reports zeros)
   Stop();
 
   Server::Options memory = Options();
   memory.data_dir.clear();
   Start(memory);
-  EXPECT_TRUE(server_->metrics().CollectStoreMemory().empty());
+  families = server_->metrics().CollectMemory();
+  EXPECT_TRUE(by_kind(families, "streamlearn_store_memory_bytes").empty());
+  EXPECT_EQ(by_kind(families, "streamlearn_process_heap_bytes").size(), 3u);
   Stop();
 }
 
