@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <chrono>
+#include <thread>
 #include <set>
 #include <utility>
 #include <string>
@@ -22,6 +24,7 @@
 #include "gmock/gmock.h"
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "server/heap_trimmer.h"
 #include "server/storage/data_dir.h"
 #include "tests/command_runner.h"
 #include "tests/durability_fixture.h"
@@ -434,6 +437,23 @@ TEST_F(DataDirTest, TheStoresMemoryIsExportedByKind) {
   EXPECT_TRUE(by_kind(families, "streamlearn_store_memory_bytes").empty());
   EXPECT_EQ(by_kind(families, "streamlearn_process_heap_bytes").size(), 3u);
   Stop();
+}
+
+// The server binary's heap trimmer (server/heap_trimmer.h): a zero interval starts nothing;
+// otherwise it trims again and again until it is destroyed, and its destructor wakes it.
+TEST(HeapTrimmer, TrimsUntilDestroyed) {
+  {
+    HeapTrimmer off(absl::ZeroDuration());
+    EXPECT_EQ(off.trims(), 0u);
+  }
+  HeapTrimmer trimmer(absl::Milliseconds(1));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (trimmer.trims() < 3 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE(trimmer.trims(), 3u);
+  HeapTrimmer::TrimNow();  // and on the caller's thread, beside it
+  HeapTrimmer idle(absl::Hours(1));  // its destructor must not wait out the hour
 }
 
 TEST_F(DataDirTest, ServerBinaryCreatesEveryFileAndDirectoryPrivate) {
