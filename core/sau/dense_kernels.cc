@@ -38,6 +38,10 @@ std::vector<double> Times(const std::vector<double>& a, int d, const std::vector
   return y;
 }
 
+// Power and inverse iterations per eigenvalue estimate: a diagnostic, so a few; each costs
+// O(d^2), against the factor's d^3 / 3.
+constexpr int kEigenIterations = 8;
+
 }  // namespace
 
 bool Cholesky(const std::vector<double>& a, int d, CholeskyFactor* out) {
@@ -101,7 +105,7 @@ double LargestEigenvalue(const std::vector<double>& a, int d) {
   std::vector<double> x = StartVector(d);
   Normalize(x);
   double lambda = 0;
-  for (int it = 0; it < 32; ++it) {
+  for (int it = 0; it < kEigenIterations; ++it) {
     std::vector<double> y = Times(a, d, x);
     lambda = Dot(x.data(), y.data(), d);  // Rayleigh quotient of the unit x
     if (Normalize(y) == 0) return 0;
@@ -115,7 +119,7 @@ double SmallestEigenvalue(const CholeskyFactor& f) {
   std::vector<double> x = StartVector(d);
   Normalize(x);
   double mu = 0;  // the largest eigenvalue of (L L^T)^-1
-  for (int it = 0; it < 32; ++it) {
+  for (int it = 0; it < kEigenIterations; ++it) {
     std::vector<double> y = CholeskySolve(f, x);
     mu = Dot(x.data(), y.data(), d);
     if (Normalize(y) == 0) return 0;

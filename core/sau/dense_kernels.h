@@ -29,10 +29,10 @@ std::vector<double> CholeskySolve(const CholeskyFactor& f, const std::vector<dou
 // L w.
 std::vector<double> LowerTimes(const CholeskyFactor& f, const std::vector<double>& w);
 
-// The largest eigenvalue of the symmetric positive semidefinite `a`, by 32 power iterations
+// The largest eigenvalue of the symmetric positive semidefinite `a`, by 8 power iterations
 // from a fixed start (a lower estimate that converges from below).
 double LargestEigenvalue(const std::vector<double>& a, int d);
-// The smallest eigenvalue of L L^T, by 32 inverse iterations through the factor (an upper
+// The smallest eigenvalue of L L^T, by 8 inverse iterations through the factor (an upper
 // estimate that converges from above).
 double SmallestEigenvalue(const CholeskyFactor& f);
 // L^-1 m L^-T (seed 003 (22)), row-major. REQUIRES: m.size() == d * d.

@@ -79,19 +79,20 @@ VlaWrite VlaMemory::Write(std::span<const double> k, std::span<const double> v) 
   std::vector<double> kh(d), z(d);
   for (int i = 0; i < d; ++i) kh[i] = k[i] / norm;
   // (V1): z = A k^, delta = 1 + k^T z (>= 1 in exact arithmetic; the seed's clamp), and the
-  // rank-1 downdate on the upper triangle, mirrored so that A stays exactly symmetric.
+  // rank-1 downdate row by row. A_ij and A_ji subtract the same (z_i z_j) / delta (the product
+  // commutes exactly), so A stays exactly symmetric with contiguous writes only.
   for (int i = 0; i < d; ++i) z[i] = Dot(&a_[static_cast<size_t>(i) * d], kh.data(), d);
   const double delta = std::max(1.0 + Dot(kh.data(), z.data(), d), 1e-4);
+  const double inv_delta = 1.0 / delta;
   for (int i = 0; i < d; ++i) {
-    const double zi = z[i] / delta;
+    const double zi = z[i];
     double* row = &a_[static_cast<size_t>(i) * d];
-    for (int j = i; j < d; ++j) row[j] = std::fma(-zi, z[j], row[j]);
-    for (int j = i + 1; j < d; ++j) a_[static_cast<size_t>(j) * d + i] = row[j];
+    for (int j = 0; j < d; ++j) row[j] -= (zi * z[j]) * inv_delta;
   }
   ++writes_;
   // (V2) and (V3): A_t k^ = z / delta, plus refresh_eta k^ after a refresh.
   std::vector<double> alpha(d);
-  for (int i = 0; i < d; ++i) alpha[i] = z[i] / delta;
+  for (int i = 0; i < d; ++i) alpha[i] = z[i] * inv_delta;
   if (sp.refresh_period > 0 && writes_ % sp.refresh_period == 0 && sp.refresh_eta > 0) {
     for (int i = 0; i < d; ++i) a_[static_cast<size_t>(i) * d + i] += sp.refresh_eta;
     for (int i = 0; i < d; ++i) alpha[i] = std::fma(sp.refresh_eta, kh[i], alpha[i]);
