@@ -86,7 +86,7 @@ if [ -z "${SKIP_CLANG:-}" ]; then
   clang_build=${build}-clang
   clang_start=$SECONDS
   if cmake -S . -B "$clang_build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-       -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+       -DCMAKE_CXX_FLAGS_DEBUG="-gline-tables-only -O1" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
        -DSTREAMLEARN_THREAD_SAFETY=ON -DSTREAMLEARN_SANITIZE_THREAD=ON \
        -DSTREAMLEARN_BUILD_TESTS=ON -DSTREAMLEARN_BUILD_BENCH=OFF \
        > "$clang_build.configure.log" 2>&1; then
@@ -114,11 +114,13 @@ fi
 
 if [ -z "${SKIP_SANITIZE:-}" ]; then
   # Everything the tests run (the server and CLI binaries too; not the benchmarks), Debug with
-  # -O1. Leaks are reports; scripts/lsan.supp names the third-party ones.
+  # -O1 and line tables only (-g1 here, -gline-tables-only in the clang pass: reports still
+  # name file and line, with far less debug information to compile and link). Leaks are
+  # reports; scripts/lsan.supp names the third-party ones.
   echo "== every test under AddressSanitizer + UBSan"
   san=${build}-asan
   san_start=$SECONDS
-  if cmake -S . -B "$san" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+  if cmake -S . -B "$san" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g1 -O1" \
        -DSTREAMLEARN_SANITIZE=ON -DSTREAMLEARN_CORE_ONLY=OFF -DSTREAMLEARN_BUILD_TESTS=ON \
        -DSTREAMLEARN_BUILD_BENCH=OFF > "$san.configure.log" 2>&1; then
     if cmake --build "$san" -j "$jobs"; then
