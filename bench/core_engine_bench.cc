@@ -129,13 +129,25 @@ BENCHMARK(BM_PrfIngest)->Arg(32)->Arg(64)->Arg(128);
 // ---------------------------------------------------------------------------------------
 // b. Queries, after 1024 writes.
 
-void BM_TriangularSolves(benchmark::State& state) {
-  const int d = static_cast<int>(state.range(0));
+// A ridge memory that has seen the whole pool once.
+sau::RidgeMemory FilledRidge(int d) {
   auto mem = Must(sau::RidgeMemory::Create({.d = static_cast<uint32_t>(d), .d_v = kDv}));
   const Pool& p = PoolFor(d);
   for (int j = 0; j < kPool; ++j) mem.Write(p.keys[j], p.values[j]);
-  std::vector<double> a = mem.G();
+  return mem;
+}
+
+// G + 1e-3 I of FilledRidge(d): the matrix the bare Cholesky and solves work on.
+std::vector<double> FilledGram(int d) {
+  std::vector<double> a = FilledRidge(d).G();
   for (int r = 0; r < d; ++r) a[static_cast<size_t>(r) * d + r] += 1e-3;
+  return a;
+}
+
+void BM_TriangularSolves(benchmark::State& state) {
+  const int d = static_cast<int>(state.range(0));
+  const Pool& p = PoolFor(d);
+  const std::vector<double> a = FilledGram(d);
   sau::CholeskyFactor f;
   if (!sau::Cholesky(a, d, &f)) std::abort();
   size_t i = 0;
@@ -145,11 +157,7 @@ BENCHMARK(BM_TriangularSolves)->Arg(32)->Arg(64)->Arg(128);
 
 void BM_Cholesky(benchmark::State& state) {
   const int d = static_cast<int>(state.range(0));
-  auto mem = Must(sau::RidgeMemory::Create({.d = static_cast<uint32_t>(d), .d_v = kDv}));
-  const Pool& p = PoolFor(d);
-  for (int j = 0; j < kPool; ++j) mem.Write(p.keys[j], p.values[j]);
-  std::vector<double> a = mem.G();
-  for (int r = 0; r < d; ++r) a[static_cast<size_t>(r) * d + r] += 1e-3;
+  const std::vector<double> a = FilledGram(d);
   sau::CholeskyFactor f;
   for (auto _ : state) {
     benchmark::DoNotOptimize(sau::Cholesky(a, d, &f));
@@ -159,9 +167,8 @@ BENCHMARK(BM_Cholesky)->Arg(32)->Arg(64)->Arg(128);
 
 void BM_RidgeQueryCached(benchmark::State& state) {
   const int d = static_cast<int>(state.range(0));
-  auto mem = Must(sau::RidgeMemory::Create({.d = static_cast<uint32_t>(d), .d_v = kDv}));
+  sau::RidgeMemory mem = FilledRidge(d);
   const Pool& p = PoolFor(d);
-  for (int j = 0; j < kPool; ++j) mem.Write(p.keys[j], p.values[j]);
   mem.Read(p.keys[0]);  // the factor, outside the loop
   size_t i = 0;
   for (auto _ : state) benchmark::DoNotOptimize(mem.Read(p.keys[i++ & (kPool - 1)]));
@@ -171,9 +178,8 @@ BENCHMARK(BM_RidgeQueryCached)->Arg(32)->Arg(64)->Arg(128);
 // One write then one query: the query pays for a new factor and its eigenvalue estimates.
 void BM_RidgeWriteThenQuery(benchmark::State& state) {
   const int d = static_cast<int>(state.range(0));
-  auto mem = Must(sau::RidgeMemory::Create({.d = static_cast<uint32_t>(d), .d_v = kDv}));
+  sau::RidgeMemory mem = FilledRidge(d);
   const Pool& p = PoolFor(d);
-  for (int j = 0; j < kPool; ++j) mem.Write(p.keys[j], p.values[j]);
   size_t i = 0;
   for (auto _ : state) {
     const size_t j = i++ & (kPool - 1);

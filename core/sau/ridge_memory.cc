@@ -8,6 +8,7 @@
 #include "core/common/mutex.h"
 #include "core/sau/dense_kernels.h"
 #include "core/sau/kernels.h"
+#include "core/sau/vector_check.h"
 
 namespace streamlearn::sau {
 
@@ -40,28 +41,6 @@ class RidgeMemory::FactorCache {
   std::shared_ptr<const Factor> factor_ ABSL_GUARDED_BY(mu_);
 };
 
-namespace {
-
-absl::Status CheckFinite(std::span<const double> x, const char* what) {
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!std::isfinite(x[i])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, "[", i, "] is not finite (", x[i], ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckSize(std::span<const double> x, uint32_t n, const char* what,
-                       const char* dim) {
-  if (x.size() != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " has ", x.size(), " elements; the model's ", dim, " is ", n));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<RidgeMemory> RidgeMemory::Create(const RidgeSpec& spec) {
   if (spec.d < 1 || spec.d > 4096) {
@@ -104,15 +83,12 @@ RidgeMemory::RidgeMemory(std::shared_ptr<const Params> params)
 
 absl::Status RidgeMemory::CheckWrite(std::span<const double> k,
                                      std::span<const double> v) const {
-  if (absl::Status s = CheckSize(k, spec().d, "k", "d"); !s.ok()) return s;
-  if (absl::Status s = CheckSize(v, spec().d_v, "v", "d_v"); !s.ok()) return s;
-  if (absl::Status s = CheckFinite(k, "k"); !s.ok()) return s;
-  return CheckFinite(v, "v");
+  if (absl::Status s = CheckEngineVector(k, spec().d, "k", "d"); !s.ok()) return s;
+  return CheckEngineVector(v, spec().d_v, "v", "d_v");
 }
 
 absl::Status RidgeMemory::CheckRead(std::span<const double> q) const {
-  if (absl::Status s = CheckSize(q, spec().d, "q", "d"); !s.ok()) return s;
-  return CheckFinite(q, "q");
+  return CheckEngineVector(q, spec().d, "q", "d");
 }
 
 RidgeWrite RidgeMemory::Write(std::span<const double> k, std::span<const double> v) {

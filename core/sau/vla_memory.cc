@@ -5,26 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/sau/kernels.h"
+#include "core/sau/vector_check.h"
 
 namespace streamlearn::sau {
-namespace {
-
-absl::Status CheckVector(std::span<const double> x, uint32_t n, const char* what,
-                         const char* dim) {
-  if (x.size() != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " has ", x.size(), " elements; the model's ", dim, " is ", n));
-  }
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!std::isfinite(x[i])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, "[", i, "] is not finite (", x[i], ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<VlaMemory> VlaMemory::Create(const VlaSpec& spec) {
   if (spec.d < 1 || spec.d > 4096) {
@@ -58,12 +41,12 @@ VlaMemory::VlaMemory(std::shared_ptr<const Params> params) : params_(std::move(p
 }
 
 absl::Status VlaMemory::CheckWrite(std::span<const double> k, std::span<const double> v) const {
-  if (absl::Status s = CheckVector(k, spec().d, "k", "d"); !s.ok()) return s;
-  return CheckVector(v, spec().d_v, "v", "d_v");
+  if (absl::Status s = CheckEngineVector(k, spec().d, "k", "d"); !s.ok()) return s;
+  return CheckEngineVector(v, spec().d_v, "v", "d_v");
 }
 
 absl::Status VlaMemory::CheckRead(std::span<const double> q) const {
-  return CheckVector(q, spec().d, "q", "d");
+  return CheckEngineVector(q, spec().d, "q", "d");
 }
 
 VlaWrite VlaMemory::Write(std::span<const double> k, std::span<const double> v) {
