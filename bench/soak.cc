@@ -10,7 +10,8 @@
 //
 // Prints per RPC: calls, errors, p50 and p99 latency and their ratio; the mean RSS of the
 // second minute and of the last one and their ratio, the same for RSS less the store's memory;
-// the RSS, the store's memory and the rest by minute; the LMU rebuilds and snapshots taken.
+// the RSS, the store's memory, the rest, malloc's allocated and free bytes and the data
+// directory's size by minute; the LMU rebuilds and snapshots taken.
 // Exits 0 when no call failed and the last minute's RSS is within 2% of the second's, 1
 // otherwise. Not a test (it takes minutes): run it by hand or from bench/run_all.sh.
 #include <fcntl.h>
@@ -112,6 +113,21 @@ double SumMiB(const std::string& page, const std::string& prefix) {
     found = true;
   }
   return found ? bytes / (1024.0 * 1024.0) : -1;
+}
+
+// The bytes of the regular files under `dir`, in MiB (files that vanish meanwhile are skipped).
+double DirMiB(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  uintmax_t bytes = 0;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec)) {
+      const uintmax_t n = it->file_size(size_ec);
+      if (!size_ec) bytes += n;
+    }
+  }
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
 }
 
 // Latencies (microseconds) and errors per RPC.
@@ -413,6 +429,7 @@ int main(int argc, char** argv) {
   std::vector<std::pair<double, double>> rss;    // (seconds since start, MiB)
   std::vector<std::pair<double, double>> store;  // (seconds since start, MiB)
   std::vector<std::pair<double, double>> heap_allocated, heap_free;  // malloc's view
+  std::vector<std::pair<double, double>> disk;  // the data directory, every 10 s
   const auto start = Clock::now();
   while (Clock::now() < end) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -423,6 +440,7 @@ int main(int argc, char** argv) {
     heap_allocated.emplace_back(
         at, SumMiB(page, "streamlearn_process_heap_bytes{kind=\"allocated\"}"));
     heap_free.emplace_back(at, SumMiB(page, "streamlearn_process_heap_bytes{kind=\"free\"}"));
+    if (rss.size() % 10 == 0) disk.emplace_back(at, DirMiB(dir));
   }
   for (std::thread& w : workers) w.join();
 
@@ -461,7 +479,8 @@ int main(int argc, char** argv) {
         {"store (RocksDB's accounting)", &store},
         {"RSS less the store", &rest},
         {"malloc: allocated", &heap_allocated},
-        {"malloc: free in its arenas", &heap_free}}) {
+        {"malloc: free in its arenas", &heap_free},
+        {"the data directory on disk", &disk}}) {
     std::printf("%s by minute (MiB):", name);
     for (int m = 0; m * 60 < total; ++m) {
       const double mean = mean_between(*series, m * 60, (m + 1) * 60);
