@@ -317,7 +317,9 @@ TEST(VlaMemory, RecallsBindingsWhileFewerThanTheKeyDimension) {
     std::printf("recall at N = %d (d = %d): vla %.3f, normalised delta rule %.3f\n", n, d, acc,
                 delta_acc);
     EXPECT_GE(acc, 0.98) << "N = " << n;
-    if (n == 48) EXPECT_LE(delta_acc, 0.9);
+    if (n == 48) {
+      EXPECT_LE(delta_acc, 0.9);
+    }
   }
 }
 
