@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <chrono>
+#include <initializer_list>
 #include <exception>
 #include <string>
 #include <vector>
@@ -200,45 +201,45 @@ void Metrics::MemoryCollectable::Watch(StoreMemorySource source) {
   source_ = std::move(source);
 }
 
-std::vector<prometheus::MetricFamily> Metrics::MemoryCollectable::Collect() const {
-  std::vector<prometheus::MetricFamily> families;
-  // malloc's own statistics, summed over its arenas (glibc's mallinfo2, which takes each
-  // arena's lock briefly: cheap at a scrape's rate).
-  {
-    const struct mallinfo2 mi = mallinfo2();
-    prometheus::MetricFamily heap;
-    heap.name = "streamlearn_process_heap_bytes";
-    heap.help =
-        "The C heap by malloc's own accounting: allocated (in use, including mmapped "
-        "chunks), free (held by malloc's arenas but not in use), mmapped (large chunks)";
-    heap.type = prometheus::MetricType::Gauge;
-    for (const auto& [kind, bytes] :
-         {std::pair<const char*, size_t>{"allocated", mi.uordblks + mi.hblkhd},
-          {"free", mi.fordblks},
-          {"mmapped", mi.hblkhd}}) {
-      prometheus::ClientMetric metric;
-      metric.label.push_back({"kind", kind});
-      metric.gauge.value = static_cast<double>(bytes);
-      heap.metric.push_back(std::move(metric));
-    }
-    families.push_back(std::move(heap));
-  }
-  MutexLock lock(&mu_);  // held while the source runs: Watch(nullptr) waits for it
-  if (!source_) return families;
-  const storage::Store::MemoryUsage m = source_();
+namespace {
+
+// A gauge family with one series per kind (label "kind").
+prometheus::MetricFamily GaugeByKind(
+    const char* name, const char* help,
+    std::initializer_list<std::pair<const char*, uint64_t>> kinds) {
   prometheus::MetricFamily family;
-  family.name = "streamlearn_store_memory_bytes";
-  family.help = "Memory the embedded store (RocksDB) accounts for, by kind";
+  family.name = name;
+  family.help = help;
   family.type = prometheus::MetricType::Gauge;
-  for (const auto& [kind, bytes] : {std::pair<const char*, uint64_t>{"block_cache", m.block_cache},
-                                    {"memtables", m.memtables},
-                                    {"table_readers", m.table_readers}}) {
+  for (const auto& [kind, bytes] : kinds) {
     prometheus::ClientMetric metric;
     metric.label.push_back({"kind", kind});
     metric.gauge.value = static_cast<double>(bytes);
     family.metric.push_back(std::move(metric));
   }
-  families.push_back(std::move(family));
+  return family;
+}
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> Metrics::MemoryCollectable::Collect() const {
+  std::vector<prometheus::MetricFamily> families;
+  // malloc's own statistics, summed over its arenas (glibc's mallinfo2, which takes each
+  // arena's lock briefly: cheap at a scrape's rate).
+  const struct mallinfo2 mi = mallinfo2();
+  families.push_back(GaugeByKind(
+      "streamlearn_process_heap_bytes",
+      "The C heap by malloc's own accounting: allocated (in use, including mmapped chunks), "
+      "free (held by malloc's arenas but not in use), mmapped (large chunks)",
+      {{"allocated", mi.uordblks + mi.hblkhd}, {"free", mi.fordblks}, {"mmapped", mi.hblkhd}}));
+  MutexLock lock(&mu_);  // held while the source runs: Watch(nullptr) waits for it
+  if (!source_) return families;
+  const storage::Store::MemoryUsage m = source_();
+  families.push_back(GaugeByKind("streamlearn_store_memory_bytes",
+                                 "Memory the embedded store (RocksDB) accounts for, by kind",
+                                 {{"block_cache", m.block_cache},
+                                  {"memtables", m.memtables},
+                                  {"table_readers", m.table_readers}}));
   return families;
 }
 
