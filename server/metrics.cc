@@ -82,6 +82,22 @@ Metrics::Metrics()
                                "Raw whitened denominator at the last event's key.")),
       version_(GaugeFamily(*registry_, "streamlearn_sau_version",
                            "Published SAU version of the shard.")),
+      engine_key_scale_(GaugeFamily(*registry_, "streamlearn_sau_engine_key_scale",
+                                    "Ridge engine: max ||k||^2 so far, the unit of its ridge.")),
+      engine_residual_norm_(GaugeFamily(*registry_, "streamlearn_sau_engine_residual_norm",
+                                        "VLA engine: ||v - S k^|| at the last event.")),
+      engine_s_norm_(GaugeFamily(*registry_, "streamlearn_sau_engine_s_norm",
+                                 "VLA engine: ||S||_F after the last batch.")),
+      engine_a_norm_(GaugeFamily(*registry_, "streamlearn_sau_engine_a_norm",
+                                 "VLA engine: ||A||_F after the last batch.")),
+      engine_condition_(GaugeFamily(*registry_, "streamlearn_sau_engine_condition",
+                                    "Ridge engine: condition number of G~ at the last readout.")),
+      engine_skipped_keys_total_(
+          CounterFamily(*registry_, "streamlearn_sau_engine_skipped_keys_total",
+                        "VLA engine: keys shorter than key_eps, not written.")),
+      engine_jittered_factors_total_(
+          CounterFamily(*registry_, "streamlearn_sau_engine_jittered_factors_total",
+                        "Ridge engine: readouts whose Cholesky factor needed jitter.")),
       lmu_samples_total_(CounterFamily(*registry_, "streamlearn_lmu_samples_total",
                                        "Samples applied to the shard's LMU.")),
       lmu_duplicates_total_(CounterFamily(*registry_, "streamlearn_lmu_duplicate_samples_total",
@@ -323,6 +339,18 @@ void Metrics::RecordIngest(const std::string& model, uint32_t shard, const Inges
   s.rj_red_events->Increment(outcome.red_events);
   if (!outcome.has_last) return;
   const sau::EventDiagnostics& d = outcome.last;
+  if (outcome.engine != sau::Engine::kPrf) {
+    EngineSeries& e = EngineSeriesFor(model, shard);
+    if (outcome.engine == sau::Engine::kRidge) {
+      e.key_scale->Set(outcome.engine_state.scale);
+    } else {
+      e.residual_norm->Set(d.vla.residual_norm);
+      e.s_norm->Set(outcome.engine_state.s_norm);
+      e.a_norm->Set(outcome.engine_state.a_norm);
+      e.skipped_keys.Advance(shard, outcome.engine_state.skipped);
+    }
+    return;
+  }
   s.margin->Set(d.margin);
   s.rj_gap->Set(d.rj_gap);
   s.rj_level->Set(static_cast<double>(static_cast<int>(d.rj_level)));
@@ -339,6 +367,26 @@ void Metrics::TotalCounter::Advance(uint32_t shard, uint64_t total) {
     counter->Increment(static_cast<double>(total - prev));
     prev = total;
   }
+}
+
+Metrics::EngineSeries& Metrics::EngineSeriesFor(const std::string& model, uint32_t shard) {
+  return CachedSeries(&engine_shards_, model, shard,
+                      [this](const prometheus::Labels& labels, EngineSeries& s) {
+                        s.key_scale = &engine_key_scale_.Add(labels);
+                        s.residual_norm = &engine_residual_norm_.Add(labels);
+                        s.s_norm = &engine_s_norm_.Add(labels);
+                        s.a_norm = &engine_a_norm_.Add(labels);
+                        s.condition = &engine_condition_.Add(labels);
+                        s.skipped_keys.counter = &engine_skipped_keys_total_.Add(labels);
+                        s.jittered_factors = &engine_jittered_factors_total_.Add(labels);
+                      });
+}
+
+void Metrics::RecordEngineQuery(const std::string& model, uint32_t shard,
+                                const sau::EngineReadout& r) {
+  EngineSeries& e = EngineSeriesFor(model, shard);
+  e.condition->Set(r.condition);
+  if (r.jitter > 0) e.jittered_factors->Increment();
 }
 
 Metrics::LmuSeries& Metrics::LmuSeriesFor(const std::string& model, uint32_t shard) {

@@ -12,6 +12,13 @@
 //   streamlearn_sau_rj_red_events_total{...}      counter: events at RJ level red
 //   streamlearn_sau_{margin,rj_gap,rj_level,beta_floor,lambda_star,clip_rate,denominator,
 //                    version}{model,shard}        gauges from the last applied event
+//   streamlearn_sau_engine_{key_scale,residual_norm,s_norm,a_norm,condition}{model,shard}
+//                                                 gauges of the ridge and vla engines
+//                                                 (docs/ENGINES.md); the prf gauges above
+//                                                 stay 0 for their models
+//   streamlearn_sau_engine_{skipped_keys,jittered_factors}_total{model,shard}
+//                                                 counters: vla keys under key_eps, ridge
+//                                                 readouts whose factor needed jitter
 //   streamlearn_lmu_{samples,duplicate_samples,inserts,rebuilds,tripwires}_total{model,shard}
 //                                                 counters (rebuilds, tripwires: the table's)
 //   streamlearn_lmu_{lookup,insert}_probes_max{model,shard}   gauges: lifetime maxima
@@ -173,6 +180,9 @@ class Metrics final : public storage::StorageObserver {
   // from `h`.
   void RecordFuse(const std::string& model, uint32_t shard, const FuseHealth& h);
 
+  // After a ridge or vla readout: its condition number, and a jittered factor counted.
+  void RecordEngineQuery(const std::string& model, uint32_t shard, const sau::EngineReadout& r);
+
   // Cluster mode: one request or batch forwarded to its shard's owner, by the owner's answer.
   void RecordForward(std::string_view method, absl::StatusCode code);
   // Cluster mode: the shards this server holds leases for.
@@ -209,6 +219,16 @@ class Metrics final : public storage::StorageObserver {
     Mutex mu;
     std::map<uint32_t, uint64_t> seen ABSL_GUARDED_BY(mu);
     void Advance(uint32_t shard, uint64_t total) ABSL_LOCKS_EXCLUDED(mu);
+  };
+
+  struct EngineSeries {
+    prometheus::Gauge* key_scale;
+    prometheus::Gauge* residual_norm;
+    prometheus::Gauge* s_norm;
+    prometheus::Gauge* a_norm;
+    prometheus::Gauge* condition;
+    prometheus::Counter* jittered_factors;
+    TotalCounter skipped_keys;
   };
 
   struct LmuSeries {
@@ -268,6 +288,8 @@ class Metrics final : public storage::StorageObserver {
   ShardSeries& SeriesFor(const std::string& model, uint32_t shard) ABSL_LOCKS_EXCLUDED(mu_);
   RpcSeries& SeriesFor(std::string_view method, absl::StatusCode code) ABSL_LOCKS_EXCLUDED(mu_);
   LmuSeries& LmuSeriesFor(const std::string& model, uint32_t shard) ABSL_LOCKS_EXCLUDED(mu_);
+  EngineSeries& EngineSeriesFor(const std::string& model, uint32_t shard)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Read at scrape time rather than set: RocksDB's figures change without any call of ours.
   class MemoryCollectable final : public prometheus::Collectable {
@@ -298,6 +320,13 @@ class Metrics final : public storage::StorageObserver {
   prometheus::Family<prometheus::Gauge>& clip_rate_;
   prometheus::Family<prometheus::Gauge>& denominator_;
   prometheus::Family<prometheus::Gauge>& version_;
+  prometheus::Family<prometheus::Gauge>& engine_key_scale_;
+  prometheus::Family<prometheus::Gauge>& engine_residual_norm_;
+  prometheus::Family<prometheus::Gauge>& engine_s_norm_;
+  prometheus::Family<prometheus::Gauge>& engine_a_norm_;
+  prometheus::Family<prometheus::Gauge>& engine_condition_;
+  prometheus::Family<prometheus::Counter>& engine_skipped_keys_total_;
+  prometheus::Family<prometheus::Counter>& engine_jittered_factors_total_;
   prometheus::Family<prometheus::Counter>& lmu_samples_total_;
   prometheus::Family<prometheus::Counter>& lmu_duplicates_total_;
   prometheus::Family<prometheus::Counter>& lmu_inserts_total_;
@@ -343,6 +372,7 @@ class Metrics final : public storage::StorageObserver {
   uint32_t max_shard_series_ = 32;
   uint32_t max_model_series_ = 512;
   std::map<ShardKey, LmuSeries> lmu_shards_ ABSL_GUARDED_BY(mu_);
+  std::map<ShardKey, EngineSeries> engine_shards_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, absl::StatusCode>, RpcSeries> rpcs_ ABSL_GUARDED_BY(mu_);
   std::map<ShardKey, AuditSeries> audit_ ABSL_GUARDED_BY(mu_);
   std::map<ShardKey, SnapshotSeries> snapshots_ ABSL_GUARDED_BY(mu_);

@@ -38,6 +38,25 @@ void DiagnosticsToProto(const sau::EventDiagnostics& d, v1::Diagnostics* out) {
   out->set_alarm(d.alarm);
 }
 
+// The ridge or vla part of an ack's diagnostics: the last event's, and the state after the
+// batch.
+void EngineDiagnosticsToProto(sau::Engine engine, const sau::EventDiagnostics& d,
+                              const sau::EngineStateSummary& state, v1::Diagnostics* out) {
+  if (engine == sau::Engine::kRidge) {
+    out->mutable_ridge()->set_key_norm2(d.ridge.key_norm2);
+    out->mutable_ridge()->set_scale(d.ridge.scale);
+  } else if (engine == sau::Engine::kVla) {
+    v1::VlaDiagnostics* v = out->mutable_vla();
+    v->set_skipped(d.vla.skipped);
+    v->set_residual_norm(d.vla.residual_norm);
+    v->set_alpha_dot_k(d.vla.alpha_dot_k);
+    v->set_refreshed(d.vla.refreshed);
+    v->set_s_norm(state.s_norm);
+    v->set_a_norm(state.a_norm);
+    v->set_skipped_total(state.skipped);
+  }
+}
+
 absl::StatusOr<sau::ReadoutPath> ReadoutPathFromProto(v1::ReadoutPath path) {
   switch (path) {
     case v1::READOUT_PATH_STABILIZED:
@@ -90,7 +109,14 @@ absl::Status SauRequestHandler::IngestBatch(const v1::IngestRequest& request,
   ack->set_ver_sau(outcome.version);
   ack->set_applied(outcome.applied);
   ack->mutable_duplicate_t()->Add(outcome.duplicates.begin(), outcome.duplicates.end());
-  if (outcome.has_last) DiagnosticsToProto(outcome.last, ack->mutable_last());
+  const sau::Engine engine = route.model->spec().sau.engine;
+  if (outcome.has_last) {
+    if (engine == sau::Engine::kPrf) {
+      DiagnosticsToProto(outcome.last, ack->mutable_last());
+    } else {
+      EngineDiagnosticsToProto(engine, outcome.last, outcome.engine_state, ack->mutable_last());
+    }
+  }
   metrics_->RecordIngest(route.model->spec().name, route.shard, outcome);
   return absl::OkStatus();
 }
@@ -116,6 +142,15 @@ absl::Status SauRequestHandler::Query(const v1::QueryRequest& request,
   response->set_rj_gap(r.rj_gap);
   response->set_margin(r.margin);
   response->set_shr(r.shr);
+  response->set_lambda_min(r.engine.lambda_min);
+  response->set_lambda_max(r.engine.lambda_max);
+  response->set_condition(r.engine.condition);
+  response->set_residual(r.engine.residual);
+  response->set_jitter(r.engine.jitter);
+  response->set_s_norm(r.engine.s_norm);
+  if ((*model)->spec().sau.engine == sau::Engine::kRidge) {
+    metrics_->RecordEngineQuery((*model)->spec().name, shard, r.engine);
+  }
   response->set_ver_sau(outcome->version);
   response->set_shard(shard);
   response->set_events(outcome->events);

@@ -29,17 +29,58 @@ std::string_view RjLevelName(sau::RjLevel level) {
   return "green";
 }
 
-SauStateSummary SummarizeSau(const sau::SauEstimator& est) {
-  const sau::SauState& st = est.state();
+SauStateSummary SummarizeSau(const sau::Memory& mem) {
   SauStateSummary s;
-  s.digest = est.StateDigest();
+  s.digest = mem.StateDigest();
+  const sau::SauEstimator* prf = mem.prf();
+  if (prf == nullptr) {
+    s.engine = mem.Summary();
+    return s;
+  }
+  const sau::SauState& st = prf->state();
   s.den_min = st.den_min;
   s.den_below_floor = st.den_below_floor;
   s.kahan_residual_max = std::max({MaxAbs(st.R_c), MaxAbs(st.s_c), MaxAbs(st.H_c)});
   return s;
 }
 
+namespace {
+
+// The sau_event body of a ridge or vla event (keys in bytewise order).
+void AppendEngineEventBody(const SauEventRecord& rec, std::string* out) {
+  const sau::EventDiagnostics& d = *rec.diag;
+  CanonicalObjectWriter w(out);
+  if (rec.engine == sau::Engine::kRidge) {
+    if (rec.batch_digest != nullptr) w.String("batch_digest", ToHex(*rec.batch_digest));
+    w.String("engine", sau::EngineName(rec.engine))
+        .Double("key_norm2", d.ridge.key_norm2)
+        .String("kind", kRecordSauEvent)
+        .Uint("log_seq", rec.log_seq)
+        .Double("scale", d.ridge.scale);
+  } else {
+    if (rec.state != nullptr) w.Double("a_norm", rec.state->engine.a_norm);
+    w.Double("alpha_dot_k", d.vla.alpha_dot_k);
+    if (rec.batch_digest != nullptr) w.String("batch_digest", ToHex(*rec.batch_digest));
+    w.String("engine", sau::EngineName(rec.engine))
+        .String("kind", kRecordSauEvent)
+        .Uint("log_seq", rec.log_seq)
+        .Bool("refreshed", d.vla.refreshed)
+        .Double("residual_norm", d.vla.residual_norm);
+    if (rec.state != nullptr) w.Double("s_norm", rec.state->engine.s_norm);
+    w.Bool("skipped", d.vla.skipped);
+  }
+  if (rec.state != nullptr) w.String("state_digest", ToHex(rec.state->digest));
+  w.Uint("t", rec.t).Uint("ver_sau", rec.ver_sau);
+  w.End();
+}
+
+}  // namespace
+
 void AppendSauEventBody(const SauEventRecord& rec, std::string* out) {
+  if (rec.engine != sau::Engine::kPrf) {
+    AppendEngineEventBody(rec, out);
+    return;
+  }
   const sau::EventDiagnostics& d = *rec.diag;
   const bool red = d.rj_level == sau::RjLevel::kRed;
   CanonicalObjectWriter w(out);

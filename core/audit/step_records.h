@@ -12,6 +12,10 @@
 //                event of a batch; on the last event of a batch that crossed a multiple of the
 //                digest cadence: "state_digest", "den_min", "den_below_floor" and
 //                "kahan_residual_max" (largest |compensation| over R, s, H).
+//                The ridge and vla engines (docs/ENGINES.md) write sau_event records too, with
+//                "engine" and their own fields instead of the prf ones: ridge key_norm2 and
+//                scale; vla residual_norm, alpha_dot_k, refreshed and skipped, and s_norm,
+//                a_norm beside a state_digest.
 //   sau_control  right after an event whose margin went negative: the alarm's actions
 //                ({"action":"raise_beta_floor","cause":"alarm"},
 //                 {"action":"restart_eprocess","cause":"alarm"}), t and the floor now in force.
@@ -35,6 +39,7 @@
 
 #include "core/common/digest.h"
 #include "core/lmu/lmu_table.h"
+#include "core/sau/memory.h"
 #include "core/sau/sau_estimator.h"
 
 namespace streamlearn {
@@ -50,10 +55,12 @@ struct SauStateSummary {
   double den_min = 0;
   uint64_t den_below_floor = 0;
   double kahan_residual_max = 0;
+  sau::EngineStateSummary engine;  // ridge and vla
 };
-SauStateSummary SummarizeSau(const sau::SauEstimator& est);
+SauStateSummary SummarizeSau(const sau::Memory& mem);
 
 struct SauEventRecord {
+  sau::Engine engine = sau::Engine::kPrf;
   uint64_t t = 0;
   uint64_t log_seq = 0;
   uint64_t ver_sau = 0;

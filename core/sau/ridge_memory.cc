@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
 #include "core/common/mutex.h"
 #include "core/sau/dense_kernels.h"
 #include "core/sau/kernels.h"
@@ -232,6 +233,60 @@ void RidgeMemory::Hash(Sha256& h) const {
   h.F64s(m_c_);
   h.F64s(prev_);
   h.U64(has_prev_ ? 1 : 0);
+}
+
+bool RidgeMemory::Finite() const {
+  if (!std::isfinite(scale_)) return false;
+  for (const std::vector<double>* xs : {&g_, &g_c_, &c_, &c_c_, &m_, &m_c_}) {
+    for (double x : *xs) {
+      if (!std::isfinite(x)) return false;
+    }
+  }
+  return true;
+}
+
+void RidgeMemory::Encode(ByteWriter& w) const {
+  w.U64(writes_);
+  w.F64(scale_);
+  for (const std::vector<double>* xs : {&g_, &g_c_, &c_, &c_c_, &m_, &m_c_, &prev_}) w.F64s(*xs);
+  w.U8(has_prev_ ? 1 : 0);
+}
+
+absl::Status RidgeMemory::Decode(ByteReader& r) {
+  RidgeMemory next(params_);
+  RETURN_IF_ERROR(r.U64(&next.writes_));
+  RETURN_IF_ERROR(r.F64(&next.scale_));
+  const std::pair<std::vector<double>*, const char*> fields[] = {
+      {&next.g_, "ridge.G"},   {&next.g_c_, "ridge.G_c"}, {&next.c_, "ridge.C"},
+      {&next.c_c_, "ridge.C_c"}, {&next.m_, "ridge.M"},   {&next.m_c_, "ridge.M_c"},
+      {&next.prev_, "ridge.prev"}};
+  for (const auto& [xs, name] : fields) {
+    RETURN_IF_ERROR(r.F64sExact(xs, name));
+    for (double x : *xs) {
+      if (!std::isfinite(x)) {
+        return absl::DataLossError(absl::StrCat("snapshot field ", name, " holds ", x));
+      }
+    }
+  }
+  uint8_t has_prev = 0;
+  RETURN_IF_ERROR(r.U8(&has_prev));
+  if (!std::isfinite(next.scale_) || next.scale_ < 0 || has_prev > 1 ||
+      (has_prev == 1 && spec().filter_order == 0)) {
+    return absl::DataLossError("snapshot field ridge.scale or ridge.has_prev is invalid");
+  }
+  next.has_prev_ = has_prev == 1;
+  const size_t d = spec().d;
+  for (size_t i = 0; i < d; ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (next.g_[i * d + j] != next.g_[j * d + i] ||
+          next.g_c_[i * d + j] != next.g_c_[j * d + i]) {
+        return absl::DataLossError(
+            absl::StrCat("snapshot field ridge.G is not symmetric at (", i, ", ", j, ")"));
+      }
+    }
+  }
+  *this = std::move(next);
+  return absl::OkStatus();
 }
 
 Digest RidgeMemory::StateDigest() const {

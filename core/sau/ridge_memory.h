@@ -38,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/common/byte_codec.h"
 #include "core/common/digest.h"
 
 namespace streamlearn::sau {
@@ -87,9 +88,17 @@ class RidgeMemory {
   uint64_t writes() const { return writes_; }
   double scale() const { return scale_; }
   size_t state_bytes() const;
+  // True when every statistic and the scale are finite. O(state).
+  bool Finite() const;
   // The state, in a fixed byte order (docs/ENGINES.md, "State and digest"); not the cache.
   void Hash(Sha256& h) const;
   Digest StateDigest() const;
+  // The state in the snapshot layout (docs/ENGINES.md, "Snapshots"): the digest's fields.
+  void Encode(ByteWriter& w) const;
+  // Reads what Encode wrote into this memory (a fresh one of the same spec). DATA_LOSS naming
+  // the field when a size, a value or G's symmetry is not what a write can produce; this
+  // memory is unchanged then.
+  absl::Status Decode(ByteReader& r);
 
   // The compensated statistics (value + compensation), for tests and the reference.
   std::vector<double> G() const;

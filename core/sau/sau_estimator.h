@@ -25,8 +25,10 @@
 #include "absl/status/statusor.h"
 #include "core/common/digest.h"
 #include "core/sau/feature_map.h"
+#include "core/sau/ridge_memory.h"
 #include "core/sau/sau_spec.h"
 #include "core/sau/sau_state.h"
+#include "core/sau/vla_memory.h"
 
 namespace streamlearn::sau {
 
@@ -50,6 +52,20 @@ struct EventDiagnostics {
   uint64_t epoch = 0;
   bool alarm = false;       // margin < 0 at this event; a new epoch starts next event
   bool floor_raised = false;  // RJ red raised beta_floor at this event
+  // The ridge and vla engines' diagnostics (core/sau/memory.h); the fields above stay zero
+  // for them, and these stay zero for prf.
+  RidgeWrite ridge;
+  VlaWrite vla;
+};
+
+// A ridge readout's diagnostics (RidgeReadout) and a vla readout's state norm; zero for prf.
+struct EngineReadout {
+  double lambda_min = 0;
+  double lambda_max = 0;
+  double condition = 0;
+  double residual = 0;
+  double jitter = 0;
+  double s_norm = 0;  // vla: ||S||_F
 };
 
 struct QueryResult {
@@ -60,6 +76,7 @@ struct QueryResult {
   double margin = 0;
   double shr = 0;
   double phi_w_l1 = 0;        // ||phi_w(q)||_1 on the stabilized path, ||phi(q)||_1 otherwise
+  EngineReadout engine;       // ridge and vla only
 };
 
 // A control input of the fused control plane (docs/FUSE.md K2, K3): the ridge

@@ -20,6 +20,18 @@ bool Finite(double x) { return std::isfinite(x); }
 
 }  // namespace
 
+const char* EngineName(Engine engine) {
+  switch (engine) {
+    case Engine::kPrf:
+      return "prf";
+    case Engine::kRidge:
+      return "ridge";
+    case Engine::kVla:
+      return "vla";
+  }
+  return "prf";
+}
+
 SauSpec ResolveDefaults(SauSpec spec) {
   if (spec.tau == 0 && spec.d > 0) spec.tau = std::sqrt(static_cast<double>(spec.d));
   if (spec.c_rj == 0) spec.c_rj = kDefaultCrj;

@@ -19,7 +19,32 @@ enum class InputMode { kL2Scaled, kRaw };
 enum class ReadoutPath { kStabilized, kCorrectness };
 enum class RjLevel { kGreen = 0, kYellow = 1, kRed = 2 };
 
+// The memory behind a model's SAU part (docs/ENGINES.md): positive random features (the
+// estimator of docs/SAU.md, the default), ridge recall (seed 003) or VLA (seed 004).
+enum class Engine { kPrf = 0, kRidge = 1, kVla = 2 };
+
+// The ridge engine's parameters (core/sau/ridge_memory.h; docs/ENGINES.md (R1)-(R4)).
+struct RidgeOptions {
+  double gamma = 1.0;         // decay of G, C, M in (0, 1]
+  double eps = 1e-3;          // ridge relative to the scale, (0, 1]
+  uint32_t filter_order = 0;  // K of seed 003 (13), 0..8
+};
+
+// The VLA engine's parameters (core/sau/vla_memory.h; docs/ENGINES.md (V1)-(V5)).
+struct VlaOptions {
+  double lambda0 = 0.1;          // A_0 = I / lambda0, (0, 1e6]
+  uint32_t refresh_period = 20;  // writes between identity refreshes
+  double refresh_eta = 1e-3;     // added to A's diagonal at a refresh, [0, 1]
+  double key_eps = 1e-12;        // shorter keys are not written (counted), (0, 1)
+};
+
 struct SauSpec {
+  // The engine (docs/ENGINES.md). Every field below d and d_v is the prf engine's; the ridge
+  // and vla engines read d, d_v and their own options only.
+  Engine engine = Engine::kPrf;
+  RidgeOptions ridge_engine;
+  VlaOptions vla_engine;
+
   // Dimensions and kernel (docs/SAU.md (1)-(4)).
   int d = 64;
   int d_v = 64;
@@ -75,6 +100,9 @@ struct SauSpec {
   int floor_cooldown = 50;          // events without red before the floor decays
   double floor_decay = 0.95;        // per-event decay towards the base after cooldown
 };
+
+// "prf" / "ridge" / "vla".
+const char* EngineName(Engine engine);
 
 // C_RJ used when the spec leaves c_rj at 0; how it was calibrated is in docs/SAU.md.
 inline constexpr double kDefaultCrj = 1.0;

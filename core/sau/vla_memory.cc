@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
 #include "core/sau/kernels.h"
 #include "core/sau/vector_check.h"
 
@@ -130,6 +131,41 @@ void VlaMemory::Hash(Sha256& h) const {
   h.U64(skipped_);
   h.F64s(s_);
   h.F64s(a_);
+}
+
+void VlaMemory::Encode(ByteWriter& w) const {
+  w.U64(writes_);
+  w.U64(skipped_);
+  w.F64s(s_);
+  w.F64s(a_);
+}
+
+absl::Status VlaMemory::Decode(ByteReader& r) {
+  VlaMemory next(params_);
+  RETURN_IF_ERROR(r.U64(&next.writes_));
+  RETURN_IF_ERROR(r.U64(&next.skipped_));
+  RETURN_IF_ERROR(r.F64sExact(&next.s_, "vla.S"));
+  RETURN_IF_ERROR(r.F64sExact(&next.a_, "vla.A"));
+  for (const auto& [xs, name] : {std::pair<const std::vector<double>*, const char*>{
+                                     &next.s_, "vla.S"},
+                                 {&next.a_, "vla.A"}}) {
+    for (double x : *xs) {
+      if (!std::isfinite(x)) {
+        return absl::DataLossError(absl::StrCat("snapshot field ", name, " holds ", x));
+      }
+    }
+  }
+  const size_t d = spec().d;
+  for (size_t i = 0; i < d; ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (next.a_[i * d + j] != next.a_[j * d + i]) {
+        return absl::DataLossError(
+            absl::StrCat("snapshot field vla.A is not symmetric at (", i, ", ", j, ")"));
+      }
+    }
+  }
+  *this = std::move(next);
+  return absl::OkStatus();
 }
 
 Digest VlaMemory::StateDigest() const {

@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/common/byte_codec.h"
 #include "core/common/digest.h"
 
 namespace streamlearn::sau {
@@ -71,6 +72,12 @@ class VlaMemory {
   size_t state_bytes() const;
   void Hash(Sha256& h) const;
   Digest StateDigest() const;
+  // The state in the snapshot layout (docs/ENGINES.md, "Snapshots"): the digest's fields.
+  void Encode(ByteWriter& w) const;
+  // Reads what Encode wrote into this memory (a fresh one of the same spec). DATA_LOSS naming
+  // the field when a size, a value or A's symmetry is not what a write can produce; this
+  // memory is unchanged then.
+  absl::Status Decode(ByteReader& r);
 
  private:
   struct Params {

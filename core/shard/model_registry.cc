@@ -24,6 +24,13 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
           " part; a fused model has the fuse part alone (it holds its own SAU and LMU: set "
           "fuse.sau and fuse.lmu)"));
     }
+    if (spec.fuse.sau.engine != sau::Engine::kPrf) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fuse.sau.engine = ", sau::EngineName(spec.fuse.sau.engine),
+          ": a fused model's attention part is the prf engine for now (docs/ENGINES.md, "
+          "\"Fuse\"); use the ", sau::EngineName(spec.fuse.sau.engine),
+          " engine in an sau model"));
+    }
     absl::StatusOr<fuse::FuseSpec> resolved = fuse::ResolveFuseSpec(spec.fuse);
     if (!resolved.ok()) {
       return absl::Status(resolved.status().code(),
@@ -46,13 +53,13 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Create(ModelSpec spec,
   std::shared_ptr<Model> m(new Model());
   m->slots_.resize(size_t{spec.shards} * std::size(kPartKinds));
   if (spec.has_sau) {
-    absl::StatusOr<sau::SauEstimator> est = sau::SauEstimator::Create(spec.sau);
-    if (!est.ok()) return est.status();
-    spec.sau = est->spec();  // resolved
-    m->w_digest_ = est->w_digest();
-    m->state_bytes_ = est->state_bytes();
+    absl::StatusOr<sau::Memory> mem = sau::Memory::Create(spec.sau);
+    if (!mem.ok()) return mem.status();
+    spec.sau = mem->spec();  // resolved
+    if (const sau::SauEstimator* prf = mem->prf()) m->w_digest_ = prf->w_digest();
+    m->state_bytes_ = mem->state_bytes();
     for (uint32_t i = 0; i < spec.shards; ++i) {
-      m->slots_[Slot(i, PartKind::kSau)] = std::make_unique<SauShard>(*est);
+      m->slots_[Slot(i, PartKind::kSau)] = std::make_unique<SauShard>(*mem);
     }
   }
   if (spec.has_lmu) {

@@ -1,9 +1,10 @@
 #include "core/shard/sau_shard.h"
 
+#include <cmath>
+
 #include "absl/strings/str_format.h"
 #include "core/common/byte_codec.h"
 #include "core/common/status_macros.h"
-#include "core/sau/sau_snapshot.h"
 #include "core/shard/batch_gate.h"
 
 namespace streamlearn {
@@ -16,13 +17,13 @@ constexpr uint32_t kSectionEstimator = 2;
 
 }  // namespace
 
-SauShard::SauShard(const sau::SauEstimator& initial)
+SauShard::SauShard(const sau::Memory& initial)
     : cell_(Version{.version = 0,
                     .last_t = 0,
                     .log_seq = 0,
                     .has_last = false,
                     .last = {},
-                    .estimator = initial}) {}
+                    .memory = initial}) {}
 
 SauShard::SauShard(Version initial) : cell_(std::move(initial)) {}
 
@@ -40,14 +41,14 @@ absl::StatusOr<std::unique_ptr<SauShard>> SauShard::Restore(const sau::SauSpec& 
     RETURN_IF_ERROR(r.U64(field));
   }
   RETURN_IF_ERROR(r.ExpectDone("sau shard header"));
-  absl::StatusOr<sau::SauEstimator> est = sau::RestoreSau(spec, *body);
-  if (!est.ok()) return est.status();
+  absl::StatusOr<sau::Memory> mem = sau::RestoreMemory(spec, *body);
+  if (!mem.ok()) return mem.status();
   return std::unique_ptr<SauShard>(new SauShard(Version{.version = version,
                                                         .last_t = last_t,
                                                         .log_seq = log_seq,
                                                         .has_last = false,
                                                         .last = {},
-                                                        .estimator = *std::move(est)}));
+                                                        .memory = *std::move(mem)}));
 }
 
 SauShardSnapshot SauShard::Snapshot() const {
@@ -56,15 +57,15 @@ SauShardSnapshot SauShard::Snapshot() const {
   out.version = pin->version;
   out.last_t = pin->last_t;
   out.log_seq = pin->log_seq;
-  out.events = pin->estimator.events();
-  out.state_digest = pin->estimator.StateDigest();
+  out.events = pin->memory.events();
+  out.state_digest = pin->memory.StateDigest();
   ByteWriter header;
   header.U64(pin->version);
   header.U64(pin->last_t);
   header.U64(pin->log_seq);
   SnapshotBuilder b(kSauShardKind);
   b.AddSection(kSectionHeader, header.Take());
-  b.AddSection(kSectionEstimator, sau::SerializeSauState(pin->estimator));
+  b.AddSection(kSectionEstimator, pin->memory.Serialize());
   out.blob = b.Finish();
   return out;
 }
@@ -79,7 +80,7 @@ absl::StatusOr<PartSnapshot> SauShard::TakeSnapshot() const {
                       .blob = std::move(s.blob)};
 }
 
-Digest SauShard::StateDigest() const { return cell_.Read()->estimator.StateDigest(); }
+Digest SauShard::StateDigest() const { return cell_.Read()->memory.StateDigest(); }
 
 absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
                                                const BatchLimits& limits,
@@ -88,21 +89,22 @@ absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
   MutexLock lock(&write_mu_);
   const Version& cur = cell_.Current();
   if (absl::Status s = CheckBatchItems(batch, "event", [&](const EventView& e) {
-        RETURN_IF_ERROR(cur.estimator.CheckEvent(e.k, e.v));
+        RETURN_IF_ERROR(cur.memory.CheckEvent(e.k, e.v));
         if (!limits.bound_inputs) return absl::OkStatus();
-        return cur.estimator.CheckEventBounds(e.k, e.v);
+        return cur.memory.CheckEventBounds(e.k, e.v);
       });
       !s.ok()) {
     return s;
   }
   RETURN_IF_ERROR(
-      CheckTSteps(batch, "event", cur.estimator.events() > 0, cur.last_t, limits));
+      CheckTSteps(batch, "event", cur.memory.events() > 0, cur.last_t, limits));
 
   IngestOutcome out;
+  out.engine = cur.memory.engine();
   // Duplicates first, so a batch of nothing new publishes nothing.
   std::vector<size_t>& fresh = fresh_;
   fresh.clear();
-  TOrder order(cur.estimator.events() > 0, cur.last_t);
+  TOrder order(cur.memory.events() > 0, cur.last_t);
   for (size_t i = 0; i < batch.size(); ++i) {
     if (order.Accept(batch[i].t)) {
       fresh.push_back(i);
@@ -118,10 +120,20 @@ absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
   Version* next = cell_.BeginWrite();
   diags_.clear();
   for (size_t i : fresh) {
-    next->last = next->estimator.Ingest(batch[i].k, batch[i].v);
+    next->last = next->memory.Ingest(batch[i].k, batch[i].v);
     out.alarms += next->last.alarm ? 1 : 0;
     out.red_events += next->last.rj_level == sau::RjLevel::kRed ? 1 : 0;
     if (hook != nullptr) diags_.push_back(next->last);
+  }
+  if (next->memory.engine() != sau::Engine::kPrf) {
+    // Not published: the next BeginWrite starts again from the current version.
+    if (!next->memory.StateFinite()) {
+      return absl::OutOfRangeError(absl::StrFormat(
+          "the batch would leave the %s memory's state non-finite (an overflow); nothing was "
+          "applied: scale the keys and values down",
+          sau::EngineName(next->memory.engine())));
+    }
+    out.engine_state = next->memory.Summary();
   }
   next->has_last = true;
   next->last_t = last_t;
@@ -134,7 +146,7 @@ absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
                                            .diags = diags_,
                                            .version = next->version,
                                            .log_seq = next->log_seq,
-                                           .state = &next->estimator});
+                                           .state = &next->memory});
         !s.ok()) {
       return s;
     }
@@ -154,16 +166,28 @@ absl::StatusOr<QueryOutcome> SauShard::Query(std::span<const double> q, sau::Rea
     return absl::FailedPreconditionError(absl::StrFormat(
         "shard is at version %d, older than min_version %d", pin->version, min_version));
   }
-  RETURN_IF_ERROR(pin->estimator.CheckQuery(q));
-  RETURN_IF_ERROR(pin->estimator.CheckQueryBounds(q));
-  if (low_rank && pin->estimator.spec().r_v == 0) {
+  RETURN_IF_ERROR(pin->memory.CheckQuery(q));
+  RETURN_IF_ERROR(pin->memory.CheckQueryBounds(q));
+  if (low_rank && pin->memory.engine() != sau::Engine::kPrf) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "low_rank readout requested but the %s engine has none (only prf with sau.r_v > 0)",
+        sau::EngineName(pin->memory.engine())));
+  }
+  if (low_rank && pin->memory.spec().r_v == 0) {
     return absl::InvalidArgumentError(
         "low_rank readout requested but the model has no low-rank values (sau.r_v = 0)");
   }
   QueryOutcome out;
-  out.result = pin->estimator.Query(q, path, low_rank);
+  out.result = pin->memory.Query(q, path, low_rank);
+  for (double y : out.result.y_hat) {
+    if (!std::isfinite(y)) {
+      return absl::OutOfRangeError(absl::StrFormat(
+          "the %s readout at this query is not finite (an overflow); scale the query down",
+          sau::EngineName(pin->memory.engine())));
+    }
+  }
   out.version = pin->version;
-  out.events = pin->estimator.events();
+  out.events = pin->memory.events();
   return out;
 }
 
@@ -171,9 +195,9 @@ ShardStats SauShard::Stats() const {
   auto pin = cell_.Read();
   ShardStats s;
   s.version = pin->version;
-  s.events = pin->estimator.events();
+  s.events = pin->memory.events();
   s.last_t = pin->last_t;
-  s.digest = pin->estimator.StateDigest();
+  s.digest = pin->memory.StateDigest();
   if (pin->has_last) s.last = pin->last;
   return s;
 }

@@ -35,6 +35,7 @@
 #include "core/common/mutex.h"
 #include "core/shard/batch_gate.h"
 #include "core/shard/shard_part.h"
+#include "core/sau/memory.h"
 #include "core/sau/sau_estimator.h"
 #include "core/common/versioned_cell.h"
 
@@ -54,6 +55,8 @@ struct IngestOutcome {
   sau::EventDiagnostics last;
   uint32_t alarms = 0;               // events of the batch whose margin went negative
   uint32_t red_events = 0;           // events of the batch at RJ level red
+  sau::Engine engine = sau::Engine::kPrf;
+  sau::EngineStateSummary engine_state;  // ridge / vla: the state after the batch
 };
 
 struct QueryOutcome {
@@ -77,11 +80,11 @@ struct SauCommit {
   std::span<const sau::EventDiagnostics> diags;    // one per applied event
   uint64_t version = 0;                            // the version being published
   uint64_t log_seq = 0;                            // its log sequence number
-  const sau::SauEstimator* state = nullptr;        // the state after the batch
+  const sau::Memory* state = nullptr;              // the state after the batch
 };
 using SauCommitHook = std::function<absl::Status(const SauCommit&)>;
 
-// A shard's snapshot: the header plus the estimator (core/sau/sau_snapshot.h), in one
+// A shard's snapshot: the header plus the memory (core/sau/memory.h), in one
 // checksummed container of kind "streamlearn.sau_shard".
 struct SauShardSnapshot {
   uint64_t version = 0;
@@ -95,7 +98,8 @@ struct SauShardSnapshot {
 class SauShard final : public ShardPart {
  public:
   static constexpr PartKind kKind = PartKind::kSau;
-  explicit SauShard(const sau::SauEstimator& initial);
+  explicit SauShard(const sau::Memory& initial);
+  explicit SauShard(const sau::SauEstimator& initial) : SauShard(sau::Memory(initial)) {}
 
   // Rebuilds a shard from SauShardSnapshot::blob. Errors: DATA_LOSS (corrupt or truncated),
   // FAILED_PRECONDITION (another spec: named), INVALID_ARGUMENT (invalid spec).
@@ -108,7 +112,7 @@ class SauShard final : public ShardPart {
   // Applies a batch whole or not at all. Errors: INVALID_ARGUMENT (empty, more than max_batch
   // events, wrong dimensions, NaN/Inf, and with limits.bound_inputs a k, v outside the bounds
   // of docs/SAU.md "Input bounds" or a t more than limits.max_t_step ahead) naming the event
-  // index and field. `hook` (may be null) runs before the publish; its error is returned and
+  // index and field; OUT_OF_RANGE when a ridge or vla state would hold a non-finite value. `hook` (may be null) runs before the publish; its error is returned and
   // nothing changes.
   absl::StatusOr<IngestOutcome> Ingest(std::span<const EventView> batch,
                                        const BatchLimits& limits,
@@ -116,7 +120,8 @@ class SauShard final : public ShardPart {
       ABSL_LOCKS_EXCLUDED(write_mu_);
 
   // Errors: INVALID_ARGUMENT (dimension, NaN/Inf, outside the bound, low_rank without r_v),
-  // FAILED_PRECONDITION (current version older than min_version).
+  // FAILED_PRECONDITION (current version older than min_version), OUT_OF_RANGE (a readout
+  // that is not finite: never for prf, whose bounds are proven).
   absl::StatusOr<QueryOutcome> Query(std::span<const double> q, sau::ReadoutPath path,
                                      bool low_rank, uint64_t min_version) const;
 
@@ -140,7 +145,7 @@ class SauShard final : public ShardPart {
     uint64_t log_seq = 0;
     bool has_last = false;
     sau::EventDiagnostics last;
-    sau::SauEstimator estimator;
+    sau::Memory memory;
   };
 
   explicit SauShard(Version initial);

@@ -48,9 +48,9 @@ struct PartCodec<SauShard> {
   }
   static absl::StatusOr<std::unique_ptr<SauShard>> Fresh(const ModelSpec& spec,
                                                          const lmu::HashSecret&) {
-    absl::StatusOr<sau::SauEstimator> est = sau::SauEstimator::Create(spec.sau);
-    if (!est.ok()) return est.status();
-    return std::make_unique<SauShard>(*est);
+    absl::StatusOr<sau::Memory> mem = sau::Memory::Create(spec.sau);
+    if (!mem.ok()) return mem.status();
+    return std::make_unique<SauShard>(*mem);
   }
   static absl::StatusOr<std::unique_ptr<SauShard>> Restore(const ModelSpec& spec,
                                                            const lmu::HashSecret&,

@@ -74,7 +74,8 @@ absl::Status ShardWriter::CommitSau(const SauCommit& c, Receipt* receipt) {
     const sau::EventDiagnostics& d = c.diags[i];
     const uint64_t t = c.batch[c.applied[i]].t;
     AppendSauEventBody(
-        SauEventRecord{.t = t,
+        SauEventRecord{.engine = c.state->engine(),
+                       .t = t,
                        .log_seq = c.log_seq,
                        .ver_sau = c.version,
                        .diag = &d,

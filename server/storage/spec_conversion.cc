@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -71,12 +73,77 @@ v1::InputMode InputModeToProto(sau::InputMode mode) {
   return v1::INPUT_MODE_UNSPECIFIED;
 }
 
+absl::StatusOr<sau::Engine> EngineFromProto(v1::Engine wire, absl::string_view part) {
+  switch (wire) {
+    case v1::ENGINE_PRF:
+      return sau::Engine::kPrf;
+    case v1::ENGINE_RIDGE:
+      return sau::Engine::kRidge;
+    case v1::ENGINE_VLA:
+      return sau::Engine::kVla;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(part, ".engine: unknown Engine value ", static_cast<int>(wire)));
+  }
+}
+
+v1::Engine EngineToProto(sau::Engine engine) {
+  switch (engine) {
+    case sau::Engine::kPrf:
+      return v1::ENGINE_PRF;
+    case sau::Engine::kRidge:
+      return v1::ENGINE_RIDGE;
+    case sau::Engine::kVla:
+      return v1::ENGINE_VLA;
+  }
+  return v1::ENGINE_PRF;
+}
+
+// Every field set in `wire` must be one the engine reads: d, d_v, engine and the engine's own
+// message (prf: every field but ridge and vla).
+absl::Status CheckEngineFields(const v1::SauSpec& wire, sau::Engine engine,
+                               absl::string_view part) {
+  std::vector<const google::protobuf::FieldDescriptor*> set;
+  wire.GetReflection()->ListFields(wire, &set);
+  const absl::string_view own = engine == sau::Engine::kRidge ? "ridge"
+                               : engine == sau::Engine::kVla ? "vla"
+                                                               : "";
+  for (const google::protobuf::FieldDescriptor* f : set) {
+    const std::string& name = f->name();
+    if (name == "d" || name == "d_v" || name == "engine" || name == own) continue;
+    const bool engine_message = name == "ridge" || name == "vla";
+    if (engine == sau::Engine::kPrf && !engine_message) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        part, ".", name, " is set but the ", sau::EngineName(engine), " engine does not read it",
+        engine_message ? absl::StrCat(" (it is the ", name, " engine's; set ", part,
+                                      ".engine to use it)")
+                       : absl::StrCat(" (a prf parameter; the ", sau::EngineName(engine),
+                                      " engine reads d, d_v and ", part, ".", own, ")")));
+  }
+  return absl::OkStatus();
+}
+
 // `part` names the message in errors ("sau" or "fuse.sau").
 absl::StatusOr<sau::SauSpec> SauSpecFromProto(const v1::SauSpec& wire, absl::string_view part) {
   sau::SauSpec s;  // core defaults
   RETURN_IF_ERROR(CopyInt(absl::StrCat(part, ".d"), wire.d(), &s.d));
   if (absl::Status st = CopyInt(absl::StrCat(part, ".d_v"), wire.d_v(), &s.d_v); !st.ok())
     return st;
+  ASSIGN_OR_RETURN(s.engine, EngineFromProto(wire.engine(), part));
+  RETURN_IF_ERROR(CheckEngineFields(wire, s.engine, part));
+  if (s.engine == sau::Engine::kRidge) {
+    KeepDefaultIfZero(wire.ridge().gamma(), &s.ridge_engine.gamma);
+    KeepDefaultIfZero(wire.ridge().eps(), &s.ridge_engine.eps);
+    s.ridge_engine.filter_order = wire.ridge().filter_order();
+    return s;
+  }
+  if (s.engine == sau::Engine::kVla) {
+    KeepDefaultIfZero(wire.vla().lambda0(), &s.vla_engine.lambda0);
+    if (wire.vla().refresh_period() != 0) s.vla_engine.refresh_period = wire.vla().refresh_period();
+    KeepDefaultIfZero(wire.vla().refresh_eta(), &s.vla_engine.refresh_eta);
+    KeepDefaultIfZero(wire.vla().key_eps(), &s.vla_engine.key_eps);
+    return s;
+  }
   RETURN_IF_ERROR(CopyInt(absl::StrCat(part, ".r"), wire.r(), &s.r));
   if (absl::Status st = CopyInt(absl::StrCat(part, ".r_v"), wire.r_v(), &s.r_v); !st.ok())
     return st;
@@ -107,6 +174,20 @@ absl::StatusOr<sau::SauSpec> SauSpecFromProto(const v1::SauSpec& wire, absl::str
 void SauSpecToProto(const sau::SauSpec& s, v1::SauSpec* w) {
   w->set_d(static_cast<uint32_t>(s.d));
   w->set_d_v(static_cast<uint32_t>(s.d_v));
+  w->set_engine(EngineToProto(s.engine));
+  if (s.engine == sau::Engine::kRidge) {
+    w->mutable_ridge()->set_gamma(s.ridge_engine.gamma);
+    w->mutable_ridge()->set_eps(s.ridge_engine.eps);
+    w->mutable_ridge()->set_filter_order(s.ridge_engine.filter_order);
+    return;
+  }
+  if (s.engine == sau::Engine::kVla) {
+    w->mutable_vla()->set_lambda0(s.vla_engine.lambda0);
+    w->mutable_vla()->set_refresh_period(s.vla_engine.refresh_period);
+    w->mutable_vla()->set_refresh_eta(s.vla_engine.refresh_eta);
+    w->mutable_vla()->set_key_eps(s.vla_engine.key_eps);
+    return;
+  }
   w->set_r(static_cast<uint32_t>(s.r));
   w->set_tau(s.tau);
   w->set_gamma(s.gamma);
