@@ -652,12 +652,18 @@ const char* KillAtName(KillAt k) {
   return "?";
 }
 
-TEST(ServerCrashTest, KillNineAtRandomPointsLosesNothingAndAppliesNothingTwice) {
+// Every engine of the SAU part (docs/ENGINES.md) is killed at random points: the prf engine
+// 30 times, ridge and vla 10 times each (their recovery goes through the same shard code; the
+// kills check their snapshots and replay).
+class ServerCrashEngineTest : public ::testing::TestWithParam<v1::Engine> {};
+
+TEST_P(ServerCrashEngineTest, KillNineAtRandomPointsLosesNothingAndAppliesNothingTwice) {
+  const v1::Engine engine = GetParam();
   const auto test_start = Clock::now();
   const uint64_t seed = Seed(20240404);
   std::printf("seed %llu (STREAMLEARN_CRASH_SEED)\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
-  const std::string dir = FreshDir("kills");
+  const std::string dir = FreshDir(absl::StrCat("kills_", v1::Engine_Name(engine)));
   const std::string data_dir = dir + "/data";
   const std::string secret_file = dir + "/lmu.secret";
   const lmu::HashSecret secret = WriteSecret(secret_file, seed);
@@ -695,7 +701,8 @@ TEST(ServerCrashTest, KillNineAtRandomPointsLosesNothingAndAppliesNothingTwice) 
     spec.set_shards(wo.shards);
     spec.mutable_sau()->set_d(wo.d);
     spec.mutable_sau()->set_d_v(wo.d_v);
-    spec.mutable_sau()->set_r(32);
+    spec.mutable_sau()->set_engine(engine);
+    if (engine == v1::ENGINE_PRF) spec.mutable_sau()->set_r(32);
     v1::LmuSpec* lmu = spec.mutable_lmu();
     lmu->set_m(wo.m);
     // A small delta so that background rebuilds happen: C = 1024 slots, headroom
@@ -711,7 +718,7 @@ TEST(ServerCrashTest, KillNineAtRandomPointsLosesNothingAndAppliesNothingTwice) 
   }
 
   // The kill plan: 30 kills; the mid-stream ones trigger at sorted random batch positions.
-  constexpr int kKills = 30;
+  const int kKills = engine == v1::ENGINE_PRF ? 30 : 10;
   std::vector<size_t> positions;
   for (int i = 0; i < kKills; ++i) positions.push_back(rng() % (w.order.size() * 97 / 100));
   std::sort(positions.begin(), positions.end());
@@ -838,6 +845,12 @@ TEST(ServerCrashTest, KillNineAtRandomPointsLosesNothingAndAppliesNothingTwice) 
               std::chrono::duration<double>(Clock::now() - test_start).count());
   fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, ServerCrashEngineTest,
+                         ::testing::Values(v1::ENGINE_PRF, v1::ENGINE_RIDGE, v1::ENGINE_VLA),
+                         [](const ::testing::TestParamInfo<v1::Engine>& info) {
+                           return v1::Engine_Name(info.param);
+                         });
 
 // ---------------------------------------------------------------------------------------------
 // Kill -9 while Admin.Snapshot writes a large state (r = 1024, d_v = 128, 4 shards, an LMU with

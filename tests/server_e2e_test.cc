@@ -10,6 +10,7 @@
 #include <future>
 #include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -350,6 +351,178 @@ TEST_F(ServerE2eTest, IngestUpdatesEventCountersAndShardGauges) {
     }
   }
   EXPECT_TRUE(ingest_ok_counted);
+}
+
+// N bindings whose keys share a common component (k_i = 0.8 u + 0.6 g_i, unit u, g_i), each
+// bound to its own value; then a query at every key must read its own value back: the value
+// nearest the readout is the bound one.
+struct Bindings {
+  std::vector<std::vector<double>> keys, values;
+};
+
+Bindings CorrelatedBindings(int n, int d, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> g;
+  auto unit = [&](int dim) {
+    std::vector<double> x(dim);
+    double norm = 0;
+    for (double& v : x) norm += (v = g(rng)) * v;
+    for (double& v : x) v /= std::sqrt(norm);
+    return x;
+  };
+  const std::vector<double> common = unit(d);
+  Bindings b;
+  for (int i = 0; i < n; ++i) {
+    const std::vector<double> own = unit(d);
+    std::vector<double> k(d);
+    for (int j = 0; j < d; ++j) k[j] = 0.8 * common[j] + 0.6 * own[j];
+    b.keys.push_back(k);
+    b.values.push_back(unit(kDv));
+  }
+  return b;
+}
+
+size_t Nearest(const std::vector<std::vector<double>>& values, const std::vector<double>& y) {
+  size_t best = 0;
+  double best_d = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < values.size(); ++i) {
+    double d = 0;
+    for (size_t j = 0; j < y.size(); ++j) d += (values[i][j] - y[j]) * (values[i][j] - y[j]);
+    if (d < best_d) best_d = d, best = i;
+  }
+  return best;
+}
+
+// d = 64 > N: both engines recall exactly while the bindings are fewer than the key dimension.
+TEST_F(ServerE2eTest, RidgeAndVlaModelsRecallEveryBoundKeyOverGrpc) {
+  constexpr int kRecallD = 64;
+  for (const auto& [engine, n] :
+       {std::pair{v1::ENGINE_RIDGE, 32}, std::pair{v1::ENGINE_VLA, 32}}) {
+    const std::string model = absl::StrCat("recall-", v1::Engine_Name(engine));
+    SCOPED_TRACE(model);
+    v1::ModelSpec spec;
+    spec.set_name(model);
+    spec.set_shards(1);
+    spec.mutable_sau()->set_d(kRecallD);
+    spec.mutable_sau()->set_d_v(kDv);
+    spec.mutable_sau()->set_engine(engine);
+    v1::ModelInfo info;
+    grpc::Status created = CreateModel(spec, &info);
+    ASSERT_TRUE(created.ok()) << created.error_message();
+    EXPECT_EQ(info.spec().sau().engine(), engine);
+    EXPECT_EQ(info.spec().sau().r(), 0u);
+    if (engine == v1::ENGINE_RIDGE) {
+      EXPECT_EQ(info.spec().sau().ridge().gamma(), 1.0);  // the defaults, filled in
+      EXPECT_EQ(info.spec().sau().ridge().eps(), 1e-3);
+    } else {
+      EXPECT_EQ(info.spec().sau().vla().lambda0(), 0.1);
+      EXPECT_EQ(info.spec().sau().vla().refresh_period(), 20u);
+    }
+
+    const Bindings b = CorrelatedBindings(n, kRecallD, 5);
+    IngestStream stream(*sau_);
+    v1::IngestAck ack;
+    for (int first = 0; first < n; first += 5) {
+      v1::IngestRequest request;
+      request.set_model(model);
+      request.set_routing_key("k");
+      for (int i = first; i < std::min(n, first + 5); ++i) {
+        v1::Event* e = request.add_events();
+        e->set_t(static_cast<uint64_t>(i + 1));
+        e->mutable_k()->Add(b.keys[i].begin(), b.keys[i].end());
+        e->mutable_v()->Add(b.values[i].begin(), b.values[i].end());
+      }
+      ack = stream.Send(request);
+      ASSERT_EQ(ack.status().code(), 0) << ack.status().message();
+    }
+    EXPECT_TRUE(stream.Finish().ok());
+    if (engine == v1::ENGINE_RIDGE) {
+      EXPECT_GT(ack.last().ridge().scale(), 0.0);
+      EXPECT_GT(SeriesValue(*server_, "streamlearn_sau_engine_key_scale", model, 0), 0.0);
+    } else {
+      EXPECT_FALSE(ack.last().vla().skipped());
+      EXPECT_GT(ack.last().vla().s_norm(), 0.0);
+      EXPECT_GT(ack.last().vla().a_norm(), 0.0);
+      EXPECT_EQ(SeriesValue(*server_, "streamlearn_sau_engine_s_norm", model, 0),
+                ack.last().vla().s_norm());
+    }
+    EXPECT_EQ(ack.last().margin(), 0.0);  // no prf diagnostics
+
+    int recalled = 0;
+    for (int i = 0; i < n; ++i) {
+      v1::QueryRequest request;
+      request.set_model(model);
+      request.set_routing_key("k");
+      request.mutable_q()->Add(b.keys[i].begin(), b.keys[i].end());
+      v1::QueryResponse response;
+      grpc::Status status = Query(request, &response);
+      ASSERT_TRUE(status.ok()) << status.error_message();
+      ASSERT_EQ(response.y_hat_size(), kDv);
+      EXPECT_EQ(response.events(), static_cast<uint64_t>(n));
+      if (engine == v1::ENGINE_RIDGE) {
+        EXPECT_GT(response.lambda_min(), 0.0);
+        EXPECT_GE(response.condition(), 1.0);
+        EXPECT_LT(response.residual(), 1e-8);
+      } else {
+        EXPECT_GT(response.s_norm(), 0.0);
+      }
+      const std::vector<double> y(response.y_hat().begin(), response.y_hat().end());
+      recalled += Nearest(b.values, y) == static_cast<size_t>(i) ? 1 : 0;
+    }
+    // ridge >= 0.99 at 32 bindings; vla >= 0.98 with N < d: every one of 32 here.
+    EXPECT_EQ(recalled, n);
+    if (engine == v1::ENGINE_RIDGE) {
+      EXPECT_GE(SeriesValue(*server_, "streamlearn_sau_engine_condition", model, 0), 1.0);
+    }
+  }
+}
+
+TEST_F(ServerE2eTest, EngineSpecsThatMixEnginesAreRefusedNamingTheField) {
+  struct Case {
+    const char* name;
+    std::function<void(v1::ModelSpec*)> edit;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"ridge with r", [](v1::ModelSpec* s) { s->mutable_sau()->set_engine(v1::ENGINE_RIDGE); },
+       "sau.r is set but the ridge engine does not read it"},
+      {"vla with tau",
+       [](v1::ModelSpec* s) {
+         s->mutable_sau()->set_engine(v1::ENGINE_VLA);
+         s->mutable_sau()->clear_r();
+         s->mutable_sau()->set_tau(2);
+       },
+       "sau.tau is set but the vla engine does not read it"},
+      {"prf with a ridge message",
+       [](v1::ModelSpec* s) { s->mutable_sau()->mutable_ridge()->set_eps(0.1); },
+       "sau.ridge is set but the prf engine does not read it"},
+      {"ridge with a bad eps",
+       [](v1::ModelSpec* s) {
+         s->mutable_sau()->set_engine(v1::ENGINE_RIDGE);
+         s->mutable_sau()->clear_r();
+         s->mutable_sau()->mutable_ridge()->set_eps(3);
+       },
+       "eps"},
+      {"unknown engine",
+       [](v1::ModelSpec* s) { s->mutable_sau()->set_engine(static_cast<v1::Engine>(9)); },
+       "unknown Engine value 9"},
+      {"fuse over ridge",
+       [](v1::ModelSpec* s) {
+         s->clear_sau();
+         s->mutable_fuse()->mutable_sau()->set_d(8);
+         s->mutable_fuse()->mutable_sau()->set_engine(v1::ENGINE_RIDGE);
+       },
+       "fuse.sau.engine = ridge"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    v1::ModelSpec spec = SmallSpec("engine-bad");
+    c.edit(&spec);
+    v1::ModelInfo info;
+    grpc::Status status = CreateModel(spec, &info);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(c.expect));
+  }
 }
 
 TEST_F(ServerE2eTest, ResentBatchIsAcknowledgedAsDuplicatesAndChangesNothing) {
