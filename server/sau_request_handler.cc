@@ -148,6 +148,7 @@ absl::Status SauRequestHandler::Query(const v1::QueryRequest& request,
   response->set_residual(r.engine.residual);
   response->set_jitter(r.engine.jitter);
   response->set_s_norm(r.engine.s_norm);
+  response->set_engine(static_cast<v1::Engine>((*model)->spec().sau.engine));
   if ((*model)->spec().sau.engine == sau::Engine::kRidge) {
     metrics_->RecordEngineQuery((*model)->spec().name, shard, r.engine);
   }

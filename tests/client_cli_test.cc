@@ -196,6 +196,45 @@ TEST_F(ClientCliTest, IngestCsvThenQueryPrintsYHat) {
   EXPECT_EQ(nlohmann::json::parse(json.out)["y_hat"].size(), 2u);
 }
 
+// The ridge and vla engines from the CLI: create, describe, ingest and query show each
+// engine's own figures, not the prf ones. Two bindings with orthogonal keys are recalled.
+TEST_F(ClientCliTest, RidgeAndVlaModelsFromCreateToQuery) {
+  const std::string csv = TempPath("bindings.csv");
+  {
+    std::ofstream f(csv);
+    f << "t,k0,k1,k2,k3,v0,v1\n1,1,0,0,0,3,0\n2,0,1,0,0,0,-2\n";
+  }
+  for (const std::string engine : {"ridge", "vla"}) {
+    SCOPED_TRACE(engine);
+    const std::string model = "cli_" + engine;
+    CommandResult created = Cli("create --name " + model + " --engine " + engine + " --d 4 --dv 2");
+    ASSERT_EQ(created.exit_code, 0) << Describe(created);
+    EXPECT_TRUE(Contains(created.out, "sau:" + engine)) << created.out;
+    EXPECT_FALSE(Contains(created.out, "W digest")) << created.out;
+
+    CommandResult in = Cli("ingest " + model + " " + csv);
+    ASSERT_EQ(in.exit_code, 0) << Describe(in);
+    EXPECT_TRUE(Contains(in.out, engine == "ridge" ? "scale (max |k|^2) 1" : "|S|_F"))
+        << in.out;
+    EXPECT_FALSE(Contains(in.out, "margin")) << in.out;
+
+    CommandResult q = Cli("query " + model + " --q 0,1,0,0");
+    ASSERT_EQ(q.exit_code, 0) << Describe(q);
+    EXPECT_TRUE(Contains(q.out, "engine   " + engine)) << q.out;
+    EXPECT_TRUE(Contains(q.out, engine == "ridge" ? "condition" : "|S|_F")) << q.out;
+    CommandResult json = Cli("query " + model + " --q 0,1,0,0 --json");
+    ASSERT_EQ(json.exit_code, 0) << Describe(json);
+    const nlohmann::json y = nlohmann::json::parse(json.out)["y_hat"];
+    ASSERT_EQ(y.size(), 2u);
+    EXPECT_NEAR(y[0].get<double>(), 0.0, 0.01) << json.out;
+    EXPECT_NEAR(y[1].get<double>(), -2.0, 0.01) << json.out;
+  }
+  CommandResult bad = Cli("create --name cli_bad_engine --engine softmax --d 4 --dv 2");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_TRUE(Contains(bad.err, "--engine: expected prf, ridge or vla, got 'softmax'"))
+      << Describe(bad);
+}
+
 TEST_F(ClientCliTest, IngestJsonlGroupsRoutingKeysAcrossShards) {
   CreateModel("cli_jsonl", "--shards 4");
   const std::string jsonl = TempPath("events.jsonl");

@@ -18,10 +18,14 @@ constexpr char kUsage[] =
     "         [--lmu [--m M --lr LR --l2 L2 --schedule constant|inverse-sqrt\n"
     "          --delta-buckets B --tau-low X --tau-high Y --lambda-max N --rebuild-seconds T\n"
     "          --margin K --inline-rebuild]] [--no-sau]\n"
+    "       streamlearn create --name NAME --engine ridge|vla --d D --dv DV\n"
+    "         [--ridge-gamma G --ridge-eps E --filter-order K | --vla-lambda0 L]\n"
     "       streamlearn create --name NAME --fuse [--pattern meta_linear|attention_as_feature|\n"
     "         linear_as_gate] --d D --r R [--dv M] [SAU flags] [LMU flags]\n"
     "       streamlearn create --spec-json FILE|- [flags overriding the file]\n"
     "  A model has an SAU part (d, d_v and r are required), an LMU part (--lmu), or both;\n"
+    "  --engine ridge or vla gives the SAU part another memory (docs/ENGINES.md): exact\n"
+    "  recall of bound keys, no random features (no --r).\n"
     "  --no-sau makes an LMU-only model. --fuse makes a fused model (a fuse part alone): the\n"
     "  SAU flags set its SAU (q has dimension d; d_v = m, the target's dimension, by default)\n"
     "  and the LMU flags its LMU. Other unset numbers take the server's documented\n"
@@ -31,6 +35,10 @@ struct CreateFlags {
   std::optional<std::string> name, spec_json;
   std::optional<uint64_t> shards, d, dv, r, seed, rv;
   std::optional<double> gamma, tau, input_scale, c_lo, c_hi, alpha, kappa, beta_floor;
+  // The engine (docs/ENGINES.md) and its parameters.
+  std::optional<std::string> engine;
+  std::optional<double> ridge_gamma, ridge_eps, vla_lambda0;
+  std::optional<uint64_t> filter_order;
   bool raw_inputs = false, iid = false, antithetic = false, json = false;
   // LMU part.
   bool lmu = false, no_sau = false, inline_rebuild = false;
@@ -43,7 +51,8 @@ struct CreateFlags {
 
   bool AnySauFlag() const {
     return d || dv || r || seed || rv || gamma || tau || input_scale || c_lo || c_hi || alpha ||
-           kappa || beta_floor || raw_inputs || iid || antithetic;
+           kappa || beta_floor || raw_inputs || iid || antithetic || engine || ridge_gamma ||
+           ridge_eps || vla_lambda0 || filter_order;
   }
   bool AnyLmuFlag() const {
     return m || delta_buckets || lr || l2 || tau_low || tau_high || lambda_max ||
@@ -59,7 +68,16 @@ void Register(ArgParser& p, CreateFlags& f) {
   p.AddUint("--shards", &f.shards, "number of shards (default 1)", kU32);
   p.AddUint("--d", &f.d, "key/query dimension", kU32);
   p.AddUint("--dv", &f.dv, "value dimension", kU32);
-  p.AddUint("--r", &f.r, "random features", kU32);
+  p.AddString("--engine", &f.engine,
+              "the SAU's memory: prf (default; decayed softmax attention), ridge (exact recall "
+              "of bound keys) or vla (docs/ENGINES.md)");
+  p.AddDouble("--ridge-gamma", &f.ridge_gamma, "ridge engine: decay in (0, 1] (default 1)");
+  p.AddDouble("--ridge-eps", &f.ridge_eps,
+              "ridge engine: ridge relative to max |k|^2, (0, 1] (default 1e-3)");
+  p.AddUint("--filter-order", &f.filter_order,
+            "ridge engine: Koopman power filter K, 0..8 (default 0: plain recall)", kU32);
+  p.AddDouble("--vla-lambda0", &f.vla_lambda0, "vla engine: A_0 = I/lambda0 (default 0.1)");
+  p.AddUint("--r", &f.r, "random features (prf engine)", kU32);
   p.AddUint("--rv", &f.rv, "low-rank value dimension (0 = off)", kU32);
   p.AddUint("--seed", &f.seed, "seed of the random-feature matrix W");
   p.AddDouble("--gamma", &f.gamma, "decay in (0, 1] (default 0.99)");
@@ -113,8 +131,24 @@ absl::StatusOr<v1::LrSchedule> ParseSchedule(const std::string& name) {
                                     name + "'");
 }
 
+absl::StatusOr<v1::Engine> ParseEngine(const std::string& name) {
+  if (name == "prf") return v1::ENGINE_PRF;
+  if (name == "ridge") return v1::ENGINE_RIDGE;
+  if (name == "vla") return v1::ENGINE_VLA;
+  return absl::InvalidArgumentError("--engine: expected prf, ridge or vla, got '" + name + "'");
+}
+
 // Flags override whatever the JSON spec set.
-void ApplySauFlags(const CreateFlags& f, v1::SauSpec* s) {
+absl::Status ApplySauFlags(const CreateFlags& f, v1::SauSpec* s) {
+  if (f.engine) {
+    absl::StatusOr<v1::Engine> engine = ParseEngine(*f.engine);
+    if (!engine.ok()) return engine.status();
+    s->set_engine(*engine);
+  }
+  if (f.ridge_gamma) s->mutable_ridge()->set_gamma(*f.ridge_gamma);
+  if (f.ridge_eps) s->mutable_ridge()->set_eps(*f.ridge_eps);
+  if (f.filter_order) s->mutable_ridge()->set_filter_order(static_cast<uint32_t>(*f.filter_order));
+  if (f.vla_lambda0) s->mutable_vla()->set_lambda0(*f.vla_lambda0);
   if (f.d) s->set_d(static_cast<uint32_t>(*f.d));
   if (f.dv) s->set_d_v(static_cast<uint32_t>(*f.dv));
   if (f.r) s->set_r(static_cast<uint32_t>(*f.r));
@@ -131,6 +165,7 @@ void ApplySauFlags(const CreateFlags& f, v1::SauSpec* s) {
   if (f.raw_inputs) s->set_input_mode(v1::INPUT_MODE_RAW);
   if (f.iid) s->set_features(v1::FEATURE_KIND_IID);
   if (f.antithetic) s->set_antithetic(true);
+  return absl::OkStatus();
 }
 
 absl::Status ApplyLmuFlags(const CreateFlags& f, v1::LmuSpec* s) {
@@ -172,7 +207,7 @@ absl::Status ApplyFlags(const CreateFlags& f, v1::ModelSpec* spec) {
       if (!pattern.ok()) return pattern.status();
       fuse->set_pattern(*pattern);
     }
-    ApplySauFlags(f, fuse->mutable_sau());
+    if (absl::Status st = ApplySauFlags(f, fuse->mutable_sau()); !st.ok()) return st;
     return ApplyLmuFlags(f, fuse->mutable_lmu());
   }
   const bool lmu = f.lmu || f.AnyLmuFlag() || spec->has_lmu();
@@ -188,7 +223,7 @@ absl::Status ApplyFlags(const CreateFlags& f, v1::ModelSpec* spec) {
           "--lmu adds an LMU part to an SAU model: give --d, --dv and --r, or pass --no-sau "
           "for an LMU-only model");
     }
-    ApplySauFlags(f, spec->mutable_sau());
+    if (absl::Status st = ApplySauFlags(f, spec->mutable_sau()); !st.ok()) return st;
   }
   if (lmu) return ApplyLmuFlags(f, spec->mutable_lmu());
   return absl::OkStatus();

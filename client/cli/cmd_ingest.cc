@@ -101,7 +101,18 @@ void PrintSummary(const std::string& path, uint64_t events_read, const IngestSta
     }
     std::cout << line << "\n";
   }
-  if (const std::optional<v1::Diagnostics> last = tally.last()) {
+  const std::optional<v1::Diagnostics> last = tally.last();
+  if (last && last->has_ridge()) {
+    std::cout << fmt::format("  last event: |k|^2 {:.4g}  scale (max |k|^2) {:.4g}\n",
+                             last->ridge().key_norm2(), last->ridge().scale());
+  } else if (last && last->has_vla()) {
+    const v1::VlaDiagnostics& v = last->vla();
+    std::cout << fmt::format(
+        "  last event: {}residual |e| {:.4g}  alpha.k {:.4g}  |S|_F {:.4g}  |A|_F {:.4g}  "
+        "keys skipped {}\n",
+        v.skipped() ? "SKIPPED (|k| < key_eps)  " : "", v.residual_norm(), v.alpha_dot_k(),
+        v.s_norm(), v.a_norm(), v.skipped_total());
+  } else if (last) {
     std::cout << fmt::format(
         "  last event: margin {:.4g}  RJ {} (gap {:.3g} / threshold {:.3g})  beta_floor {:.3g}"
         "  lambda* {:.3g}  clip rate {:.3f}%  epoch {}{}\n",

@@ -99,6 +99,23 @@ int RunQuery(const GlobalOptions& options, std::span<const std::string> args) {
     std::cout << ProtoToJson(*r);
     return kExitOk;
   }
+  if (r->engine() != v1::ENGINE_PRF) {
+    std::cout << fmt::format("model    {}  (shard {}, version {}, {} events)\n", model,
+                             r->shard(), r->ver_sau(), r->events())
+              << fmt::format("engine   {}\n", r->engine() == v1::ENGINE_RIDGE ? "ridge" : "vla")
+              << fmt::format("y_hat    {}\n", Vector(r->y_hat()));
+    if (r->engine() == v1::ENGINE_RIDGE) {
+      std::cout << fmt::format("lambda   [{:.6g}, {:.6g}] (condition {:.6g})\n", r->lambda_min(),
+                               r->lambda_max(), r->condition())
+                << fmt::format("residual {:.3g}{}\n", r->residual(),
+                               r->jitter() > 0 ? fmt::format("  (jitter {:g})", r->jitter())
+                                               : std::string());
+    } else {
+      std::cout << fmt::format("|S|_F    {:.6g}\n", r->s_norm());
+    }
+    std::cout << fmt::format("version  {}\n", r->ver_sau());
+    return kExitOk;
+  }
   std::cout << fmt::format("model    {}  (shard {}, version {}, {} events)\n", model, r->shard(),
                            r->ver_sau(), r->events())
             << fmt::format("path     {}{}\n", path == v1::READOUT_PATH_CORRECTNESS ? "correctness" : "stabilized",

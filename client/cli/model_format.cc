@@ -36,10 +36,22 @@ uint64_t TotalEvents(const v1::ModelInfo& info) {
   return n;
 }
 
+// "sau" for the prf engine, "sau:ridge" / "sau:vla" for the others (docs/ENGINES.md).
+std::string SauName(const v1::SauSpec& s) {
+  switch (s.engine()) {
+    case v1::ENGINE_RIDGE:
+      return "sau:ridge";
+    case v1::ENGINE_VLA:
+      return "sau:vla";
+    default:
+      return "sau";
+  }
+}
+
 std::string PartsName(const v1::ModelSpec& spec) {
   if (spec.has_fuse()) return "fuse";
-  if (spec.has_sau() && spec.has_lmu()) return "sau+lmu";
-  return spec.has_lmu() ? "lmu" : "sau";
+  if (spec.has_sau() && spec.has_lmu()) return SauName(spec.sau()) + "+lmu";
+  return spec.has_lmu() ? "lmu" : SauName(spec.sau());
 }
 
 std::string YesNo(bool b) { return b ? "yes" : "no"; }
@@ -151,7 +163,26 @@ std::string DescribeModel(const v1::ModelInfo& info) {
   };
   row("shards", fmt::format("{}", spec.shards()));
   row("parts", PartsName(spec));
-  if (spec.has_sau()) {
+  if (spec.has_sau() && spec.sau().engine() != v1::ENGINE_PRF) {
+    const v1::SauSpec& s = spec.sau();
+    row("dimensions", fmt::format("d={}  d_v={}", s.d(), s.d_v()));
+    if (s.engine() == v1::ENGINE_RIDGE) {
+      row("engine", fmt::format("ridge recall: gamma={:g}  eps={:g} (x max |k|^2)  filter K={}",
+                                s.ridge().gamma(), s.ridge().eps(), s.ridge().filter_order()));
+    } else {
+      row("engine", fmt::format("vla: lambda0={:g}  refresh every {} writes (+{:g} I)  "
+                                "key_eps={:g}",
+                                s.vla().lambda0(), s.vla().refresh_period(),
+                                s.vla().refresh_eta(), s.vla().key_eps()));
+    }
+    row("state", fmt::format("{} per shard", Bytes(info.state_bytes())));
+    out += fmt::format("  {:>5}  {:>9}  {:>12}  {:>12}  {}\n", "shard", "version", "events",
+                       "last_t", "state digest");
+    for (const v1::ShardInfo& sh : info.shards()) {
+      out += fmt::format("  {:>5}  {:>9}  {:>12}  {:>12}  {}\n", sh.shard(), sh.ver_sau(),
+                         sh.events(), sh.last_t(), sh.state_digest());
+    }
+  } else if (spec.has_sau()) {
     const v1::SauSpec& s = spec.sau();
     row("dimensions", fmt::format("d={}  d_v={}  r={}  r_v={}", s.d(), s.d_v(), s.r(),
                                   s.r_v() == 0 ? std::string("off") : std::to_string(s.r_v())));
@@ -184,7 +215,7 @@ std::string ModelTable(const std::vector<v1::ModelInfo>& models) {
   size_t name_width = 4;
   for (const v1::ModelInfo& m : models) name_width = std::max(name_width, m.spec().name().size());
   static constexpr char kRow[] =
-      "{:<{}}  {:>7}  {:>6}  {:>5}  {:>5}  {:>6}  {:>7}  {:>7}  {:>17}  {:>10}  {:>8}  {:>10}  "
+      "{:<{}}  {:>9}  {:>6}  {:>5}  {:>5}  {:>6}  {:>7}  {:>7}  {:>17}  {:>10}  {:>8}  {:>10}  "
       "{:>8}  {}\n";
   std::string out = fmt::format(kRow, "name", name_width, "parts", "shards", "d", "d_v", "r",
                                 "tau", "gamma", "clipping", "events", "version", "samples",
@@ -193,6 +224,9 @@ std::string ModelTable(const std::vector<v1::ModelInfo>& models) {
     const bool sau = m.spec().has_sau();
     const v1::SauSpec& s = m.spec().sau();
     auto sau_field = [sau](const std::string& value) { return sau ? value : std::string("-"); };
+    // The random-feature columns are the prf engine's alone.
+    const bool prf = sau && s.engine() == v1::ENGINE_PRF;
+    auto prf_field = [prf](const std::string& value) { return prf ? value : std::string("-"); };
     uint64_t version = 0, samples = 0, ver_base = 0;
     for (const v1::ShardInfo& sh : m.shards()) version = std::max(version, sh.ver_sau());
     for (const v1::LmuShardInfo& sh : m.lmu_shards()) {
@@ -203,12 +237,12 @@ std::string ModelTable(const std::vector<v1::ModelInfo>& models) {
     out += fmt::format(
         kRow, m.spec().name(), name_width, PartsName(m.spec()), m.spec().shards(),
         sau_field(std::to_string(s.d())), sau_field(std::to_string(s.d_v())),
-        sau_field(std::to_string(s.r())), sau_field(fmt::format("{:.4g}", s.tau())),
-        sau_field(fmt::format("{:.4g}", s.gamma())),
-        sau_field(fmt::format("[{:.3g}, {:.3g}]", s.c_lo(), s.c_hi())),
+        prf_field(std::to_string(s.r())), prf_field(fmt::format("{:.4g}", s.tau())),
+        prf_field(fmt::format("{:.4g}", s.gamma())),
+        prf_field(fmt::format("[{:.3g}, {:.3g}]", s.c_lo(), s.c_hi())),
         sau_field(std::to_string(TotalEvents(m))), sau_field(std::to_string(version)),
         lmu ? std::to_string(samples) : "-", lmu ? std::to_string(ver_base) : "-",
-        sau ? m.w_digest().substr(0, 16) : "-");
+        prf ? m.w_digest().substr(0, 16) : "-");
   }
   return out;
 }

@@ -17,7 +17,7 @@ import harness
 import grpc
 import streamlearn
 from streamlearn import errors
-from streamlearn.pb import sau_pb2
+from streamlearn.pb import admin_pb2, sau_pb2
 
 D, DV = 4, 2
 
@@ -131,6 +131,33 @@ class EmbeddedServerTest(unittest.TestCase):
         again = self.client.ingest("py_sau", events[150:], routing_key="user-7")
         self.assertEqual((again.applied, again.duplicates), (0, 50))
         self.assertEqual(again.shards[shard].last_ack.duplicate_t[0], 151)
+
+    def test_ridge_and_vla_engines_recall_their_bindings(self) -> None:
+        # Unit keys along the axes, each bound to its own value: both engines read each back.
+        d = 8
+        keys = [[1.0 if j == i else 0.0 for j in range(d)] for i in range(6)]
+        values = [[float(i), -float(i)] for i in range(6)]
+        for engine in ("ridge", "vla"):
+            with self.subTest(engine=engine):
+                model = f"py_{engine}"
+                info = self.client.create_model(model, sau={"d": d, "d_v": 2, "engine": engine})
+                self.assertEqual(admin_pb2.Engine.Name(info.spec.sau.engine),
+                                 f"ENGINE_{engine.upper()}")
+                events = [(t + 1, k, v) for t, (k, v) in enumerate(zip(keys, values))]
+                stats = self.client.ingest(model, events)
+                self.assertEqual(stats.applied, 6)
+                for k, v in zip(keys, values):
+                    y = self.client.query(model, k).y_hat
+                    self.assertAlmostEqual(y[0], v[0], delta=0.02)
+                    self.assertAlmostEqual(y[1], v[1], delta=0.02)
+                answer = self.client.query(model, keys[0])
+                if engine == "ridge":
+                    self.assertGreaterEqual(answer.condition, 1.0)
+                else:
+                    self.assertGreater(answer.s_norm, 0.0)
+        with self.assertRaises(errors.InvalidArgument):
+            self.client.create_model("py_mixed", sau={"d": d, "d_v": 2, "engine": "ridge",
+                                                      "r": 16})
 
     def test_session_batches_per_shard_and_rejects_a_wrong_dimension(self) -> None:
         self.client.create_model("py_session", shards=3, sau={"d": D, "d_v": DV, "r": 16})

@@ -142,6 +142,26 @@ def item_routing_key(item: Any) -> Optional[Any]:
     return None
 
 
+_ENGINES = {"prf": "ENGINE_PRF", "ridge": "ENGINE_RIDGE", "vla": "ENGINE_VLA"}
+
+
+def _engine_names(data: dict) -> dict:
+    """Lets an SAU part name its engine "prf", "ridge" or "vla" (docs/ENGINES.md) as well as
+    by the enum's name or number."""
+    def fix(part: Any) -> Any:
+        if isinstance(part, Mapping) and isinstance(part.get("engine"), str):
+            part = dict(part)
+            part["engine"] = _ENGINES.get(part["engine"], part["engine"])
+        return part
+    data = dict(data)
+    if "sau" in data:
+        data["sau"] = fix(data["sau"])
+    if isinstance(data.get("fuse"), Mapping) and "sau" in data["fuse"]:
+        data["fuse"] = dict(data["fuse"])
+        data["fuse"]["sau"] = fix(data["fuse"]["sau"])
+    return data
+
+
 def model_spec(spec: Any = None, **fields: Any) -> "admin_pb2.ModelSpec":
     """A ModelSpec from a ModelSpec, a dict in its JSON form (proto field names such as d_v
     or lowerCamelCase, enums by name or number), a model name, and/or keyword fields, which
@@ -162,6 +182,7 @@ def model_spec(spec: Any = None, **fields: Any) -> "admin_pb2.ModelSpec":
         raise TypeError("spec: expected a ModelSpec, a dict in its JSON form or a model name, "
                         f"got {type(spec).__name__}")
     data.update(fields)
+    data = _engine_names(data)
     try:
         return json_format.ParseDict(data, admin_pb2.ModelSpec())
     except json_format.ParseError as e:

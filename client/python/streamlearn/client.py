@@ -209,6 +209,10 @@ class Client:
             client.create_model("quotes", shards=4, sau={"d": 16, "d_v": 4, "r": 256})
             client.create_model({"name": "clicks", "lmu": {"lr": 0.05}})
             client.create_model(name="f", fuse={"sau": {"d": 8, "r": 64}, "lmu": {}})
+            client.create_model("facts", sau={"d": 64, "d_v": 8, "engine": "ridge"})
+
+        An SAU part's "engine" is "prf" (the default), "ridge" or "vla" (docs/ENGINES.md);
+        the ridge and vla engines read d, d_v and their own "ridge" / "vla" dict only.
 
         A part is present when its dict is, even empty. Raises InvalidArgument naming the
         field and its range, AlreadyExists.
@@ -293,7 +297,9 @@ class Client:
         path: "stabilized" (whitened, ridge) or "correctness" (docs/SAU.md (19)), or the
         ReadoutPath number. min_version > 0: FailedPrecondition unless the shard has reached
         that version (pass an ack's ver_sau to read your own writes). Returns the
-        QueryResponse (y_hat, den, rj_gap, margin, shr, ver_sau, shard, events).
+        QueryResponse (y_hat, den, rj_gap, margin, shr, ver_sau, shard, events; with the
+        ridge engine lambda_min, lambda_max, condition, residual, jitter; with vla s_norm;
+        engine names which).
         """
         if isinstance(path, str):
             if path not in _PATHS:
