@@ -6,6 +6,10 @@
 //   b. Query cost: ridge with its Cholesky factor cached, beside the bare pair of triangular
 //      solves; ridge when every query follows a write (the factor is recomputed), beside the
 //      bare Cholesky factorisation; vla; the PRF estimator's query.
+//   c. Through the shard (d = 64): SauShard::Ingest of a batch of B = 1 or 64 events, beside
+//      the same B events written straight into the engine (sau::Memory); what the shard adds
+//      is the versioned copy of the state per batch, the checks and the duplicate filter.
+//      And the prf engine behind sau::Memory beside the estimator called directly.
 //
 // The claims are ratios of medians, printed after the run (bench/ratio_reporter.h):
 //   core_engine_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -22,9 +26,11 @@
 #include "benchmark/benchmark.h"
 #include "core/sau/dense_kernels.h"
 #include "core/sau/kernels.h"
+#include "core/sau/memory.h"
 #include "core/sau/ridge_memory.h"
 #include "core/sau/sau_estimator.h"
 #include "core/sau/vla_memory.h"
+#include "core/shard/sau_shard.h"
 
 namespace streamlearn::bench {
 namespace {
@@ -213,6 +219,48 @@ void BM_PrfQuery(benchmark::State& state) {
 BENCHMARK(BM_PrfQuery)->Arg(32)->Arg(64)->Arg(128);
 
 // ---------------------------------------------------------------------------------------
+// c. Through the shard, d = 64. Args: engine (0 prf, 1 ridge, 2 vla), events per batch.
+
+constexpr int kShardD = 64;
+
+sau::SauSpec EngineSpec(int engine) {
+  sau::SauSpec spec = PrfSpec(kShardD);
+  spec.engine = static_cast<sau::Engine>(engine);
+  spec.ridge_engine.gamma = 0.999;
+  return spec;
+}
+
+void BM_EngineBare(benchmark::State& state) {
+  const Pool& p = PoolFor(kShardD);
+  auto mem = Must(sau::Memory::Create(EngineSpec(static_cast<int>(state.range(0)))));
+  const size_t batch = static_cast<size_t>(state.range(1));
+  size_t i = 0;
+  for (auto _ : state) {
+    for (size_t e = 0; e < batch; ++e) {
+      const size_t j = i++ & (kPool - 1);
+      benchmark::DoNotOptimize(mem.Ingest(p.keys[j], p.values[j]));
+    }
+  }
+}
+BENCHMARK(BM_EngineBare)->ArgsProduct({{0, 1, 2}, {1, 64}});
+
+void BM_ShardIngest(benchmark::State& state) {
+  const Pool& p = PoolFor(kShardD);
+  SauShard shard(Must(sau::Memory::Create(EngineSpec(static_cast<int>(state.range(0))))));
+  const size_t batch = static_cast<size_t>(state.range(1));
+  std::vector<EventView> views(batch);
+  uint64_t t = 0;
+  for (auto _ : state) {
+    for (EventView& e : views) {
+      const size_t j = t & (kPool - 1);
+      e = {.t = ++t, .k = p.keys[j], .v = p.values[j]};
+    }
+    benchmark::DoNotOptimize(shard.Ingest(views, BatchLimits(batch)));
+  }
+}
+BENCHMARK(BM_ShardIngest)->ArgsProduct({{0, 1, 2}, {1, 64}});
+
+// ---------------------------------------------------------------------------------------
 
 void AddRatios(RatioReporter& rep) {
   for (const std::string d : {"32", "64", "128"}) {
@@ -236,6 +284,15 @@ void AddRatios(RatioReporter& rep) {
   }
   rep.AddRatio({"b. ridge query (cached) d=128 / d=32", {"BM_RidgeQueryCached/128"},
                 {"BM_RidgeQueryCached/32"}, 0, Target::kNone});
+  for (const auto& [engine, name] : {std::pair{"0", "prf"}, {"1", "ridge"}, {"2", "vla"}}) {
+    for (const std::string b : {"1", "64"}) {
+      rep.AddRatio({std::string("c. ") + name + " shard ingest / bare engine, batch " + b,
+                    {std::string("BM_ShardIngest/") + engine + "/" + b},
+                    {std::string("BM_EngineBare/") + engine + "/" + b}, 0, Target::kNone});
+    }
+  }
+  rep.AddRatio({"c. prf behind sau::Memory / the estimator directly, d=64",
+                {"BM_EngineBare/0/1"}, {"BM_PrfIngest/64"}, 0, Target::kNone});
   rep.AddRatio({"b. Cholesky d=128 / d=32", {"BM_Cholesky/128"}, {"BM_Cholesky/32"}, 0,
                 Target::kNone});
 }

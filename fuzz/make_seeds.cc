@@ -154,6 +154,14 @@ void Snapshots(SeedWriter& w) {
     Check((*part)->Ingest(b.views, BatchLimits(64)).status(), "sau ingest");
     WriteSnapshot(w, "sau-24-events", (*part)->Snapshot().blob);
   }
+  for (sau::Engine engine : {sau::Engine::kRidge, sau::Engine::kVla}) {
+    absl::StatusOr<sau::Memory> mem = sau::Memory::Create(SmallEngine(engine));
+    Check(mem.status(), "engine memory");
+    SauShard part(*mem);
+    SauBatch b(1, 9, false);
+    Check(part.Ingest(b.views, BatchLimits(64)).status(), "engine ingest");
+    WriteSnapshot(w, std::string(sau::EngineName(engine)) + "-9-events", part.Snapshot().blob);
+  }
   {
     auto part = storage::PartCodec<LmuShard>::Fresh(ResolvedPartModel(PartKind::kLmu), Secret());
     Check(part.status(), "lmu part");

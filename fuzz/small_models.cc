@@ -83,6 +83,17 @@ ModelSpec PartModel(PartKind kind) {
   return m;
 }
 
+sau::SauSpec SmallEngine(sau::Engine engine) {
+  sau::SauSpec s;
+  s.engine = engine;
+  s.d = 2;
+  s.d_v = 2;
+  s.ridge_engine.gamma = 0.9;
+  s.ridge_engine.filter_order = 1;
+  s.vla_engine.refresh_period = 3;
+  return s;
+}
+
 const ModelSpec& ResolvedPartModel(PartKind kind) {
   static const ModelSpec* const specs = [] {
     auto* out = new ModelSpec[std::size(kPartKinds)];

@@ -21,6 +21,9 @@ namespace streamlearn::fuzz {
 
 // d = 2, d_v = 2, r = 8, r_v = 1 (so the low-rank readout exists), warm-up 4, epochs of 16.
 sau::SauSpec SmallSau();
+// The ridge (filter K = 1, so M is kept too) and vla (a refresh every 3 writes) engines at
+// d = 2, d_v = 2 (docs/ENGINES.md). REQUIRES: engine is kRidge or kVla.
+sau::SauSpec SmallEngine(sau::Engine engine);
 // m = 2, C = 16 x 4 = 64 slots (a rebuild after a few dozen new ids), inline rebuilds.
 lmu::LmuSpec SmallLmu();
 // Meta-linear; its SAU d = 2, d_v = 1, r = 8; its LMU m = 1, C = 64, inline rebuilds.

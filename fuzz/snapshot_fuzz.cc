@@ -1,7 +1,8 @@
 // Fuzz target snapshot: the snapshot container (core/common/byte_codec.h) and the restore of
 // every part from it: a shard part's snapshot as the store keeps it ("streamlearn.sau_shard",
 // "streamlearn.lmu_shard", "streamlearn.fuse_shard": storage::PartCodec<ShardT>::Restore, what
-// recovery calls) and the estimators' own ("streamlearn.sau", ".lmu", ".fuse"), against the
+// recovery calls; SAU shards under each engine) and the estimators' own ("streamlearn.sau",
+// ".lmu", ".fuse", ".memory" of the ridge and vla engines), against the
 // small models of fuzz/small_models.h that the seeds were taken from. The bytes are resealed
 // first (fuzz/reseal.h) so that the decoders behind the checksum are reached.
 //
@@ -21,6 +22,7 @@
 #include "core/fuse/fuse_snapshot.h"
 #include "core/fuse/fuse_spec.h"
 #include "core/lmu/lmu_snapshot.h"
+#include "core/sau/memory.h"
 #include "core/sau/sau_snapshot.h"
 #include "core/shard/model_registry.h"
 #include "fuzz/fuzz_check.h"
@@ -77,6 +79,40 @@ void RestorePart(std::string_view blob) {
                                      back.status().ToString()));
   FUZZ_CHECK((*back)->StateDigest() == digest, "the snapshot's round trip changed the state");
   Exercise(**part);
+}
+
+// A ridge or vla shard part: restored against the small engine specs.
+void RestoreEngineShard(std::string_view blob) {
+  for (sau::Engine engine : {sau::Engine::kRidge, sau::Engine::kVla}) {
+    absl::StatusOr<std::unique_ptr<SauShard>> part = SauShard::Restore(SmallEngine(engine), blob);
+    if (!part.ok()) {
+      CheckRefusal(part.status());
+      continue;
+    }
+    const Digest digest = (*part)->StateDigest();
+    absl::StatusOr<std::unique_ptr<SauShard>> back =
+        SauShard::Restore(SmallEngine(engine), (*part)->Snapshot().blob);
+    FUZZ_CHECK(back.ok(), back.status().ToString());
+    FUZZ_CHECK((*back)->StateDigest() == digest, "engine shard round trip changed the state");
+    Exercise(**part);
+  }
+}
+
+// A ridge or vla memory's own snapshot ("streamlearn.memory", core/sau/memory.h).
+void RestoreMemory(std::string_view bytes) {
+  for (sau::Engine engine : {sau::Engine::kRidge, sau::Engine::kVla}) {
+    absl::StatusOr<sau::Memory> mem = sau::RestoreMemory(SmallEngine(engine), bytes);
+    if (!mem.ok()) {
+      CheckRefusal(mem.status());
+      continue;
+    }
+    absl::StatusOr<sau::Memory> back = sau::RestoreMemory(SmallEngine(engine), mem->Serialize());
+    FUZZ_CHECK(back.ok(), back.status().ToString());
+    FUZZ_CHECK(back->StateDigest() == mem->StateDigest(), "memory round trip changed the state");
+    const double q[] = {0.5, -0.25}, v[] = {1.0, 2.0};
+    (void)mem->Query(q, sau::ReadoutPath::kStabilized, false);
+    (void)mem->Ingest(q, v);
+  }
 }
 
 // An estimator's own snapshot is restored against every spec the small models hold one of:
@@ -138,6 +174,9 @@ void Run(std::string_view bytes) {
   const std::string_view kind = c->kind();
   if (kind == "streamlearn.sau_shard") {
     RestorePart<SauShard>(sealed);
+    RestoreEngineShard(sealed);
+  } else if (kind == "streamlearn.memory") {
+    RestoreMemory(sealed);
   } else if (kind == "streamlearn.lmu_shard") {
     RestorePart<LmuShard>(sealed);
   } else if (kind == "streamlearn.fuse_shard") {

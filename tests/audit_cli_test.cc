@@ -265,7 +265,7 @@ std::string ShardDigests(const v1::ModelInfo& info) {
 }
 
 absl::Status CreateModel(const std::shared_ptr<grpc::Channel>& channel, const std::string& name,
-                         uint32_t shards, bool lmu) {
+                         uint32_t shards, bool lmu, v1::Engine engine = v1::ENGINE_PRF) {
   auto stub = v1::Admin::NewStub(channel);
   grpc::ClientContext ctx;
   test_util::SetDeadline(&ctx);
@@ -275,9 +275,12 @@ absl::Status CreateModel(const std::shared_ptr<grpc::Channel>& channel, const st
   spec->set_shards(shards);
   spec->mutable_sau()->set_d(8);
   spec->mutable_sau()->set_d_v(4);
-  spec->mutable_sau()->set_r(64);
-  spec->mutable_sau()->set_seed(17);
-  spec->mutable_sau()->set_input_scale(8);  // a = 8: the RJ half-split gap is often large
+  spec->mutable_sau()->set_engine(engine);
+  if (engine == v1::ENGINE_PRF) {
+    spec->mutable_sau()->set_r(64);
+    spec->mutable_sau()->set_seed(17);
+    spec->mutable_sau()->set_input_scale(8);  // a = 8: the RJ half-split gap is often large
+  }
   if (lmu) spec->mutable_lmu()->set_inline_rebuild(true);
   v1::ModelInfo info;
   const grpc::Status s = stub->CreateModel(&ctx, req, &info);
@@ -851,9 +854,9 @@ class AuditStoreTamperTest : public ::testing::Test {
   }
   // Fills shard 0 of a one-shard model: `batches` SAU batches (a snapshot after the first
   // half) and a few LMU batches.
-  void Populate(server::Server& s, int batches) {
+  void Populate(server::Server& s, int batches, v1::Engine engine = v1::ENGINE_PRF) {
     std::shared_ptr<grpc::Channel> channel = test_util::ChannelTo(s);
-    ASSERT_TRUE(CreateModel(channel, kModel, /*shards=*/1, /*lmu=*/true).ok());
+    ASSERT_TRUE(CreateModel(channel, kModel, /*shards=*/1, /*lmu=*/true, engine).ok());
     ShardFeed feed(0);
     feed.key = "k";
     IngestEvents(channel, &feed, batches / 2 * kSauBatch);
@@ -900,6 +903,44 @@ TEST_F(AuditStoreTamperTest, AnAlteredStoredRecordIsCaughtThroughARestartedServe
                                   " breaks rule chain:"))
       << r.out;
   Stop(s);
+}
+
+// The ridge and vla engines (docs/ENGINES.md): their chains replay from snapshot and log to
+// the digests their records carry, and an altered log entry is caught at its record.
+TEST_F(AuditStoreTamperTest, RidgeAndVlaChainsReplayAndAnAlteredLogEntryIsCaught) {
+  for (v1::Engine engine : {v1::ENGINE_RIDGE, v1::ENGINE_VLA}) {
+    SCOPED_TRACE(v1::Engine_Name(engine));
+    std::filesystem::remove_all(data_dir_);
+    std::unique_ptr<server::Server> s = Start();
+    Populate(*s, 8, engine);
+    Stop(s);
+    absl::StatusOr<storage::ReplayReport> clean = storage::ReplayAndCheck(data_dir_, kModel, 0);
+    ASSERT_TRUE(clean.ok()) << clean.status();
+    ASSERT_TRUE(clean->ok()) << storage::FormatReplayReport(*clean);
+    EXPECT_EQ(clean->parts[0].batches_replayed, 8u);
+    EXPECT_GE(clean->parts[0].state_digests_checked, 1u);
+
+    {
+      std::unique_ptr<storage::Store> store = OpenStore();
+      ASSERT_NE(store, nullptr);
+      std::string entry;
+      ASSERT_TRUE(store
+                      ->ScanLog(kModel, 0, PartKind::kSau, 6,
+                                [&](uint64_t, std::string_view e) {
+                                  entry = std::string(e);
+                                  return false;
+                                })
+                      .ok());
+      ASSERT_FALSE(entry.empty());
+      entry.back() ^= 0x01;
+      storage::StoreBatch batch;
+      batch.AppendLog(kModel, 0, PartKind::kSau, 6, entry);
+      ASSERT_TRUE(store->Write(batch).ok());
+    }
+    absl::StatusOr<storage::ReplayReport> r = storage::ReplayAndCheck(data_dir_, kModel, 0);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->ok()) << storage::FormatReplayReport(*r);
+  }
 }
 
 TEST_F(AuditStoreTamperTest, AnAlteredLogEntryOrSnapshotIsCaughtByReplay) {

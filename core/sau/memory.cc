@@ -176,8 +176,14 @@ QueryResult Memory::Query(std::span<const double> q, ReadoutPath path, bool low_
 }
 
 bool Memory::StateFinite() const {
-  if (const RidgeMemory* r = ridge()) return r->Finite();
-  if (const VlaMemory* m = vla()) return AllFinite(m->S()) && AllFinite(m->A());
+  // ridge: within the input bounds every entry of G, C and M is a decayed sum of fewer than
+  // 2^64 terms of at most 1e200 (docs/ENGINES.md, "Input bounds"), so only the scale is
+  // checked. vla: A is positive definite and below A_0 plus the refreshes (Loewner order),
+  // so only S, which a non-finite residual or an overflow of its own would reach, is
+  // scanned; a non-finite value persists through later writes, so one scan per batch
+  // catches any event of it.
+  if (const RidgeMemory* r = ridge()) return std::isfinite(r->scale());
+  if (const VlaMemory* m = vla()) return AllFinite(m->S());
   return true;
 }
 

@@ -76,7 +76,8 @@ class Memory {
 
   // False when a ridge or vla state holds a non-finite value (an overflow the input bounds
   // did not prevent); the shard then refuses the batch. Always true for prf, whose bounds are
-  // proven (docs/SAU.md "Input bounds"). O(state).
+  // proven (docs/SAU.md "Input bounds"). O(1) for ridge, O(d d_v) for vla: it checks what
+  // the bounds do not already rule out (memory.cc).
   bool StateFinite() const;
 
   uint64_t events() const;  // every ingested event, skipped vla keys included
