@@ -268,9 +268,10 @@ absl::StatusOr<Memory> RestoreMemory(const SauSpec& spec, std::string_view bytes
     }
     if (std::bit_cast<uint64_t>(got) != std::bit_cast<uint64_t>(want[i].second)) {
       if (i == 0) {
+        const char* written = got == 1.0 ? "ridge" : got == 2.0 ? "vla" : "unknown";
         return absl::FailedPreconditionError(absl::StrFormat(
-            "memory snapshot: written by engine %d, the spec names engine %s",
-            static_cast<int>(got), EngineName(spec.engine)));
+            "memory snapshot: written by engine %s (%.17g), the spec names engine %s", written,
+            got, EngineName(spec.engine)));
       }
       return absl::FailedPreconditionError(absl::StrFormat(
           "memory snapshot: parameter %s is %.17g in the snapshot, %.17g in the spec", name, got,
