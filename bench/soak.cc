@@ -265,7 +265,6 @@ int main(int argc, char** argv) {
   }
 
   Ledger ledger;
-  std::atomic<bool> stop{false};
   const auto end = Clock::now() + std::chrono::duration<double, std::ratio<60>>(minutes);
   std::vector<std::thread> workers;
   const auto key = [](int i) { return absl::StrCat("key-", i % kKeys); };

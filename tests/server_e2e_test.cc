@@ -366,7 +366,10 @@ Bindings CorrelatedBindings(int n, int d, uint64_t seed) {
   auto unit = [&](int dim) {
     std::vector<double> x(dim);
     double norm = 0;
-    for (double& v : x) norm += (v = g(rng)) * v;
+    for (double& v : x) {
+      v = g(rng);
+      norm += v * v;
+    }
     for (double& v : x) v /= std::sqrt(norm);
     return x;
   };

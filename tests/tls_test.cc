@@ -33,11 +33,6 @@ void MakeCerts(const std::string& dir, const std::string& args) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 class TlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
