@@ -1,12 +1,14 @@
 // Fuzz target certificate: CheckCertificateRecord (core/audit/certificate.h), the check of a
-// Farkas certificate (docs/AUDIT.md (43)-(45)) that Auditor.Append runs on a client's
+// Farkas certificate (docs/AUDIT.md (43), (44'), (45)) that Auditor.Append runs on a client's
 // "certificate" and the verifier runs again on the stored record. The input is the
 // certificate object's JSON.
 //
 // Invariants: the verdict is OK or INVALID_ARGUMENT "certificate..."; the stored (canonical)
 // form gets the same verdict, so an accepted append never fails verification; an accepted
 // certificate has finite scalars with kappa >= 0, epsilon > 0 and kappa epsilon >
-// 10 (eta_c + eta_d), (45).
+// 10 (eta_c + eta_d), (45), and its d is above kappa sum alpha_i b_i by at least
+// kappa epsilon, recomputed in long double (the corrected (44'): a certificate never proves a
+// bound below what its multipliers give).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +52,14 @@ void Run(std::string_view text) {
   for (double x : {kappa, epsilon, eta_c, eta_d, d}) FUZZ_CHECK(std::isfinite(x), *canon);
   FUZZ_CHECK(kappa >= 0 && epsilon > 0 && eta_c >= 0 && eta_d >= 0, *canon);
   FUZZ_CHECK(kappa * epsilon > 10.0 * (eta_c + eta_d), *canon);
+  long double sum_b = 0;
+  const AuditValue* rows_v = cert->Find("rows");
+  for (const AuditValue& row_v : *rows_v->get_if<AuditList>()) {
+    const AuditRecord& row = *row_v.get_if<AuditRecord>();
+    sum_b += static_cast<long double>(Number(row, "alpha")) * Number(row, "b");
+  }
+  const long double margin = static_cast<long double>(d) - kappa * sum_b;
+  FUZZ_CHECK(margin >= static_cast<long double>(kappa) * epsilon * (1 - 1e-12L), *canon);
 }
 
 }  // namespace

@@ -224,7 +224,7 @@ void AuditLines(SeedWriter& w) {
            R"("kind":"sau_control","t":2})",
            R"({"c_insert_p100":2,"c_lookup_p100":1,"insert_bound":8,"kind":"lmu_update",)"
            R"("locate_bound":4})",
-           R"({"kind":"append","payload":{"certificate":{"c":[1.0],"d":1.0,"epsilon":0.5,)"
+           R"({"kind":"append","payload":{"certificate":{"c":[1.0],"d":1.5,"epsilon":0.5,)"
            R"("eta_c":0.0,"eta_d":0.0,"kappa":1.0,"rows":[{"a":[1.0],"alpha":1.0,"b":0.5}]}}})",
        }) {
     Check(writer.Append(Body(body), &lines), "a record");

@@ -3,7 +3,7 @@
 //
 //   Append  validates a client's JSON object (RFC 8259, <= 64 KiB, <= 16 levels; otherwise
 //           INVALID_ARGUMENT naming the byte offset), checks a "certificate" member against
-//           docs/AUDIT.md (43)-(45) (INVALID_ARGUMENT naming the failing condition), then
+//           docs/AUDIT.md (43), (44'), (45) (INVALID_ARGUMENT naming the failing condition), then
 //           appends {"kind":"append","payload":<object>} to the chain of (model, shard), on
 //           disk before the reply. A refused append leaves the chain unchanged.
 //   Read    streams records from an index, in chunks (FAILED_PRECONDITION without a data_dir:

@@ -107,13 +107,14 @@ std::string KindOf(const std::string& line) {
                                                                     : *kind->get_if<std::string>();
 }
 
-// A robust Farkas certificate (docs/AUDIT.md (43)-(45)): kappa sum alpha_i a_i = (1, 2) = c
-// exactly, d - kappa (sum alpha_i b_i - epsilon) = 10.5 - (11 - 1) = 0.5 >= -eta_d, and
-// kappa epsilon = 1 > 10 (eta_c + eta_d) = 0.2 with the default tolerances. eta_c = 0.5 keeps
-// (43) and (44) and breaks (45): 1 <= 10 (0.5 + 0.01) = 5.1.
+// A robust Farkas certificate (docs/AUDIT.md (43), (44'), (45)): from x1 <= 3 and x2 <= 4,
+// x1 + 2 x2 <= 12.5. kappa sum alpha_i a_i = (1, 2) = c exactly, d - kappa sum alpha_i b_i =
+// 12.5 - 11 = 1.5 >= kappa epsilon + eta_d = 1.01, and kappa epsilon = 1 > 10 (eta_c + eta_d)
+// = 0.2 with the default tolerances. eta_c = 0.5 keeps (43) and (44') and breaks (45):
+// 1 <= 10 (0.5 + 0.01) = 5.1.
 std::string CertificateJson(double eta_c = 0.01) {
   std::ostringstream s;
-  s << R"({"claim": "c.x <= d on the feasible set", "certificate": {"c": [1.0, 2.0], "d": 10.5, )"
+  s << R"({"claim": "c.x <= d on the feasible set", "certificate": {"c": [1.0, 2.0], "d": 12.5, )"
     << R"("epsilon": 1.0, "eta_c": )" << eta_c << R"(, "eta_d": 0.01, "kappa": 1.0, "rows": [)"
     << R"({"a": [1.0, 0.0], "alpha": 1.0, "b": 3.0}, {"a": [0.0, 1.0], "alpha": 2.0, "b": 4.0}]}})";
   return s.str();

@@ -8,7 +8,7 @@
 // The text must be one JSON object (RFC 8259) of at most kAppendMaxBytes bytes and
 // kAppendMaxDepth nested levels (ParseAuditJson's rules: no null, no duplicate key; errors
 // name the byte offset); a "certificate" member must be an object that passes
-// CheckCertificateRecord (certificate.h, docs/AUDIT.md (43)-(45)). Every error is
+// CheckCertificateRecord (certificate.h, docs/AUDIT.md (43), (44'), (45)). Every error is
 // INVALID_ARGUMENT: "json: ..." or "certificate refused: ...".
 //
 // Thread safety: a plain function.

@@ -15,7 +15,7 @@ struct AppendCase {
 };
 
 constexpr char kCertificate[] =
-    R"({"c":[1.0],"d":1.0,"epsilon":0.5,"eta_c":0.0,"eta_d":0.0,"kappa":1.0,)"
+    R"({"c":[1.0],"d":1.5,"epsilon":0.5,"eta_c":0.0,"eta_d":0.0,"kappa":1.0,)"
     R"("rows":[{"a":[1.0],"alpha":1.0,"b":0.5}]})";
 
 TEST(AppendBodyTest, Table) {

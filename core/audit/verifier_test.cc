@@ -44,7 +44,7 @@ AuditRecord ValidCertificate() {
   }
   AuditRecord c;
   c.Set("c", AuditList{AuditValue(1.0), AuditValue(1.0), AuditValue(1.0)})
-      .Set("d", 3.0)
+      .Set("d", 3.6)
       .Set("kappa", 1.0)
       .Set("epsilon", 0.5)
       .Set("eta_c", 0.01)

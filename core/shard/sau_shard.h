@@ -112,7 +112,8 @@ class SauShard final : public ShardPart {
   // Applies a batch whole or not at all. Errors: INVALID_ARGUMENT (empty, more than max_batch
   // events, wrong dimensions, NaN/Inf, and with limits.bound_inputs a k, v outside the bounds
   // of docs/SAU.md "Input bounds" or a t more than limits.max_t_step ahead) naming the event
-  // index and field; OUT_OF_RANGE when a ridge or vla state would hold a non-finite value. `hook` (may be null) runs before the publish; its error is returned and
+  // index and field; OUT_OF_RANGE when a ridge or vla state would hold a non-finite value.
+  // `hook` (may be null) runs before the publish; its error is returned and
   // nothing changes.
   absl::StatusOr<IngestOutcome> Ingest(std::span<const EventView> batch,
                                        const BatchLimits& limits,
