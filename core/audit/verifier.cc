@@ -242,6 +242,22 @@ absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& pre
   if (const AuditValue* e = body.Find("rj_exceeded")) {
     const bool* exceeded = e->get_if<bool>();
     if (exceeded == nullptr) return Fail(at, AuditRule::kRjWindow, "\"rj_exceeded\" is not a bool");
+    // The flag follows from the gap and the threshold when the record carries them: a record
+    // whose flag contradicts its own numbers is refused, not trusted.
+    const AuditValue* gap_v = body.Find("rj_gap");
+    const AuditValue* thr_v = body.Find("rj_threshold");
+    double gap = 0, thr = 0;
+    if (gap_v != nullptr && thr_v != nullptr) {
+      if (!gap_v->AsNumber(&gap) || !thr_v->AsNumber(&thr)) {
+        return Fail(at, AuditRule::kRjWindow, "\"rj_gap\" and \"rj_threshold\" must be numbers");
+      }
+      if (*exceeded != (gap > thr)) {
+        return Fail(at, AuditRule::kRjWindow,
+                    absl::StrFormat("rj_exceeded is %s but rj_gap %.17g %s rj_threshold %.17g",
+                                    *exceeded ? "true" : "false", gap,
+                                    gap > thr ? ">" : "<=", thr));
+      }
+    }
     rj_window_ = ((rj_window_ << 1) | (*exceeded ? 1u : 0u)) & kRjMask;
     const int count = std::popcount(rj_window_);
     if (count >= kRjRed && !HasAction(body, "raise_beta_floor", "rj_red", &malformed)) {

@@ -110,6 +110,8 @@ Log MakeLog(const LogSpec& spec) {
         .Set("t", i)
         .Set("margin", margin)
         .Set("rj_exceeded", exceeded)
+        .Set("rj_gap", exceeded ? 2.0 : 0.5)
+        .Set("rj_threshold", 1.0)
         .Set("rj_level", count >= 5 ? "red" : (count >= 3 ? "yellow" : "green"))
         .Set("actions", std::move(actions))
         .Set("c_lookup_p100", i % 4)
@@ -194,6 +196,10 @@ TEST(VerifierTest, SyntheticChainVerifiesAndEveryTamperIsNamed) {
        {.every = 128},
        nullptr, nullptr, AuditRule::kCheckpoint, [](const Log&) { return size_t{64}; },
        "no checkpoint after 64 records"},
+      {"rj_flag_that_contradicts_its_gap",
+       {.mutate_body = set_body(205, [](AuditRecord* b) { b->Set("rj_gap", 3.0); })},
+       nullptr, nullptr, AuditRule::kRjWindow, at_record(205),
+       "rj_exceeded is false but rj_gap 3 > rj_threshold 1"},
       {"negative_margin_without_alarm_action",
        {.mutate_body = set_body(51, [](AuditRecord* b) { b->Set("actions", AuditList{}); })},
        nullptr, nullptr, AuditRule::kMargin, at_record(51), "record 50 had margin -0.25 < 0"},
