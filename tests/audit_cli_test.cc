@@ -867,6 +867,25 @@ class AuditStoreTamperTest : public ::testing::Test {
     TrainSamples(channel, &feed, 3);
   }
 
+  // Flips the last byte of SAU log entry `seq` of shard 0 in `store` (the low mantissa byte
+  // of a v value, so the entry still decodes).
+  static void AlterSauLogEntry(storage::Store& store, uint64_t seq) {
+    std::string entry;
+    ASSERT_TRUE(store
+                    .ScanLog(kModel, 0, PartKind::kSau, seq,
+                             [&](uint64_t at, std::string_view e) {
+                               EXPECT_EQ(at, seq);
+                               entry = std::string(e);
+                               return false;
+                             })
+                    .ok());
+    ASSERT_FALSE(entry.empty());
+    entry.back() ^= 0x01;
+    storage::StoreBatch batch;
+    batch.AppendLog(kModel, 0, PartKind::kSau, seq, entry);
+    ASSERT_TRUE(store.Write(batch).ok());
+  }
+
   std::string data_dir_;
 };
 
@@ -924,19 +943,8 @@ TEST_F(AuditStoreTamperTest, RidgeAndVlaChainsReplayAndAnAlteredLogEntryIsCaught
     {
       std::unique_ptr<storage::Store> store = OpenStore();
       ASSERT_NE(store, nullptr);
-      std::string entry;
-      ASSERT_TRUE(store
-                      ->ScanLog(kModel, 0, PartKind::kSau, 6,
-                                [&](uint64_t, std::string_view e) {
-                                  entry = std::string(e);
-                                  return false;
-                                })
-                      .ok());
-      ASSERT_FALSE(entry.empty());
-      entry.back() ^= 0x01;
-      storage::StoreBatch batch;
-      batch.AppendLog(kModel, 0, PartKind::kSau, 6, entry);
-      ASSERT_TRUE(store->Write(batch).ok());
+      AlterSauLogEntry(*store, 6);
+      if (::testing::Test::HasFatalFailure()) return;
     }
     absl::StatusOr<storage::ReplayReport> r = storage::ReplayAndCheck(data_dir_, kModel, 0);
     ASSERT_TRUE(r.ok()) << r.status();
@@ -967,20 +975,8 @@ TEST_F(AuditStoreTamperTest, AnAlteredLogEntryOrSnapshotIsCaughtByReplay) {
   {
     std::unique_ptr<storage::Store> store = OpenStore();
     ASSERT_NE(store, nullptr);
-    std::string entry;
-    ASSERT_TRUE(store
-                    ->ScanLog(kModel, 0, PartKind::kSau, kSeq,
-                              [&](uint64_t seq, std::string_view e) {
-                                EXPECT_EQ(seq, kSeq);
-                                entry = std::string(e);
-                                return false;
-                              })
-                    .ok());
-    ASSERT_FALSE(entry.empty());
-    entry.back() ^= 0x01;
-    storage::StoreBatch batch;
-    batch.AppendLog(kModel, 0, PartKind::kSau, kSeq, entry);
-    ASSERT_TRUE(store->Write(batch).ok());
+    AlterSauLogEntry(*store, kSeq);
+    if (::testing::Test::HasFatalFailure()) return;
     ASSERT_TRUE(store
                     ->ScanAudit(kModel, 0, 0,
                                 [&](uint64_t index, std::string_view line) {

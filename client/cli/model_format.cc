@@ -56,6 +56,17 @@ std::string PartsName(const v1::ModelSpec& spec) {
 
 std::string YesNo(bool b) { return b ? "yes" : "no"; }
 
+// The SAU part's shards: version, events, last t and state digest, a row each.
+std::string SauShardTable(const v1::ModelInfo& info) {
+  std::string out = fmt::format("  {:>5}  {:>9}  {:>12}  {:>12}  {}\n", "shard", "version",
+                                "events", "last_t", "state digest");
+  for (const v1::ShardInfo& sh : info.shards()) {
+    out += fmt::format("  {:>5}  {:>9}  {:>12}  {:>12}  {}\n", sh.shard(), sh.ver_sau(),
+                       sh.events(), sh.last_t(), sh.state_digest());
+  }
+  return out;
+}
+
 // The LMU spec and, per shard, its table (the LmuShardInfo fields of docs/LMU_API.md).
 std::string DescribeLmu(const v1::ModelInfo& info) {
   const v1::LmuSpec& l = info.spec().lmu();
@@ -176,12 +187,7 @@ std::string DescribeModel(const v1::ModelInfo& info) {
                                 s.vla().refresh_eta(), s.vla().key_eps()));
     }
     row("state", fmt::format("{} per shard", Bytes(info.state_bytes())));
-    out += fmt::format("  {:>5}  {:>9}  {:>12}  {:>12}  {}\n", "shard", "version", "events",
-                       "last_t", "state digest");
-    for (const v1::ShardInfo& sh : info.shards()) {
-      out += fmt::format("  {:>5}  {:>9}  {:>12}  {:>12}  {}\n", sh.shard(), sh.ver_sau(),
-                         sh.events(), sh.last_t(), sh.state_digest());
-    }
+    out += SauShardTable(info);
   } else if (spec.has_sau()) {
     const v1::SauSpec& s = spec.sau();
     row("dimensions", fmt::format("d={}  d_v={}  r={}  r_v={}", s.d(), s.d_v(), s.r(),
@@ -198,12 +204,7 @@ std::string DescribeModel(const v1::ModelInfo& info) {
     row("beta_floor", fmt::format("{:g}", s.beta_floor()));
     row("W digest", info.w_digest());
     row("state", fmt::format("{} per shard", Bytes(info.state_bytes())));
-    out += fmt::format("  {:>5}  {:>9}  {:>12}  {:>12}  {}\n", "shard", "version", "events",
-                       "last_t", "state digest");
-    for (const v1::ShardInfo& sh : info.shards()) {
-      out += fmt::format("  {:>5}  {:>9}  {:>12}  {:>12}  {}\n", sh.shard(), sh.ver_sau(),
-                         sh.events(), sh.last_t(), sh.state_digest());
-    }
+    out += SauShardTable(info);
   }
   if (spec.has_lmu()) out += DescribeLmu(info);
   if (spec.has_fuse()) out += DescribeFuse(info);
