@@ -8,6 +8,7 @@
 #include "server/batch_step.h"
 #include "server/model_lookup.h"
 #include "server/status_conversion.h"
+#include "server/storage/spec_conversion.h"
 
 namespace streamlearn::server {
 namespace {
@@ -148,7 +149,7 @@ absl::Status SauRequestHandler::Query(const v1::QueryRequest& request,
   response->set_residual(r.engine.residual);
   response->set_jitter(r.engine.jitter);
   response->set_s_norm(r.engine.s_norm);
-  response->set_engine(static_cast<v1::Engine>((*model)->spec().sau.engine));
+  response->set_engine(storage::EngineToProto((*model)->spec().sau.engine));
   if ((*model)->spec().sau.engine == sau::Engine::kRidge) {
     metrics_->RecordEngineQuery((*model)->spec().name, shard, r.engine);
   }

@@ -235,16 +235,6 @@ void RidgeMemory::Hash(Sha256& h) const {
   h.U64(has_prev_ ? 1 : 0);
 }
 
-bool RidgeMemory::Finite() const {
-  if (!std::isfinite(scale_)) return false;
-  for (const std::vector<double>* xs : {&g_, &g_c_, &c_, &c_c_, &m_, &m_c_}) {
-    for (double x : *xs) {
-      if (!std::isfinite(x)) return false;
-    }
-  }
-  return true;
-}
-
 void RidgeMemory::Encode(ByteWriter& w) const {
   w.U64(writes_);
   w.F64(scale_);

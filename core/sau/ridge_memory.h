@@ -88,8 +88,6 @@ class RidgeMemory {
   uint64_t writes() const { return writes_; }
   double scale() const { return scale_; }
   size_t state_bytes() const;
-  // True when every statistic and the scale are finite. O(state).
-  bool Finite() const;
   // The state, in a fixed byte order (docs/ENGINES.md, "State and digest"); not the cache.
   void Hash(Sha256& h) const;
   Digest StateDigest() const;

@@ -87,18 +87,6 @@ absl::StatusOr<sau::Engine> EngineFromProto(v1::Engine wire, absl::string_view p
   }
 }
 
-v1::Engine EngineToProto(sau::Engine engine) {
-  switch (engine) {
-    case sau::Engine::kPrf:
-      return v1::ENGINE_PRF;
-    case sau::Engine::kRidge:
-      return v1::ENGINE_RIDGE;
-    case sau::Engine::kVla:
-      return v1::ENGINE_VLA;
-  }
-  return v1::ENGINE_PRF;
-}
-
 // Every field set in `wire` must be one the engine reads: d, d_v, engine and the engine's own
 // message (prf: every field but ridge and vla).
 absl::Status CheckEngineFields(const v1::SauSpec& wire, sau::Engine engine,
@@ -403,6 +391,18 @@ void FuseSpecToProto(const fuse::FuseSpec& s, v1::FuseSpec* w) {
 }
 
 }  // namespace
+
+v1::Engine EngineToProto(sau::Engine engine) {
+  switch (engine) {
+    case sau::Engine::kPrf:
+      return v1::ENGINE_PRF;
+    case sau::Engine::kRidge:
+      return v1::ENGINE_RIDGE;
+    case sau::Engine::kVla:
+      return v1::ENGINE_VLA;
+  }
+  return v1::ENGINE_PRF;
+}
 
 absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire) {
   ModelSpec spec;

@@ -41,6 +41,9 @@ absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire);
 // Every field set from `spec` (normally a resolved spec, so no zero means "default").
 v1::ModelSpec ModelSpecToProto(const ModelSpec& spec);
 
+// The wire form of an SAU engine (docs/ENGINES.md).
+v1::Engine EngineToProto(sau::Engine engine);
+
 }  // namespace streamlearn::storage
 
 #endif  // STREAMLEARN_SERVER_STORAGE_SPEC_CONVERSION_H_
