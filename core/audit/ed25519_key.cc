@@ -37,7 +37,10 @@ std::string Drain(BIO* bio) {
 
 Ed25519PublicKey::Ed25519PublicKey(std::shared_ptr<evp_pkey_st> key) : key_(std::move(key)) {
   absl::StatusOr<std::string> raw = RawPublic(key_.get());
-  if (raw.ok()) fingerprint_ = ToHex(Sha256Of(*raw));
+  if (raw.ok()) {
+    raw_ = *raw;
+    fingerprint_ = ToHex(Sha256Of(*raw));
+  }
 }
 
 absl::StatusOr<Ed25519PublicKey> Ed25519PublicKey::FromPem(std::string_view pem) {

@@ -31,12 +31,14 @@ class Ed25519PublicKey {
   // True iff `signature` (64 raw bytes) is a valid signature of `message` under this key.
   bool Verify(std::string_view message, std::string_view signature) const;
   const std::string& fingerprint() const { return fingerprint_; }
+  const std::string& raw() const { return raw_; }  // the 32 raw public-key bytes
 
  private:
   friend class Ed25519PrivateKey;
   explicit Ed25519PublicKey(std::shared_ptr<evp_pkey_st> key);
 
   std::shared_ptr<evp_pkey_st> key_;
+  std::string raw_;
   std::string fingerprint_;
 };
 
