@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -21,6 +22,8 @@
 #include "admin.pb.h"
 #include "core/audit/checkpoint.h"
 #include "core/audit/merkle_chain.h"
+#include "core/audit/merkle_tree.h"
+#include "core/audit/tree_head.h"
 #include "core/common/byte_codec.h"
 #include "core/common/digest.h"
 #include "fuse.pb.h"
@@ -237,6 +240,27 @@ void AuditLines(SeedWriter& w) {
   w.Write("audit_line", "chain-swapped.jsonl", Join(swapped));
 }
 
+// Signed tree heads of a small chain by the fixture's key: alone, with a witness's cosignature
+// line, and one of the empty tree.
+void TreeHeads(SeedWriter& w) {
+  std::vector<std::string> leaves = {"genesis", "event 1", "event 2", "checkpoint", "event 3"};
+  MerkleTreeCache tree([&](uint64_t begin, uint64_t end,
+                           const std::function<void(uint64_t, std::string_view)>& visit) {
+    for (uint64_t i = begin; i < end; ++i) visit(i, leaves[i]);
+    return absl::OkStatus();
+  });
+  const TreeHead head{TreeHeadOrigin("m", 0), leaves.size(), *tree.Root(leaves.size())};
+  absl::StatusOr<std::string> note = SignTreeHead(AuditKey(), head);
+  Check(note.status(), "a tree head");
+  w.Write("tree_head", "signed.note", *note);
+  w.Write("tree_head", "cosigned.note",
+          *note + "\xe2\x80\x94 witness AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n");
+  absl::StatusOr<std::string> empty =
+      SignTreeHead(AuditKey(), TreeHead{TreeHeadOrigin("tenant/m", 3), 0, EmptyTreeHash()});
+  Check(empty.status(), "an empty tree head");
+  w.Write("tree_head", "empty.note", *empty);
+}
+
 template <typename Message>
 std::string Bytes(const Message& m) {
   std::string out;
@@ -389,6 +413,7 @@ int main(int argc, char** argv) {
   streamlearn::fuzz::Snapshots(w);
   streamlearn::fuzz::Manifests(w);
   streamlearn::fuzz::AuditLines(w);
+  streamlearn::fuzz::TreeHeads(w);
   streamlearn::fuzz::SauRequests(w);
   streamlearn::fuzz::LmuRequests(w);
   streamlearn::fuzz::FuseRequests(w);

@@ -19,7 +19,7 @@ set -euo pipefail
 {
 cd "$(dirname "$0")/.."
 
-TARGETS=(strict_json audit_append audit_line certificate log_entry snapshot manifest
+TARGETS=(strict_json audit_append audit_line certificate tree_head log_entry snapshot manifest
          server_config access_policy csv_events jsonl_events sample_lines
          rpc_sau rpc_lmu rpc_fuse rpc_admin)
 

@@ -23,7 +23,7 @@ PACKAGES=(
   # libFuzzer and clang's sanitizer runtimes (scripts/fuzz.sh): only recommended by clang
   libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-grpcio python3-protobuf python3-grpc-tools
+  python3 python3-grpcio python3-protobuf python3-grpc-tools python3-cryptography
   prometheus python3-yaml
   nats-server
   # the deployment checks: the Kubernetes API models (schema of every rendered object), the

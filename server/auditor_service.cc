@@ -89,24 +89,54 @@ grpc::Status AuditorService::Read(grpc::ServerContext* context, const v1::ReadRe
   return ToGrpcStatus(timer.Done(s));
 }
 
-grpc::Status AuditorService::Head(grpc::ServerContext* context, const v1::HeadRequest* in,
-                                  v1::HeadResponse* response) {
-  RpcTimer timer(metrics_, "Auditor.Head");
-  absl::StatusOr<Caller> caller = gate_->Admit(*context, Rpc::kAuditHead);
+template <typename Request, typename Response>
+grpc::Status AuditorService::Unary(
+    grpc::ServerContext* context, const Request* in, Response* response, Rpc rpc,
+    absl::Status (AuditorService::*handler)(const Request&, Response*),
+    grpc::Status (v1::Auditor::Stub::*forward)(grpc::ClientContext*, const Request&,
+                                               Response*)) {
+  RpcTimer timer(metrics_, RpcName(rpc));
+  absl::StatusOr<Caller> caller = gate_->Admit(*context, rpc);
   if (!caller.ok()) return ToGrpcStatus(timer.Done(caller.status()));
-  v1::HeadRequest copy;
-  absl::StatusOr<const v1::HeadRequest*> request = ScopedRequest(*caller, *in, &copy);
+  Request copy;
+  absl::StatusOr<const Request*> request = ScopedRequest(*caller, *in, &copy);
   if (!request.ok()) return ToGrpcStatus(timer.Done(request.status()));
-  absl::Status s = DoHead(**request, response);
+  absl::Status s = (this->*handler)(**request, response);
   if (forwarder_ != nullptr) {
-    s = forwarder_->Unary(*context, s, "Auditor.Head", response,
-                          [&](const std::string& owner, grpc::ClientContext* ctx,
-                              v1::HeadResponse* r) {
-                            return v1::Auditor::NewStub(forwarder_->Channel(owner))
-                                ->Head(ctx, **request, r);
+    s = forwarder_->Unary(*context, s, RpcName(rpc), response,
+                          [&](const std::string& owner, grpc::ClientContext* ctx, Response* r) {
+                            return (v1::Auditor::NewStub(forwarder_->Channel(owner)).get()->*
+                                    forward)(ctx, **request, r);
                           });
   }
   return ToGrpcStatus(timer.Done(s));
+}
+
+grpc::Status AuditorService::Head(grpc::ServerContext* context, const v1::HeadRequest* in,
+                                  v1::HeadResponse* response) {
+  return Unary(context, in, response, Rpc::kAuditHead, &AuditorService::DoHead,
+               &v1::Auditor::Stub::Head);
+}
+
+grpc::Status AuditorService::TreeHead(grpc::ServerContext* context,
+                                      const v1::TreeHeadRequest* in,
+                                      v1::TreeHeadResponse* response) {
+  return Unary(context, in, response, Rpc::kAuditTreeHead, &AuditorService::DoTreeHead,
+               &v1::Auditor::Stub::TreeHead);
+}
+
+grpc::Status AuditorService::InclusionProof(grpc::ServerContext* context,
+                                            const v1::InclusionProofRequest* in,
+                                            v1::InclusionProofResponse* response) {
+  return Unary(context, in, response, Rpc::kAuditInclusionProof,
+               &AuditorService::DoInclusionProof, &v1::Auditor::Stub::InclusionProof);
+}
+
+grpc::Status AuditorService::ConsistencyProof(grpc::ServerContext* context,
+                                              const v1::ConsistencyProofRequest* in,
+                                              v1::ConsistencyProofResponse* response) {
+  return Unary(context, in, response, Rpc::kAuditConsistencyProof,
+               &AuditorService::DoConsistencyProof, &v1::Auditor::Stub::ConsistencyProof);
 }
 
 absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,
@@ -213,6 +243,58 @@ absl::Status AuditorService::DoHead(const v1::HeadRequest& request, v1::HeadResp
   response->set_durable(persistence_->durable());
   response->set_shards(keep->num_shards());
   response->set_model(request.model());
+  return absl::OkStatus();
+}
+
+absl::Status AuditorService::DoTreeHead(const v1::TreeHeadRequest& request,
+                                        v1::TreeHeadResponse* response) {
+  std::shared_ptr<storage::ModelWriters> keep;
+  storage::ModelWriters::Use use;
+  absl::StatusOr<storage::ShardWriter*> shard =
+      FindShard(request.model(), request.shard(), &keep, &use);
+  if (!shard.ok()) return shard.status();
+  absl::StatusOr<storage::SignedTreeHead> sth = (*shard)->chain().SignedHead(request.size());
+  if (!sth.ok()) return sth.status();
+  response->set_note(sth->note);
+  response->set_origin(sth->head.origin);
+  response->set_size(sth->head.size);
+  response->set_root(ToHex(sth->head.root));
+  return absl::OkStatus();
+}
+
+absl::Status AuditorService::DoInclusionProof(const v1::InclusionProofRequest& request,
+                                              v1::InclusionProofResponse* response) {
+  std::shared_ptr<storage::ModelWriters> keep;
+  storage::ModelWriters::Use use;
+  absl::StatusOr<storage::ShardWriter*> shard =
+      FindShard(request.model(), request.shard(), &keep, &use);
+  if (!shard.ok()) return shard.status();
+  uint64_t size = request.tree_size();
+  std::string line;
+  absl::StatusOr<std::vector<Digest>> path =
+      (*shard)->chain().InclusionProof(request.index(), &size, &line);
+  if (!path.ok()) return path.status();
+  response->set_index(request.index());
+  response->set_tree_size(size);
+  response->set_line(std::move(line));
+  for (const Digest& d : *path) response->add_hashes(ToHex(d));
+  return absl::OkStatus();
+}
+
+absl::Status AuditorService::DoConsistencyProof(const v1::ConsistencyProofRequest& request,
+                                                v1::ConsistencyProofResponse* response) {
+  std::shared_ptr<storage::ModelWriters> keep;
+  storage::ModelWriters::Use use;
+  absl::StatusOr<storage::ShardWriter*> shard =
+      FindShard(request.model(), request.shard(), &keep, &use);
+  if (!shard.ok()) return shard.status();
+  uint64_t second = request.second_size();
+  absl::StatusOr<std::vector<Digest>> proof =
+      (*shard)->chain().ConsistencyProof(request.first_size(), &second);
+  if (!proof.ok()) return proof.status();
+  response->set_first_size(request.first_size());
+  response->set_second_size(second);
+  for (const Digest& d : *proof) response->add_hashes(ToHex(d));
   return absl::OkStatus();
 }
 

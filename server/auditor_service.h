@@ -9,6 +9,9 @@
 //   Read    streams records from an index, in chunks (FAILED_PRECONDITION without a data_dir:
 //           records are then not kept).
 //   Head    the chain's next index and head, and the checkpoint public key.
+//   TreeHead, InclusionProof, ConsistencyProof
+//           the RFC 6962 tree over the chain's stored lines: a signed tree head, and proofs
+//           (storage::ShardChain; FAILED_PRECONDITION without a data_dir).
 // Unknown model: NOT_FOUND; shard out of range: INVALID_ARGUMENT naming the shard count.
 //
 // Ownership: *registry, *persistence and *metrics must outlive the service.
@@ -50,6 +53,14 @@ class AuditorService final : public v1::Auditor::Service {
                     grpc::ServerWriter<v1::ReadResponse>* writer) override;
   grpc::Status Head(grpc::ServerContext* context, const v1::HeadRequest* request,
                     v1::HeadResponse* response) override;
+  grpc::Status TreeHead(grpc::ServerContext* context, const v1::TreeHeadRequest* request,
+                        v1::TreeHeadResponse* response) override;
+  grpc::Status InclusionProof(grpc::ServerContext* context,
+                              const v1::InclusionProofRequest* request,
+                              v1::InclusionProofResponse* response) override;
+  grpc::Status ConsistencyProof(grpc::ServerContext* context,
+                                const v1::ConsistencyProofRequest* request,
+                                v1::ConsistencyProofResponse* response) override;
 
  private:
   absl::StatusOr<storage::ShardWriter*> FindShard(const std::string& model, uint32_t shard,
@@ -59,6 +70,19 @@ class AuditorService final : public v1::Auditor::Service {
   absl::Status DoRead(grpc::ServerContext* context, const v1::ReadRequest& request,
                       grpc::ServerWriter<v1::ReadResponse>* writer);
   absl::Status DoHead(const v1::HeadRequest& request, v1::HeadResponse* response);
+  absl::Status DoTreeHead(const v1::TreeHeadRequest& request, v1::TreeHeadResponse* response);
+  absl::Status DoInclusionProof(const v1::InclusionProofRequest& request,
+                                v1::InclusionProofResponse* response);
+  absl::Status DoConsistencyProof(const v1::ConsistencyProofRequest& request,
+                                  v1::ConsistencyProofResponse* response);
+
+  // A unary call: admit the caller for `rpc`, scope the model to its tenant, run `handler`
+  // here, or forward the call to the shard's owner in cluster mode.
+  template <typename Request, typename Response>
+  grpc::Status Unary(grpc::ServerContext* context, const Request* in, Response* response,
+                     Rpc rpc, absl::Status (AuditorService::*handler)(const Request&, Response*),
+                     grpc::Status (v1::Auditor::Stub::*forward)(grpc::ClientContext*,
+                                                                const Request&, Response*));
 
   ModelRegistry* const registry_;
   storage::Persistence* const persistence_;

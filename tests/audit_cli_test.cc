@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@
 #include "core/audit/checkpoint.h"
 #include "core/audit/ed25519_key.h"
 #include "core/audit/merkle_chain.h"
+#include "core/audit/merkle_tree.h"
+#include "core/audit/tree_head.h"
 #include "core/workloads/dgp.h"
 #include "core/common/routing.h"
 #include "gtest/gtest.h"
@@ -832,6 +835,165 @@ TEST_F(AuditCliTest, BackupRestoresIntoASecondServerWithTheSameState) {
 }
 
 // ------------------------------------------------------------------------------------------
+// ---- The RFC 6962 tree (docs/AUDIT.md, "Merkle tree, signed tree heads and proofs") ----
+
+std::vector<std::string> LinesOf(const std::string& path) {
+  std::vector<std::string> lines;
+  std::istringstream in(ReadFile(path));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The tree head the CLI wrote: its leaves are the exported lines, and every kind of record in
+// it (genesis, SAU events, LMU updates, checkpoints, snapshots, appends) is proven in it, from
+// the server and then offline from the saved proof.
+TEST_F(AuditCliTest, TreeHeadsCoverTheExportedLinesAndProveEveryKindOfRecord) {
+  const std::string head_all = TempPath("head_all.txt"), head_5 = TempPath("head_5.txt");
+  CommandResult r = Cli(std::string("audit tree-head ") + kModel + " --out " + head_all);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  r = Cli(std::string("audit tree-head ") + kModel + " --size 5 --out " + head_5);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  absl::StatusOr<Ed25519PublicKey> pub = Ed25519PublicKey::FromPem(ReadFile(public_key_));
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  absl::StatusOr<TreeHead> all = OpenTreeHead(ReadFile(head_all), *pub);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->origin, std::string("streamlearn.audit/") + kModel + "/0");
+
+  // Nothing was appended to shard 0 since the export: the head covers exactly its lines.
+  const std::vector<std::string> lines = LinesOf(export0_);
+  ASSERT_EQ(all->size, lines.size());
+  MerkleTreeCache exported([&](uint64_t begin, uint64_t end,
+                               const std::function<void(uint64_t, std::string_view)>& visit) {
+    for (uint64_t i = begin; i < end && i < lines.size(); ++i) visit(i, lines[i]);
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(*exported.Root(lines.size()), all->root);
+
+  std::set<std::string> kinds;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string kind = KindOf(lines[i]);
+    if (!kinds.insert(kind).second && i + 1 != lines.size()) continue;
+    SCOPED_TRACE(absl::StrCat("record ", i, " (", kind, ")"));
+    const std::string proof = TempPath(absl::StrCat("proof_", i, ".json"));
+    const std::string args = absl::StrCat(" ", kModel, " --index ", i, " --tree-head ",
+                                          head_all, " --public-key ", public_key_);
+    r = Cli("audit prove" + args + " --save " + proof);
+    ASSERT_EQ(r.exit_code, 0) << Describe(r);
+    EXPECT_TRUE(Contains(r.out, absl::StrCat("OK: record ", i, " is in the tree of ",
+                                             lines.size(), " records")))
+        << r.out;
+    EXPECT_TRUE(Contains(r.out, lines[i])) << r.out;
+    // Offline: no server at that address.
+    r = RunCommand(kCli + " --server 127.0.0.1:1 audit prove" + args + " --proof " + proof);
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  }
+  EXPECT_GE(kinds.size(), 5u);
+
+  // The small head is consistent with the whole one (and offline from the saved proof).
+  const std::string cproof = TempPath("consistency.json");
+  const std::string cargs = absl::StrCat(" ", kModel, " --old ", head_5, " --new ", head_all,
+                                         " --public-key ", public_key_);
+  r = Cli("audit consistency" + cargs + " --save " + cproof);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, absl::StrCat("OK: the tree of ", lines.size(),
+                                           " records (root ", ToHex(all->root),
+                                           ") extends the tree of 5 records")))
+      << r.out;
+  r = RunCommand(kCli + " --server 127.0.0.1:1 audit consistency" + cargs + " --proof " +
+                 cproof);
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  r = Cli(absl::StrCat("audit prove ", kModel, " --index 3 --tree-head ", head_5,
+                       " --public-key ", public_key_));
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+}
+
+// Altered proofs, heads and keys fail; a head of another chain is refused; requests beyond
+// the chain name the problem.
+TEST_F(AuditCliTest, AlteredProofsAndTreeHeadsFail) {
+  const std::string head = TempPath("head.txt"), head_9 = TempPath("head_9.txt"),
+                    head_shard1 = TempPath("head_shard1.txt"), proof = TempPath("proof.json"),
+                    cproof = TempPath("cproof.json");
+  ASSERT_EQ(Cli(std::string("audit tree-head ") + kModel + " --out " + head).exit_code, 0);
+  ASSERT_EQ(Cli(std::string("audit tree-head ") + kModel + " --size 9 --out " + head_9).exit_code,
+            0);
+  ASSERT_EQ(
+      Cli(std::string("audit tree-head ") + kModel + " --shard 1 --out " + head_shard1).exit_code,
+      0);
+  const std::string prove = absl::StrCat("audit prove ", kModel, " --index 7 --tree-head ",
+                                         head, " --public-key ", public_key_);
+  ASSERT_EQ(Cli(prove + " --save " + proof).exit_code, 0);
+  const std::string consistency = absl::StrCat("audit consistency ", kModel, " --old ", head_9,
+                                               " --new ", head, " --public-key ", public_key_);
+  ASSERT_EQ(Cli(consistency + " --save " + cproof).exit_code, 0);
+
+  // One hex digit of a proof hash, the record's line, or the claimed index.
+  const auto altered = [](std::string text, const std::string& after, int skip) {
+    size_t at = text.find(after);
+    EXPECT_NE(at, std::string::npos) << after;
+    at += after.size() + skip;
+    text[at] = text[at] == '0' ? '1' : '0';
+    return text;
+  };
+  const std::string original = ReadFile(proof);
+  for (const auto& [what, text] :
+       {std::pair<std::string, std::string>{"a hash", altered(original, "\"hashes\": [", 8)},
+        {"the line", altered(original, "\"merkle_curr\\\":\\\"", 0)},
+        {"the index", altered(original, "\"index\": ", 0)}}) {
+    SCOPED_TRACE(what);
+    ASSERT_NE(text, original);
+    const std::string bad = TempPath("bad_proof.json");
+    WriteFile(bad, text);
+    const CommandResult r = Cli(prove + " --proof " + bad);
+    EXPECT_EQ(r.exit_code, 1) << Describe(r);
+    EXPECT_TRUE(Contains(r.out, "FAILED: record 7 is not proven")) << r.out;
+  }
+  const std::string bad_c = TempPath("bad_cproof.json");
+  WriteFile(bad_c, altered(ReadFile(cproof), "\"hashes\": [", 20));
+  CommandResult r = Cli(consistency + " --proof " + bad_c);
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "FAILED: the tree of")) << r.out;
+
+  // A tree head whose root was changed: its signature fails, before any proof.
+  std::string note = ReadFile(head);
+  const size_t root_at = note.find('\n', note.find('\n') + 1) + 1;
+  note[root_at] = note[root_at] == 'A' ? 'B' : 'A';
+  const std::string bad_head = TempPath("bad_head.txt");
+  WriteFile(bad_head, note);
+  r = Cli(absl::StrCat("audit prove ", kModel, " --index 7 --tree-head ", bad_head,
+                       " --public-key ", public_key_));
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "PERMISSION_DENIED")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "signature does not verify")) << r.err;
+
+  // Another key.
+  absl::StatusOr<Ed25519PrivateKey> other = Ed25519PrivateKey::Generate();
+  const std::string other_pub = TempPath("other.pub");
+  WriteFile(other_pub, *other->PublicKey().ToPem());
+  r = Cli(absl::StrCat("audit prove ", kModel, " --index 7 --tree-head ", head,
+                       " --public-key ", other_pub));
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "no signature by the audit key")) << r.err;
+
+  // Shard 1's head used for shard 0, and old and new swapped.
+  r = Cli(absl::StrCat("audit prove ", kModel, " --index 7 --tree-head ", head_shard1,
+                       " --public-key ", public_key_));
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "/1', not model 'drift' shard 0")) << r.err;
+  r = Cli(absl::StrCat("audit consistency ", kModel, " --old ", head, " --new ", head_9,
+                       " --public-key ", public_key_));
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "pass the older one as --old")) << r.err;
+
+  // Beyond the chain: a size and an index.
+  r = Cli(std::string("audit tree-head ") + kModel + " --size 1000000000");
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "OUT_OF_RANGE: tree size 1000000000 is beyond the chain")) << r.err;
+  r = Cli(absl::StrCat("audit prove ", kModel, " --index 9 --tree-head ", head_9,
+                       " --public-key ", public_key_));
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "OUT_OF_RANGE: index 9 is not in the tree of 9 record(s)")) << r.err;
+}
+
 // Tampering with the store of a stopped server: each test starts and stops its own servers.
 
 class AuditStoreTamperTest : public ::testing::Test {
@@ -922,6 +1084,49 @@ TEST_F(AuditStoreTamperTest, AnAlteredStoredRecordIsCaughtThroughARestartedServe
   EXPECT_TRUE(Contains(r.out, "FAILED: audit record " + std::to_string(index) +
                                   " breaks rule chain:"))
       << r.out;
+  Stop(s);
+}
+
+// A record altered in the store after a tree head was taken: the head's inclusion proof of it
+// and the consistency of a later head with it both fail.
+TEST_F(AuditStoreTamperTest, AnAlteredStoredRecordFailsItsTreeHeadsProofs) {
+  std::unique_ptr<server::Server> s = Start();
+  Populate(*s, 6);
+  const std::string cli = kCli + " --server " + test_util::AddressOf(*s) + " audit ";
+  const std::string pub = " --public-key " + data_dir_ + "/audit.pub";
+  const std::string old_head = TempPath("old_head.txt"), new_head = TempPath("new_head.txt");
+  ASSERT_EQ(RunCommand(cli + "tree-head " + kModel + " --out " + old_head).exit_code, 0);
+  const std::string prove =
+      std::string("prove ") + kModel + " --index 100 --tree-head " + old_head + pub;
+  CommandResult r = RunCommand(cli + prove);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  Stop(s);
+  {
+    std::unique_ptr<storage::Store> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    std::string line;
+    ASSERT_TRUE(store
+                    ->ScanAudit(kModel, 0, 100,
+                                [&](uint64_t, std::string_view l) {
+                                  line = std::string(l);
+                                  return false;
+                                })
+                    .ok());
+    ASSERT_TRUE(FlipDigitAfter(&line, "merkle_curr")) << line;
+    ASSERT_TRUE(store->RawPutAudit(kModel, 0, 100, line).ok());
+  }
+  s = Start();
+  const std::string cli2 = kCli + " --server " + test_util::AddressOf(*s) + " audit ";
+  r = RunCommand(cli2 + prove);
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "FAILED: record 100 is not proven")) << r.out;
+  r = RunCommand(cli2 + "append " + kModel + " --shard 0 --json '{\"after\": 1}'");
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  ASSERT_EQ(RunCommand(cli2 + "tree-head " + kModel + " --out " + new_head).exit_code, 0);
+  r = RunCommand(cli2 + "consistency " + kModel + " --old " + old_head + " --new " + new_head +
+                 pub);
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "FAILED: the tree of")) << r.out;
   Stop(s);
 }
 

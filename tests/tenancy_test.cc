@@ -37,7 +37,9 @@ constexpr Rpc kAllRpcs[] = {Rpc::kShardMap,   Rpc::kCreateModel, Rpc::kGetModel,
                             Rpc::kListModels, Rpc::kSnapshot,    Rpc::kBackup,
                             Rpc::kIngest,     Rpc::kQuery,       Rpc::kUpdate,
                             Rpc::kLmuPredict, Rpc::kLearn,       Rpc::kFusePredict,
-                            Rpc::kAuditAppend, Rpc::kAuditRead,  Rpc::kAuditHead};
+                            Rpc::kAuditAppend, Rpc::kAuditRead,  Rpc::kAuditHead,
+                            Rpc::kAuditTreeHead, Rpc::kAuditInclusionProof,
+                            Rpc::kAuditConsistencyProof};
 
 // A caller: a token (empty: none) and what the policy makes of it.
 struct Who {
@@ -298,6 +300,26 @@ class TenancyTest : public ::testing::Test {
         r.set_model(model);
         v1::HeadResponse out;
         return v1::Auditor::NewStub(*channel_)->Head(&ctx, r, &out);
+      }
+      case Rpc::kAuditTreeHead: {
+        v1::TreeHeadRequest r;
+        r.set_model(model);
+        v1::TreeHeadResponse out;
+        return v1::Auditor::NewStub(*channel_)->TreeHead(&ctx, r, &out);
+      }
+      case Rpc::kAuditInclusionProof: {
+        v1::InclusionProofRequest r;
+        r.set_model(model);
+        r.set_index(0);  // the genesis is in every tree
+        v1::InclusionProofResponse out;
+        return v1::Auditor::NewStub(*channel_)->InclusionProof(&ctx, r, &out);
+      }
+      case Rpc::kAuditConsistencyProof: {
+        v1::ConsistencyProofRequest r;
+        r.set_model(model);
+        r.set_first_size(1);
+        v1::ConsistencyProofResponse out;
+        return v1::Auditor::NewStub(*channel_)->ConsistencyProof(&ctx, r, &out);
       }
     }
     return grpc::Status(grpc::StatusCode::INTERNAL, "no such rpc");

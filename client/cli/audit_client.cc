@@ -99,6 +99,38 @@ absl::StatusOr<v1::HeadResponse> AuditClient::Head(const std::string& model, uin
   return response;
 }
 
+namespace {
+
+// One unary Auditor call with the usual deadline.
+template <typename Request, typename Response>
+absl::StatusOr<Response> CallAuditor(
+    v1::Auditor::Stub* stub,
+    grpc::Status (v1::Auditor::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    const Request& request) {
+  Response response;
+  auto ctx = NewContext(kRpcTimeout);
+  if (absl::Status s = FromGrpcStatus((stub->*method)(ctx.get(), request, &response)); !s.ok()) {
+    return s;
+  }
+  return response;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::TreeHeadResponse> AuditClient::TreeHead(const v1::TreeHeadRequest& request) {
+  return CallAuditor(auditor_.get(), &v1::Auditor::Stub::TreeHead, request);
+}
+
+absl::StatusOr<v1::InclusionProofResponse> AuditClient::InclusionProof(
+    const v1::InclusionProofRequest& request) {
+  return CallAuditor(auditor_.get(), &v1::Auditor::Stub::InclusionProof, request);
+}
+
+absl::StatusOr<v1::ConsistencyProofResponse> AuditClient::ConsistencyProof(
+    const v1::ConsistencyProofRequest& request) {
+  return CallAuditor(auditor_.get(), &v1::Auditor::Stub::ConsistencyProof, request);
+}
+
 absl::StatusOr<v1::AppendResponse> AuditClient::Append(const std::string& model, uint32_t shard,
                                                        const std::string& json) {
   v1::AppendRequest request;

@@ -44,6 +44,13 @@ class AuditClient {
   // The records of (model, shard) from index `from` to the head as of the call.
   std::unique_ptr<AuditLineSource> Read(const std::string& model, uint32_t shard, uint64_t from);
 
+  // The RFC 6962 tree over a chain (audit.proto): a signed tree head and proofs.
+  absl::StatusOr<v1::TreeHeadResponse> TreeHead(const v1::TreeHeadRequest& request);
+  absl::StatusOr<v1::InclusionProofResponse> InclusionProof(
+      const v1::InclusionProofRequest& request);
+  absl::StatusOr<v1::ConsistencyProofResponse> ConsistencyProof(
+      const v1::ConsistencyProofRequest& request);
+
   // Snapshots and backups may take a while on a large model: a longer deadline.
   absl::StatusOr<v1::SnapshotResponse> Snapshot(const std::string& model);
   absl::StatusOr<v1::BackupResponse> Backup(const std::string& name);

@@ -1,6 +1,7 @@
 // streamlearn audit: the audit chains of a model's shards (docs/AUDIT.md, "Verifying a
 // server"). This file holds the dispatcher and the head, export and append subcommands;
-// verify is in cmd_audit_verify.cc, replay in cmd_audit_replay.cc.
+// verify is in cmd_audit_verify.cc, replay in cmd_audit_replay.cc, tree-head, prove and
+// consistency in cmd_audit_proof.cc.
 
 #include <unistd.h>
 
@@ -31,6 +32,12 @@ constexpr char kAuditUsage[] =
     "  replay   --data-dir DIR --model MODEL [--shard S]\n"
     "           recomputes the state from the stored event log (read-only; beside a running\n"
     "           server) and checks every batch and state digest of the chain\n"
+    "  tree-head  MODEL [--shard S] [--size N] [--out FILE]\n"
+    "           a signed tree head: the RFC 6962 Merkle root of the chain's records, signed\n"
+    "  prove    MODEL --index I --tree-head FILE --public-key PEM [--save F | --proof F]\n"
+    "           checks that record I is in the tree the head commits to (offline with --proof)\n"
+    "  consistency  MODEL --old FILE --new FILE --public-key PEM [--save F | --proof F]\n"
+    "           checks that the newer head's tree extends the older one's\n"
     "run 'streamlearn audit SUBCOMMAND --help' for its flags\n";
 
 int RunAuditHead(const GlobalOptions& options, std::span<const std::string> args) {
@@ -173,6 +180,9 @@ int RunAudit(const GlobalOptions& options, std::span<const std::string> args) {
   if (sub == "verify") return RunAuditVerify(options, rest);
   if (sub == "append") return RunAuditAppend(options, rest);
   if (sub == "replay") return RunAuditReplay(options, rest);
+  if (sub == "tree-head" || sub == "prove" || sub == "consistency") {
+    return RunAuditProof(sub, options, rest);
+  }
   std::cerr << kAuditUsage;
   return ReportError(absl::InvalidArgumentError("unknown audit subcommand '" + sub + "'"),
                      kExitUsage);

@@ -104,18 +104,6 @@ std::string Line(const Verdict& v) {
                      v.chain.empty() ? "" : " (the chain of " + v.chain + ")");
 }
 
-absl::StatusOr<Ed25519PublicKey> ReadPublicKey(const std::string& path) {
-  absl::StatusOr<std::string> pem = ReadWholeFile(path);
-  if (!pem.ok()) return pem.status();
-  absl::StatusOr<Ed25519PublicKey> key = Ed25519PublicKey::FromPem(*pem);
-  if (!key.ok()) {
-    return absl::InvalidArgumentError("--public-key '" + path +
-                                      "' is not an Ed25519 public key in PEM: " +
-                                      std::string(key.status().message()));
-  }
-  return key;
-}
-
 int VerifyFile(const std::string& path, const Ed25519PublicKey& key, uint64_t checkpoint_every,
                const std::optional<ChainId>& chain) {
   absl::StatusOr<std::unique_ptr<AuditLineSource>> lines = OpenAuditFile(path);
@@ -184,6 +172,18 @@ int VerifyShard(AuditClient& client, const std::string& model, uint32_t shard,
 
 }  // namespace
 
+absl::StatusOr<Ed25519PublicKey> ReadAuditPublicKey(const std::string& path) {
+  absl::StatusOr<std::string> pem = ReadWholeFile(path);
+  if (!pem.ok()) return pem.status();
+  absl::StatusOr<Ed25519PublicKey> key = Ed25519PublicKey::FromPem(*pem);
+  if (!key.ok()) {
+    return absl::InvalidArgumentError("--public-key '" + path +
+                                      "' is not an Ed25519 public key in PEM: " +
+                                      std::string(key.status().message()));
+  }
+  return key;
+}
+
 int RunAuditVerify(const GlobalOptions& options, std::span<const std::string> args) {
   ArgParser parser(kUsage);
   std::optional<uint64_t> shard, checkpoint_every;
@@ -228,7 +228,7 @@ int RunAuditVerify(const GlobalOptions& options, std::span<const std::string> ar
   }
   std::optional<Ed25519PublicKey> key;
   if (public_key.has_value()) {
-    absl::StatusOr<Ed25519PublicKey> k = ReadPublicKey(*public_key);
+    absl::StatusOr<Ed25519PublicKey> k = ReadAuditPublicKey(*public_key);
     if (!k.ok()) return ReportError(k.status(), kExitUsage);
     key = *std::move(k);
   }

@@ -8,7 +8,8 @@
 //   train     stream a libsvm or VW file of samples into the LMU  (cmd_train.cc)
 //   predict   the LMU's prediction at a sparse x                  (cmd_predict.cc)
 //   fuse-predict  a fused model's prediction at (x, q)            (cmd_predict.cc)
-//   audit     head, export, verify, append, replay of audit chains (cmd_audit*.cc)
+//   audit     head, export, verify, append, replay of audit chains (cmd_audit*.cc), and the
+//             Merkle tree's signed heads and proofs (cmd_audit_proof.cc)
 //   snapshot  snapshot a model now; backup: copy the data directory (cmd_snapshot.cc)
 //   shards    who serves each shard; health: grpc.health.v1 status  (cmd_models.cc)
 #ifndef STREAMLEARN_CLIENT_CLI_COMMANDS_H_
@@ -17,7 +18,9 @@
 #include <span>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "client/cli/cli_common.h"
+#include "core/audit/ed25519_key.h"
 
 namespace streamlearn::cli {
 
@@ -31,6 +34,10 @@ int RunPredict(const GlobalOptions& options, std::span<const std::string> args);
 int RunFusePredict(const GlobalOptions& options, std::span<const std::string> args);
 int RunAudit(const GlobalOptions& options, std::span<const std::string> args);
 int RunAuditVerify(const GlobalOptions& options, std::span<const std::string> args);
+int RunAuditProof(const std::string& sub, const GlobalOptions& options,
+                  std::span<const std::string> args);  // tree-head, prove, consistency
+// An Ed25519 public key from a PEM file; INVALID_ARGUMENT naming the file otherwise.
+absl::StatusOr<Ed25519PublicKey> ReadAuditPublicKey(const std::string& path);
 int RunAuditReplay(const GlobalOptions& options, std::span<const std::string> args);
 int RunSnapshot(const GlobalOptions& options, std::span<const std::string> args);
 int RunBackup(const GlobalOptions& options, std::span<const std::string> args);

@@ -57,6 +57,9 @@ const char* RpcName(Rpc rpc) {
     case Rpc::kAuditAppend: return "Auditor.Append";
     case Rpc::kAuditRead: return "Auditor.Read";
     case Rpc::kAuditHead: return "Auditor.Head";
+    case Rpc::kAuditTreeHead: return "Auditor.TreeHead";
+    case Rpc::kAuditInclusionProof: return "Auditor.InclusionProof";
+    case Rpc::kAuditConsistencyProof: return "Auditor.ConsistencyProof";
   }
   return "?";
 }
@@ -83,6 +86,9 @@ uint32_t RolesAllowing(Rpc rpc) {
       return kRoleReader | kRoleAdmin;
     case Rpc::kAuditRead:
     case Rpc::kAuditHead:
+    case Rpc::kAuditTreeHead:
+    case Rpc::kAuditInclusionProof:
+    case Rpc::kAuditConsistencyProof:
       return kRoleAuditor | kRoleAdmin;
   }
   return 0;

@@ -76,8 +76,11 @@ enum class Rpc {
   kAuditAppend,
   kAuditRead,
   kAuditHead,
+  kAuditTreeHead,
+  kAuditInclusionProof,
+  kAuditConsistencyProof,
 };
-inline constexpr int kNumRpcs = static_cast<int>(Rpc::kAuditHead) + 1;
+inline constexpr int kNumRpcs = static_cast<int>(Rpc::kAuditConsistencyProof) + 1;
 
 // "SAU.Ingest", "Admin.CreateModel", ...
 const char* RpcName(Rpc rpc);

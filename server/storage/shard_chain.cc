@@ -15,7 +15,78 @@ ShardChain::ShardChain(ShardStore* store, std::string model, uint32_t shard,
     : store_(store),
       model_(std::move(model)),
       shard_(shard),
-      writer_(std::move(key), checkpoint_every) {}
+      key_(key),
+      writer_(std::move(key), checkpoint_every) {
+  if (store_ != nullptr) {
+    tree_ = std::make_unique<MerkleTreeCache>(
+        [store = store_](uint64_t begin, uint64_t end,
+                         const std::function<void(uint64_t, std::string_view)>& visit) {
+          return store->ScanAudit(begin, [&](uint64_t index, std::string_view line) {
+            if (index >= end) return false;
+            visit(index, line);
+            return true;
+          });
+        });
+  }
+}
+
+absl::StatusOr<uint64_t> ShardChain::TreeSize(uint64_t requested, const char* what) const {
+  if (tree_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this server has no data_dir: audit records are not kept, so there is no tree to "
+        "prove against (start the server with --data_dir)");
+  }
+  const uint64_t committed = head().next_index;
+  if (requested == 0) return committed;
+  if (requested > committed) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "%s %d is beyond the chain of model '%s' shard %d, which has %d record(s)", what,
+        requested, model_, shard_, committed));
+  }
+  return requested;
+}
+
+absl::StatusOr<SignedTreeHead> ShardChain::SignedHead(uint64_t size) const {
+  ASSIGN_OR_RETURN(const uint64_t n, TreeSize(size, "tree size"));
+  SignedTreeHead out;
+  out.head.origin = TreeHeadOrigin(model_, shard_);
+  out.head.size = n;
+  ASSIGN_OR_RETURN(out.head.root, tree_->Root(n));
+  ASSIGN_OR_RETURN(out.note, SignTreeHead(key_, out.head));
+  return out;
+}
+
+absl::StatusOr<std::vector<Digest>> ShardChain::InclusionProof(uint64_t index, uint64_t* size,
+                                                               std::string* line) const {
+  ASSIGN_OR_RETURN(*size, TreeSize(*size, "tree size"));
+  if (index >= *size) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "index %d is not in the tree of %d record(s) of model '%s' shard %d", index, *size,
+        model_, shard_));
+  }
+  bool found = false;
+  RETURN_IF_ERROR(store_->ScanAudit(index, [&](uint64_t at, std::string_view l) {
+    found = at == index;
+    if (found) line->assign(l);
+    return false;
+  }));
+  if (!found) {
+    return absl::DataLossError(absl::StrFormat(
+        "audit record %d of model '%s' shard %d is missing from the store", index, model_,
+        shard_));
+  }
+  return tree_->InclusionProof(index, *size);
+}
+
+absl::StatusOr<std::vector<Digest>> ShardChain::ConsistencyProof(uint64_t first,
+                                                                 uint64_t* second) const {
+  ASSIGN_OR_RETURN(*second, TreeSize(*second, "second tree size"));
+  if (first == 0 || first > *second) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "first_size must be in 1..%d (the second tree's size); got %d", *second, first));
+  }
+  return tree_->ConsistencyProof(first, *second);
+}
 
 absl::Status ShardChain::Resume() {
   if (store_ == nullptr) return absl::OkStatus();

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,8 @@
 #include "absl/status/statusor.h"
 #include "core/audit/checkpoint.h"
 #include "core/audit/ed25519_key.h"
+#include "core/audit/merkle_tree.h"
+#include "core/audit/tree_head.h"
 #include "core/common/digest.h"
 #include "core/common/mutex.h"
 #include "server/storage/shard_store.h"
@@ -82,6 +85,11 @@ struct ChainHead {
   Digest head{};
 };
 
+struct SignedTreeHead {
+  TreeHead head;      // origin, size, root
+  std::string note;   // the signed note (core/audit/tree_head.h)
+};
+
 class ShardChain {
  public:
   // `store` (may be null: memory only) must outlive the chain. REQUIRES: checkpoint_every >= 1.
@@ -106,14 +114,34 @@ class ShardChain {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   ChainHead head() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The RFC 6962 tree over the chain's stored lines (core/audit/merkle_tree.h; docs/AUDIT.md,
+  // "Merkle tree, signed tree heads and proofs"). A size of 0 means every committed record.
+  // FAILED_PRECONDITION without a store (the lines are not kept); OUT_OF_RANGE for a size or
+  // an index beyond the committed chain; INVALID_ARGUMENT for first size 0 or first > second.
+  absl::StatusOr<SignedTreeHead> SignedHead(uint64_t size) const ABSL_LOCKS_EXCLUDED(mu_);
+  // PATH(index, D[size]); *line gets the record's line (the leaf).
+  absl::StatusOr<std::vector<Digest>> InclusionProof(uint64_t index, uint64_t* size,
+                                                     std::string* line) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // PROOF(first, D[second]).
+  absl::StatusOr<std::vector<Digest>> ConsistencyProof(uint64_t first, uint64_t* second) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   const std::string& model() const { return model_; }
   uint32_t shard() const { return shard_; }
   ShardStore* store() const { return store_; }
 
  private:
+  // The committed size for a requested tree size (0: all), or OUT_OF_RANGE.
+  absl::StatusOr<uint64_t> TreeSize(uint64_t requested, const char* what) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   ShardStore* const store_;
   const std::string model_;
   const uint32_t shard_;
+  const Ed25519PrivateKey key_;  // signs tree heads
+  // Reads only committed, immutable lines; null without a store.
+  std::unique_ptr<MerkleTreeCache> tree_;
   mutable Mutex mu_;
   AuditLogWriter writer_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);  // scratch

@@ -328,6 +328,57 @@ class EmbeddedServerTest(unittest.TestCase):
                          [(0, "sau"), (1, "sau")])
         self.assertTrue(any(s.taken for s in snap.shards))
 
+    def test_tree_heads_and_proofs_check_out_in_python(self) -> None:
+        # streamlearn.merkle is a second implementation of RFC 6962/9162 beside the server's:
+        # the roots, paths and consistency proofs the server gives must check out here.
+        from streamlearn import merkle
+        self.client.create_model("py_tree", sau={"d": D, "d_v": DV, "r": 16})
+        self.client.ingest("py_tree", [(t, self.vec(D), self.vec(DV)) for t in range(1, 30)],
+                           batch_size=4)
+        pem = self.client.audit_head("py_tree").public_key_pem
+        old_note = self.client.audit_tree_head("py_tree").note
+        old = merkle.open_tree_head(old_note, pem)
+        self.assertEqual(old.origin, "streamlearn.audit/py_tree/0")
+        lines = [r.line for r in self.client.audit_read("py_tree")]
+        self.assertEqual(old.size, len(lines))
+        self.assertEqual(merkle.root_of(lines), old.root)
+        for index in range(old.size):
+            self.assertEqual(self.client.audit_prove("py_tree", index, old_note, pem),
+                             lines[index])
+        self.client.ingest("py_tree", [(t, self.vec(D), self.vec(DV)) for t in range(30, 50)],
+                           batch_size=7)
+        new_note = self.client.audit_tree_head("py_tree").note
+        new = merkle.open_tree_head(new_note, pem)
+        self.assertGreater(new.size, old.size)
+        self.client.audit_check_consistency("py_tree", old_note, new_note, pem)
+        for first in range(1, new.size + 1):
+            proof = self.client.audit_consistency_proof("py_tree", first, new.size)
+            head = merkle.open_tree_head(
+                self.client.audit_tree_head("py_tree", size=first).note, pem)
+            merkle.verify_consistency(head, new, proof.hashes)
+
+        # Altered: a proof hash, the line, the head's root (its signature then fails).
+        proof = self.client.audit_inclusion_proof("py_tree", 3, new.size)
+        bad = list(proof.hashes)
+        bad[0] = ("0" if bad[0][0] != "0" else "1") + bad[0][1:]
+        with self.assertRaises(merkle.ProofError):
+            merkle.verify_inclusion(proof.line, 3, new, bad)
+        with self.assertRaises(merkle.ProofError):
+            merkle.verify_inclusion(proof.line + " ", 3, new, proof.hashes)
+        with self.assertRaises(merkle.ProofError):
+            merkle.verify_inclusion(proof.line, 4, new, proof.hashes)
+        origin, size, root = new_note.split("\n")[:3]
+        forged = new_note.replace(root, ("A" if root[0] != "A" else "B") + root[1:], 1)
+        with self.assertRaises(merkle.ProofError):
+            merkle.open_tree_head(forged, pem)
+        c = self.client.audit_consistency_proof("py_tree", old.size, new.size)
+        with self.assertRaises(merkle.ProofError):
+            merkle.verify_consistency(old, new, list(c.hashes)[1:])
+        with self.assertRaises(errors.OutOfRange):
+            self.client.audit_inclusion_proof("py_tree", new.size + 100, new.size)
+        with self.assertRaises(errors.InvalidArgument):
+            self.client.audit_consistency_proof("py_tree", 0, new.size)
+
     # --- inputs and connections -------------------------------------------------------------
 
     def test_numpy_arrays_are_accepted_when_numpy_is_there(self) -> None:

@@ -18,7 +18,7 @@
 
 from google.protobuf import json_format as _json_format
 
-from . import errors, pb
+from . import errors, merkle, pb
 from .client import AuditReader, AuditRecord, Client
 from .errors import BatchRejected, StreamlearnError
 from .routing import routing_hash, shard_for
@@ -29,7 +29,7 @@ __version__ = "0.1.0"
 
 __all__ = ["Client", "IngestSession", "UpdateSession", "LearnSession", "SessionStats",
            "ShardTotals", "BatchResult", "AuditRecord", "AuditReader", "StreamlearnError",
-           "BatchRejected", "errors", "pb", "shard_for", "routing_hash", "to_dict",
+           "BatchRejected", "errors", "merkle", "pb", "shard_for", "routing_hash", "to_dict",
            "__version__"]
 
 

@@ -40,11 +40,12 @@ Thread safety: a Client may be shared by threads; each session belongs to one th
 
 import json
 import time
-from typing import Any, Callable, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Union
+from typing import (Any, Callable, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
+                    Sequence, Union)
 
 import grpc
 
-from . import _convert, errors
+from . import _convert, errors, merkle
 from ._credentials import Credentials
 from .pb import (admin_pb2, admin_pb2_grpc, audit_pb2, audit_pb2_grpc, fuse_pb2,
                  fuse_pb2_grpc, lmu_pb2, lmu_pb2_grpc, sau_pb2, sau_pb2_grpc)
@@ -437,6 +438,67 @@ class Client:
         return self._call("Auditor.Append", audit_pb2_grpc.AuditorStub, "Append",
                           audit_pb2.AppendRequest(model=name, shard=shard, json=data),
                           model=name, shard=shard, idempotent=False)
+
+    def audit_tree_head(self, model: Union[str, bytes], shard: int = 0, *, size: int = 0
+                        ) -> "audit_pb2.TreeHeadResponse":
+        """A signed tree head of one shard's chain: the RFC 6962 Merkle root of its first
+        `size` records (0: every committed one), signed by the audit key. ``.note`` is the
+        signed note to keep; streamlearn.merkle.open_tree_head checks it. Needs a server with
+        a data directory (FailedPrecondition otherwise)."""
+        name = key_bytes(model)
+        return self._call("Auditor.TreeHead", audit_pb2_grpc.AuditorStub, "TreeHead",
+                          audit_pb2.TreeHeadRequest(model=name, shard=shard, size=size),
+                          model=name, shard=shard)
+
+    def audit_inclusion_proof(self, model: Union[str, bytes], index: int, tree_size: int = 0,
+                              shard: int = 0) -> "audit_pb2.InclusionProofResponse":
+        """The record `index` (``.line``) and the RFC 6962 path (``.hashes``, hex) proving it
+        is in the tree of `tree_size` records (0: the committed size now). The server's word
+        only: check it with streamlearn.merkle.verify_inclusion, or use audit_prove."""
+        name = key_bytes(model)
+        return self._call("Auditor.InclusionProof", audit_pb2_grpc.AuditorStub,
+                          "InclusionProof",
+                          audit_pb2.InclusionProofRequest(model=name, shard=shard, index=index,
+                                                          tree_size=tree_size),
+                          model=name, shard=shard)
+
+    def audit_consistency_proof(self, model: Union[str, bytes], first_size: int,
+                                second_size: int = 0, shard: int = 0
+                                ) -> "audit_pb2.ConsistencyProofResponse":
+        """The RFC 6962 proof (``.hashes``, hex) that the tree of `second_size` records (0:
+        now) extends the tree of `first_size`. Check it with
+        streamlearn.merkle.verify_consistency, or use audit_check_consistency."""
+        name = key_bytes(model)
+        return self._call("Auditor.ConsistencyProof", audit_pb2_grpc.AuditorStub,
+                          "ConsistencyProof",
+                          audit_pb2.ConsistencyProofRequest(model=name, shard=shard,
+                                                            first_size=first_size,
+                                                            second_size=second_size),
+                          model=name, shard=shard)
+
+    def audit_prove(self, model: Union[str, bytes], index: int, tree_head: Union[str, bytes],
+                    public_key_pem: Union[str, bytes], shard: int = 0) -> str:
+        """Checks the signed `tree_head` under the audit key, fetches the inclusion proof of
+        record `index` in that tree and checks it; returns the record's canonical line.
+        streamlearn.merkle.ProofError if anything fails to check out."""
+        head = merkle.open_tree_head(tree_head, public_key_pem)
+        proof = self.audit_inclusion_proof(model, index, head.size, shard)
+        merkle.verify_inclusion(proof.line, index, head, proof.hashes)
+        return proof.line
+
+    def audit_check_consistency(self, model: Union[str, bytes], old_head: Union[str, bytes],
+                                new_head: Union[str, bytes], public_key_pem: Union[str, bytes],
+                                shard: int = 0) -> None:
+        """Checks both signed tree heads and that the newer one's tree extends the older's
+        (nothing the older one covered was changed or dropped); ProofError otherwise."""
+        old = merkle.open_tree_head(old_head, public_key_pem)
+        new = merkle.open_tree_head(new_head, public_key_pem)
+        if old.size > new.size:
+            old, new = new, old
+        hashes: Sequence[str] = []
+        if 0 < old.size < new.size:
+            hashes = self.audit_consistency_proof(model, old.size, new.size, shard).hashes
+        merkle.verify_consistency(old, new, hashes)
 
 
 class AuditReader:
