@@ -23,7 +23,11 @@
 #include "core/audit/checkpoint.h"
 #include "core/audit/merkle_chain.h"
 #include "core/audit/merkle_tree.h"
+#include "core/audit/step_records.h"
+#include "core/sau/counter_rng.h"
+#include "core/sau/sau_estimator.h"
 #include "core/audit/tree_head.h"
+#include "core/audit/verifier.h"
 #include "core/common/byte_codec.h"
 #include "core/common/digest.h"
 #include "fuse.pb.h"
@@ -217,7 +221,9 @@ void AuditLines(SeedWriter& w) {
   AuditLogWriter writer(AuditKey(), kCheckpointEvery);
   std::vector<std::string> lines;
   const ChainId id = AuditChain();
-  Check(writer.Append(GenesisBody("{\"sau\":{\"d\":2}}", Sha256Of("W"), &id), &lines), "genesis");
+  // A spec with no part: the records below are written by hand for the stream rules, and the
+  // rules recomputed from a spec's parts are exercised by chain-estimator.jsonl.
+  Check(writer.Append(GenesisBody("{\"name\":\"m\"}", Sha256Of("W"), &id), &lines), "genesis");
   // One record for each of the verifier's body rules: margin and the alarm's action, the RJ
   // window, the LMU probe bounds, a certificate in a client's append.
   for (std::string_view body : {
@@ -238,6 +244,47 @@ void AuditLines(SeedWriter& w) {
   std::vector<std::string> swapped = lines;
   std::swap(swapped[1], swapped[2]);
   w.Write("audit_line", "chain-swapped.jsonl", Join(swapped));
+
+  // A real estimator's records past its warm-up (the rules recomputed from the genesis spec:
+  // threshold, margin, epoch, floor; docs/AUDIT.md), an alarm's control record when one falls.
+  sau::SauSpec spec;
+  spec.d = 2;
+  spec.d_v = 1;
+  spec.r = 8;
+  spec.input_scale = 4;
+  absl::StatusOr<sau::SauEstimator> est = sau::SauEstimator::Create(spec);
+  Check(est.status(), "an estimator");
+  const sau::SauSpec& eff = est->spec();
+  char model_spec[512];
+  std::snprintf(model_spec, sizeof(model_spec),
+                R"({"sau":{"alpha":%.17g,"beta_floor":%.17g,"c_rj":%.17g,"r":%d,)"
+                R"("rj_delta":%.17g}})",
+                eff.alpha, eff.beta_floor, eff.c_rj, eff.r, eff.rj_delta);
+  AuditLogWriter est_writer(AuditKey(), kCheckpointEvery);
+  lines.clear();
+  Check(est_writer.Append(GenesisBody(model_spec, Sha256Of("W"), &id), &lines), "genesis");
+  sau::CounterRng rng(7, 0x5eed);
+  for (int i = 0; i < 230; ++i) {
+    const double k[2] = {rng.NextNormal() + (i > 210 ? 3.0 : 0.0), rng.NextNormal()};
+    const double v[1] = {rng.NextNormal()};
+    const sau::EventDiagnostics d = est->Ingest(k, v);
+    std::string body;
+    AppendSauEventBody({.t = static_cast<uint64_t>(i + 1), .log_seq = static_cast<uint64_t>(i + 1),
+                        .ver_sau = static_cast<uint64_t>(i + 1), .diag = &d},
+                       &body);
+    Check(est_writer.AppendCanonical(body, &lines), "an event");
+    if (d.alarm) {
+      body.clear();
+      AppendSauAlarmBody(i + 1, i + 1, d, &body);
+      Check(est_writer.AppendCanonical(body, &lines), "an alarm");
+    }
+  }
+  // The honest chain passes every rule (the fuzzer then starts from a verifying chain).
+  AuditVerifier verifier({.public_key = &AuditKey().PublicKey(),
+                          .checkpoint_every = kCheckpointEvery, .chain = id});
+  for (const std::string& line : lines) Check(verifier.Feed(line), "the estimator's chain");
+  Check(verifier.Finish(), "the estimator's chain");
+  w.Write("audit_line", "chain-estimator.jsonl", Join(lines));
 }
 
 // Signed tree heads of a small chain by the fixture's key: alone, with a witness's cosignature

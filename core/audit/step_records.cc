@@ -99,8 +99,11 @@ void AppendSauEventBody(const SauEventRecord& rec, std::string* out) {
       .Double("log_e_mix", d.log_e_mix)
       .Uint("log_seq", rec.log_seq)
       .Double("margin", d.margin)
-      .Double("max_exponent", d.max_exponent)
-      .Double("nu2_hat", d.nu2_hat)
+      .Double("max_exponent", d.max_exponent);
+  // The floor policy's input when it triggered (RJ red or an alarm), so that a verifier
+  // recomputes the raised floor (docs/AUDIT.md, "What the verifier recomputes").
+  if (red || d.alarm) w.Double("median_den", d.median_den);
+  w.Double("nu2_hat", d.nu2_hat)
       .Bool("rj_exceeded", d.rj_gap > d.rj_threshold)  // what the estimator's window saw
       .Double("rj_gap", d.rj_gap)
       .Double("rj_gap_eq16", d.rj_gap_eq16)

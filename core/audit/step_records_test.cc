@@ -121,6 +121,8 @@ TEST(StepRecords, SauEventBodiesAreCanonicalWithTheDocumentedFields) {
     const AuditRecord r = ParseStrict(body);
     std::set<std::string> expected = kSauEventFields;
     if (c.level == sau::RjLevel::kRed) expected.insert("actions");
+    // The floor policy's input, on an event where it triggered (RJ red or an alarm).
+    if (c.level == sau::RjLevel::kRed || d.alarm) expected.insert("median_den");
     if (c.with_batch) expected.insert("batch_digest");
     if (c.with_state) expected.insert(kStateFields.begin(), kStateFields.end());
     EXPECT_EQ(Keys(r), expected);

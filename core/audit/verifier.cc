@@ -1,6 +1,8 @@
 #include "core/audit/verifier.h"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -45,6 +47,24 @@ bool HasAction(const AuditRecord& body, std::string_view action, std::string_vie
   return false;
 }
 
+bool Num(const AuditRecord& r, std::string_view key, double* out) {
+  const AuditValue* v = r.Find(key);
+  return v != nullptr && v->AsNumber(out);
+}
+
+// got equals want up to 1e-12 of max(|want|, floor_scale).
+bool Close(double got, double want, double floor_scale) {
+  return got == want ||
+         std::fabs(got - want) <= 1e-12 * std::max(std::fabs(want), floor_scale);
+}
+
+// A sau_event of a prf SAU part: the ridge and vla engines' records name their engine.
+bool IsPrfSauEvent(const AuditRecord& body, const std::string* kind) {
+  if (kind == nullptr || *kind != "sau_event") return false;
+  const std::string* engine = GetString(body, "engine");
+  return engine == nullptr || *engine == "prf";
+}
+
 }  // namespace
 
 std::string_view AuditRuleName(AuditRule rule) {
@@ -61,6 +81,9 @@ std::string_view AuditRuleName(AuditRule rule) {
     case AuditRule::kRjWindow: return "rj_window";
     case AuditRule::kLmuProbe: return "lmu_probe";
     case AuditRule::kCertificate: return "certificate";
+    case AuditRule::kRjThreshold: return "rj_threshold";
+    case AuditRule::kEpoch: return "epoch";
+    case AuditRule::kBetaFloor: return "beta_floor";
   }
   return "unknown";
 }
@@ -153,6 +176,7 @@ absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& pre
     const bool bound = model != nullptr && shard_v != nullptr && shard_v->AsUint64(&shard) &&
                        shard <= UINT32_MAX;
     if (bound) bound_ = ChainId{.model = *model, .shard = static_cast<uint32_t>(shard)};
+    if (absl::Status st = CheckGenesisSpec(*spec, bound); !st.ok()) return st;
     if (opt_.chain.has_value()) {
       if (!bound) {
         return Fail(at, AuditRule::kGenesis,
@@ -238,6 +262,21 @@ absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& pre
     }
   }
 
+  const bool prf_event = rules_.sau.has_value() && IsPrfSauEvent(body, kind);
+  if (prf_event) {
+    ++sau_.events;
+    if (absl::Status st = CheckSauThreshold(body, *rules_.sau, sau_.events); !st.ok()) return st;
+  }
+  if (rules_.fuse_sau.has_value() && kind != nullptr && *kind == "fuse_learn") {
+    ++fuse_events_;
+    if (absl::Status st = CheckSauThreshold(body, *rules_.fuse_sau, fuse_events_); !st.ok()) {
+      return st;
+    }
+  }
+  if (rules_.sau.has_value() && kind != nullptr && *kind == "sau_control") {
+    if (absl::Status st = CheckSauControl(body); !st.ok()) return st;
+  }
+
   // RJ window
   if (const AuditValue* e = body.Find("rj_exceeded")) {
     const bool* exceeded = e->get_if<bool>();
@@ -283,6 +322,11 @@ absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& pre
     return Fail(at, AuditRule::kEnvelope,
                 "\"actions\" must be a list of {\"action\":string,\"cause\":string}");
   }
+  if (prf_event) {
+    if (absl::Status st = CheckSauPolicy(body, std::popcount(rj_window_) >= kRjRed); !st.ok()) {
+      return st;
+    }
+  }
 
   // LMU probe bounds
   for (const auto& [count_key, bound_key] :
@@ -296,6 +340,16 @@ absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& pre
       return Fail(at, AuditRule::kLmuProbe,
                   absl::StrCat("\"", std::string(count_key), "\" needs a numeric \"",
                                std::string(bound_key), "\""));
+    }
+    if (rules_.lmu.has_value()) {
+      const int spec_bound = count_key == "c_lookup_p100" ? rules_.lmu->locate_bound
+                                                          : rules_.lmu->insert_bound;
+      if (bv != spec_bound) {
+        return Fail(at, AuditRule::kLmuProbe,
+                    absl::StrFormat("%s = %g is not the bound %d that the genesis spec's delta "
+                                    "table geometry gives",
+                                    std::string(bound_key), bv, spec_bound));
+      }
     }
     if (cv > bv) {
       return Fail(at, AuditRule::kLmuProbe,
@@ -322,8 +376,140 @@ absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& pre
   return absl::OkStatus();
 }
 
+absl::Status AuditVerifier::CheckGenesisSpec(const std::string& model_spec,
+                                             bool server_written) {
+  absl::StatusOr<SpecRules> rules = SpecRulesFromModelSpec(model_spec);
+  if (!rules.ok()) {
+    // A chain a server wrote (its genesis names model and shard) always has a JSON spec;
+    // without one there would be nothing to recompute the records against.
+    if (server_written) return Fail(0, AuditRule::kGenesis, rules.status().message());
+    return absl::OkStatus();
+  }
+  rules_ = *std::move(rules);
+  if (rules_.sau.has_value()) sau_.floor = rules_.sau->beta_floor;
+  return absl::OkStatus();
+}
+
+absl::Status AuditVerifier::CheckSauThreshold(const AuditRecord& body, const SauRuleParams& p,
+                                              uint64_t n) {
+  const uint64_t at = next_;
+  double thr = 0;
+  if (!Num(body, "rj_threshold", &thr)) {
+    return Fail(at, AuditRule::kRjThreshold, "the record needs a numeric \"rj_threshold\"");
+  }
+  const double want = RjThresholdAt(p, n);
+  if (!Close(thr, want, 0.0)) {
+    return Fail(at, AuditRule::kRjThreshold,
+                absl::StrFormat("rj_threshold %.17g is not C_RJ sqrt(log(max(n, e)/delta)/r) = "
+                                "%.17g at event n = %d (C_RJ %g, delta %g, r %d from the genesis)",
+                                thr, want, n, p.c_rj, p.rj_delta, p.r));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AuditVerifier::CheckSauPolicy(const AuditRecord& body, bool red) {
+  const uint64_t at = next_;
+  const SauRuleParams& p = *rules_.sau;
+  double margin = 0, log_e = 0, floor = 0;
+  uint64_t epoch = 0;
+  const AuditValue* epoch_v = body.Find("epoch");
+  if (!Num(body, "margin", &margin) || !Num(body, "log_e_mix", &log_e) ||
+      !Num(body, "beta_floor", &floor) || epoch_v == nullptr || !epoch_v->AsUint64(&epoch)) {
+    return Fail(at, AuditRule::kMargin,
+                "a prf sau_event needs numeric \"margin\", \"log_e_mix\", \"beta_floor\" and "
+                "an unsigned \"epoch\"");
+  }
+
+  // epoch: the e-process tests from the event after the warm-up on (core/sau/mixture_eprocess.h).
+  const bool tested = sau_.events > p.warmup;
+  uint64_t want_epoch = sau_.epoch;
+  if (tested) {
+    if (sau_.epoch == 0 || sau_.restart_pending) {
+      want_epoch = sau_.epoch + 1;
+      sau_.epoch_events = 0;
+    }
+    ++sau_.epoch_events;
+  }
+  if (epoch != want_epoch) {
+    return Fail(at, AuditRule::kEpoch,
+                absl::StrFormat("epoch %d where %d follows (event %d; warm-up %d events; the "
+                                "previous epoch %s)",
+                                epoch, want_epoch, sau_.events, p.warmup,
+                                sau_.restart_pending ? "had ended" : "had not ended"));
+  }
+  sau_.epoch = epoch;
+
+  // margin
+  const double want_margin = MarginOf(p, epoch, log_e);
+  if (!Close(margin, want_margin, 1.0)) {
+    return Fail(at, AuditRule::kMargin,
+                absl::StrFormat("margin %.17g is not log(1/alpha_j) - log_e_mix = %.17g (alpha "
+                                "%g, epoch j = %d, log_e_mix %.17g)",
+                                margin, want_margin, p.alpha, epoch, log_e));
+  }
+  const bool alarm = tested && margin < 0;
+  sau_.restart_pending =
+      tested && (alarm || log_e < p.log_e_floor || sau_.epoch_events >= p.epoch_length);
+
+  // beta_floor
+  double want_floor = sau_.floor;
+  if (red || alarm) {
+    double median = 0;
+    if (!Num(body, "median_den", &median)) {
+      return Fail(at, AuditRule::kBetaFloor,
+                  "the floor policy triggered (RJ red or an alarm) but the record has no "
+                  "numeric \"median_den\"");
+    }
+    want_floor = std::max(2 * sau_.floor, p.red_floor_frac * median);
+    if (median > 0) want_floor = std::min(want_floor, p.max_floor_frac * median);
+    want_floor = std::max(want_floor, p.beta_floor);
+    sau_.since_trigger = 0;
+  } else {
+    ++sau_.since_trigger;
+    if (sau_.since_trigger > p.floor_cooldown) {
+      want_floor = std::max(p.beta_floor, sau_.floor * p.floor_decay);
+    }
+  }
+  if (!Close(floor, want_floor, 0.0)) {
+    return Fail(at, AuditRule::kBetaFloor,
+                absl::StrFormat("beta_floor %.17g where the policy gives %.17g (previous floor "
+                                "%.17g, %s)",
+                                floor, want_floor, sau_.floor,
+                                red || alarm ? "set on a trigger"
+                                             : absl::StrFormat("%d events since a trigger",
+                                                               sau_.since_trigger)));
+  }
+  sau_.floor = floor;
+  return absl::OkStatus();
+}
+
+absl::Status AuditVerifier::CheckSauControl(const AuditRecord& body) {
+  const uint64_t at = next_;
+  double floor = 0;
+  const AuditValue* next_v = body.Find("epoch_next");
+  uint64_t epoch_next = 0;
+  if (Num(body, "beta_floor", &floor) && floor != sau_.floor) {
+    return Fail(at, AuditRule::kBetaFloor,
+                absl::StrFormat("the control record's beta_floor %.17g is not the floor %.17g "
+                                "of the event before it",
+                                floor, sau_.floor));
+  }
+  if (next_v != nullptr && (!next_v->AsUint64(&epoch_next) || epoch_next != sau_.epoch + 1 ||
+                            !sau_.restart_pending)) {
+    return Fail(at, AuditRule::kEpoch,
+                absl::StrFormat("epoch_next is %s but the event before it %s epoch %d",
+                                next_v->AsUint64(&epoch_next) ? absl::StrCat(epoch_next)
+                                                              : std::string("not a number"),
+                                sau_.restart_pending ? "ended" : "did not end", sau_.epoch));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status AuditVerifier::Finish() {
   if (!status_.ok()) return status_;
+  if (next_ == 0) {
+    return Fail(0, AuditRule::kGenesis, "the chain is empty: there is no genesis record");
+  }
   if (pending_alarm_) {
     return Fail(next_, AuditRule::kMargin,
                 absl::StrFormat("the stream ends after record %d with margin %.17g < 0 and no "

@@ -22,7 +22,25 @@
 //               present, must equal the recomputed level: "red" (>= 5), "yellow" (>= 3) or
 //               "green".
 //   lmu_probe   "c_lookup_p100" <= "locate_bound" and "c_insert_p100" <= "insert_bound"; a
-//               probe count without its bound is a failure.
+//               probe count without its bound is a failure. With the genesis spec's LMU
+//               geometry, each bound must be the one the geometry gives (spec_rules.h).
+// Recomputed from the genesis spec (core/audit/spec_rules.h), for the sau_event records of a
+// prf SAU part, with the verifier's own count n of such records (docs/AUDIT.md, "What the
+// verifier recomputes"):
+//   rj_threshold  "rj_threshold" = C_RJ sqrt(log(max(n, e)/delta_RJ)/r), docs/SAU.md (39);
+//               "rj_exceeded" then follows from it and "rj_gap" (rule rj_window). Also for a
+//               fused model's fuse_learn records, n counting them, with its fuse.sau spec.
+//   margin      "margin" = log(1/alpha_j) - "log_e_mix", alpha_j = alpha/(j(j+1)), j =
+//               max("epoch", 1).
+//   epoch       0 through the warm-up; then epoch j+1 starts exactly at the event after one
+//               that ended epoch j (margin < 0, log E_mix below its floor, or the epoch's
+//               length reached), and never otherwise. A sau_control record names the next
+//               epoch ("epoch_next").
+//   beta_floor  the floor policy (docs/SAU.md (28)): on a trigger (RJ red or margin < 0) the
+//               raised value from the previous floor and the event's "median_den"; otherwise
+//               the previous floor, decayed towards the base after the cooldown. A
+//               sau_control record carries the floor of the event before it.
+// Values are compared to 1e-12 relative (a libm of another machine may round differently).
 //   certificate a nested record "certificate" (in the body, or in the body's "payload" record of
 //               a client append) passes CheckCertificateRecord (certificate.h).
 // "actions" is a list of records {"action":<string>,"cause":<string>}.
@@ -48,6 +66,7 @@
 #include "core/audit/audit_record.h"
 #include "core/audit/ed25519_key.h"
 #include "core/audit/merkle_chain.h"
+#include "core/audit/spec_rules.h"
 #include "core/common/digest.h"
 
 namespace streamlearn {
@@ -65,6 +84,9 @@ enum class AuditRule {
   kRjWindow,
   kLmuProbe,
   kCertificate,
+  kRjThreshold,
+  kEpoch,
+  kBetaFloor,
 };
 
 std::string_view AuditRuleName(AuditRule rule);
@@ -87,7 +109,8 @@ class AuditVerifier {
 
   absl::Status Feed(std::string_view line);
   absl::Status FeedEnvelope(const AuditRecord& envelope);
-  // Fails if the stream ended before a required follow-up (a negative margin's alarm action).
+  // Fails if the stream ended before a required follow-up (a negative margin's alarm action),
+  // or held no record at all (a chain starts with its genesis).
   absl::Status Finish();
 
   uint64_t records() const { return next_; }
@@ -102,6 +125,12 @@ class AuditVerifier {
  private:
   absl::Status Fail(uint64_t index, AuditRule rule, absl::string_view what);
   absl::Status CheckBody(const AuditRecord& body, const Digest& prev_head);
+  absl::Status CheckGenesisSpec(const std::string& model_spec, bool server_written);
+  // A prf sau_event's threshold (before the RJ window) and its margin, epoch and floor (after
+  // it, with the window's red count).
+  absl::Status CheckSauThreshold(const AuditRecord& body, const SauRuleParams& p, uint64_t n);
+  absl::Status CheckSauPolicy(const AuditRecord& body, bool red);
+  absl::Status CheckSauControl(const AuditRecord& body);
 
   AuditVerifierOptions opt_;
   uint64_t next_ = 0;  // position of the next record
@@ -110,6 +139,16 @@ class AuditVerifier {
   bool pending_alarm_ = false;
   double pending_margin_ = 0.0;
   uint32_t rj_window_ = 0;  // bit k = rj_exceeded of the k-th most recent flag
+  SpecRules rules_;         // from the genesis spec; empty when it gives none
+  struct SauTrack {         // the prf SAU part's policy state, recomputed
+    uint64_t events = 0;    // sau_event records so far
+    uint64_t epoch = 0;
+    uint64_t epoch_events = 0;
+    bool restart_pending = false;
+    double floor = 0;       // beta_floor after the last event
+    uint64_t since_trigger = 0;
+  } sau_;
+  uint64_t fuse_events_ = 0;  // fuse_learn records so far
   absl::Status status_;
   std::optional<ChainId> bound_;
   uint64_t bad_index_ = 0;

@@ -304,6 +304,7 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
       .Set("g_max", p.g_max)
       .Set("margin", diag.margin)
       .Set("rj_gap", diag.rj_gap)
+      .Set("rj_threshold", diag.rj_threshold)
       .Set("rj_exceeded", diag.rj_gap > diag.rj_threshold)
       .Set("rj_level", LevelName(diag.rj_level))
       .Set("den", diag.den)
@@ -315,6 +316,9 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
       .Set("c_insert_p100", step->max_insert_probes)
       .Set("insert_bound", stats.insert_bound)
       .Set("delta_load", stats.delta_load)
+      .Set("stash_used", stats.stash_used)
+      .Set("ring_used", stats.ring_used)
+      .Set("emergency_used", stats.emergency_used)
       .Set("y_scale", YScale())
       .Set("actions", std::move(list));
   out.actions = std::move(actions);

@@ -12,8 +12,8 @@ LmuTable::LmuTable(const LmuSpec& spec, const HashSecret& secret)
       secret_(secret),
       weights_(spec.m),
       cell_(Generation{std::make_shared<const LmuBase>(), NewDelta(0)}) {
-  stats_.locate_bound = 1 + CuckooDelta::LocateBound(DeltaOptions());
-  stats_.insert_bound = CuckooDelta::InsertBound(DeltaOptions());
+  stats_.locate_bound = LocateBound(DeltaOptions());
+  stats_.insert_bound = InsertBound(DeltaOptions());
 }
 
 LmuTable::~LmuTable() {

@@ -79,6 +79,13 @@ class LmuTable {
  public:
   LmuTable(const LmuSpec& spec, const HashSecret& secret);
   ~LmuTable();
+
+  // The probe bounds of a table whose delta has geometry `o`: a lookup probes the base once,
+  // then the delta (CuckooDelta::LocateBound); an insert probes the delta only.
+  static int LocateBound(const CuckooDelta::Options& o) {
+    return 1 + CuckooDelta::LocateBound(o);
+  }
+  static int InsertBound(const CuckooDelta::Options& o) { return CuckooDelta::InsertBound(o); }
   LmuTable(const LmuTable&) = delete;
   LmuTable& operator=(const LmuTable&) = delete;
 

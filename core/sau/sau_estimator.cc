@@ -219,8 +219,9 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
   // The whitened denominator means something only once the whitening variances rest on a
   // few events (before that its weights are 1/sqrt(eps)); the median starts after warm-up/2.
   if (st.events >= static_cast<uint64_t>(spec.warmup / 2)) st.median_den.Push(raw_den);
+  diag.median_den = st.median_den.value();
   diag.floor_raised =
-      st.floor.Update(diag.rj_level == RjLevel::kRed || step.alarm, st.median_den.value(), spec);
+      st.floor.Update(diag.rj_level == RjLevel::kRed || step.alarm, diag.median_den, spec);
   st.lambda_star = st.median_den.value() * st.eprocess.RidgeWeight(spec);  // docs/DECISIONS.md 1
   ++st.events;
 

@@ -52,6 +52,9 @@ struct EventDiagnostics {
   uint64_t epoch = 0;
   bool alarm = false;       // margin < 0 at this event; a new epoch starts next event
   bool floor_raised = false;  // RJ red raised beta_floor at this event
+  // The median whitened denominator the floor policy read at this event (its input when RJ
+  // red or an alarm triggered it; docs/SAU.md (28)).
+  double median_den = 0;
   // The ridge and vla engines' diagnostics (core/sau/memory.h); the fields above stay zero
   // for them, and these stay zero for prf.
   RidgeWrite ridge;

@@ -1,0 +1,122 @@
+#include "core/audit/spec_rules.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/audit/audit_record.h"
+#include "core/lmu/lmu_table.h"
+#include "core/sau/sau_spec.h"
+
+namespace streamlearn {
+namespace {
+
+const AuditRecord* Part(const AuditRecord& spec, std::string_view name) {
+  const AuditValue* v = spec.Find(name);
+  return v == nullptr ? nullptr : v->get_if<AuditRecord>();
+}
+
+absl::Status Missing(std::string_view part, std::string_view field) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the genesis model_spec has no numeric ", std::string(part), ".", std::string(field)));
+}
+
+absl::StatusOr<double> Number(const AuditRecord& r, std::string_view part,
+                              std::string_view field) {
+  const AuditValue* v = r.Find(field);
+  double x = 0;
+  if (v == nullptr || !v->AsNumber(&x) || !std::isfinite(x)) return Missing(part, field);
+  return x;
+}
+
+absl::StatusOr<SauRuleParams> SauParams(const AuditRecord& sau, std::string_view part) {
+  SauRuleParams p;
+  absl::StatusOr<double> r = Number(sau, part, "r");
+  if (!r.ok()) return r.status();
+  if (*r < 1 || *r > (1 << 20) || *r != std::floor(*r)) return Missing(part, "r");
+  p.r = static_cast<int>(*r);
+  for (auto [field, out] : {std::pair<std::string_view, double*>{"c_rj", &p.c_rj},
+                            {"rj_delta", &p.rj_delta},
+                            {"alpha", &p.alpha},
+                            {"beta_floor", &p.beta_floor}}) {
+    absl::StatusOr<double> x = Number(sau, part, field);
+    if (!x.ok()) return x.status();
+    *out = *x;
+  }
+  const sau::SauSpec defaults;
+  p.warmup = static_cast<uint64_t>(defaults.warmup);
+  p.epoch_length = static_cast<uint64_t>(defaults.epoch_length);
+  p.log_e_floor = defaults.log_e_floor;
+  p.red_floor_frac = defaults.red_floor_frac;
+  p.max_floor_frac = defaults.max_floor_frac;
+  p.floor_cooldown = static_cast<uint64_t>(defaults.floor_cooldown);
+  p.floor_decay = defaults.floor_decay;
+  return p;
+}
+
+absl::StatusOr<LmuRuleParams> LmuParams(const AuditRecord& lmu, std::string_view part) {
+  lmu::CuckooDelta::Options o;
+  for (auto [field, out] : {std::pair<std::string_view, int*>{"bucket_size", &o.bucket_size},
+                            {"stash", &o.stash},
+                            {"max_relocations", &o.max_relocations},
+                            {"ring", &o.ring}}) {
+    absl::StatusOr<double> x = Number(lmu, part, field);
+    if (!x.ok()) return x.status();
+    if (*x < 0 || *x > 64 || *x != std::floor(*x)) return Missing(part, field);
+    *out = static_cast<int>(*x);
+  }
+  return LmuRuleParams{.locate_bound = lmu::LmuTable::LocateBound(o),
+                       .insert_bound = lmu::LmuTable::InsertBound(o)};
+}
+
+}  // namespace
+
+absl::StatusOr<SpecRules> SpecRulesFromModelSpec(std::string_view model_spec) {
+  absl::StatusOr<AuditRecord> spec = ParseAuditJson(model_spec);
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the genesis model_spec is not a JSON object: ",
+                                                   spec.status().message()));
+  }
+  SpecRules rules;
+  if (const AuditRecord* sau = Part(*spec, "sau")) {
+    const AuditValue* engine = sau->Find("engine");
+    const std::string* name = engine == nullptr ? nullptr : engine->get_if<std::string>();
+    if (name == nullptr || *name == "ENGINE_PRF" || *name == "ENGINE_UNSPECIFIED") {
+      absl::StatusOr<SauRuleParams> p = SauParams(*sau, "sau");
+      if (!p.ok()) return p.status();
+      rules.sau = *p;
+    }
+  }
+  const AuditRecord* fuse = Part(*spec, "fuse");
+  if (const AuditRecord* fsau = fuse == nullptr ? nullptr : Part(*fuse, "sau")) {
+    absl::StatusOr<SauRuleParams> p = SauParams(*fsau, "fuse.sau");
+    if (!p.ok()) return p.status();
+    rules.fuse_sau = *p;
+  }
+  const AuditRecord* lmu = Part(*spec, "lmu");
+  std::string_view lmu_name = "lmu";
+  if (lmu == nullptr && fuse != nullptr) {
+    lmu = Part(*fuse, "lmu");
+    lmu_name = "fuse.lmu";
+  }
+  if (lmu != nullptr) {
+    absl::StatusOr<LmuRuleParams> p = LmuParams(*lmu, lmu_name);
+    if (!p.ok()) return p.status();
+    rules.lmu = *p;
+  }
+  return rules;
+}
+
+double RjThresholdAt(const SauRuleParams& p, uint64_t n) {
+  const double events = static_cast<double>(n);
+  return p.c_rj * std::sqrt(std::log(std::max(events, std::numbers::e) / p.rj_delta) / p.r);
+}
+
+double MarginOf(const SauRuleParams& p, uint64_t epoch, double log_e_mix) {
+  const double j = static_cast<double>(std::max<uint64_t>(epoch, 1));
+  return std::log(1.0 / (p.alpha / (j * (j + 1)))) - log_e_mix;
+}
+
+}  // namespace streamlearn

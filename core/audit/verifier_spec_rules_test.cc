@@ -1,0 +1,306 @@
+// The verifier's rules recomputed from the genesis spec (core/audit/spec_rules.h): a real
+// estimator's records pass, and records that are self-consistent but do not follow from the
+// spec and the logged inputs are each caught and named (a threshold forged so a red flag reads
+// green, a margin that does not follow from log E_mix and the epoch, an epoch that starts
+// early, a floor that did not decay as the policy says, a probe count above the spec's bound
+// beside a matching forged bound).
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/audit/checkpoint.h"
+#include "core/audit/merkle_chain.h"
+#include "core/audit/spec_rules.h"
+#include "core/audit/step_records.h"
+#include "core/audit/verifier.h"
+#include "core/lmu/lmu_table.h"
+#include "core/sau/sau_estimator.h"
+#include "core/workloads/dgp.h"
+#include "gtest/gtest.h"
+
+namespace streamlearn {
+namespace {
+
+constexpr int kEvents = 2400;
+
+struct Stream {
+  std::string model_spec;
+  std::vector<std::string> bodies;  // record i + 1 (record 0 is the genesis)
+  int locate_bound = 0, insert_bound = 0;
+};
+
+// A drifting stream (DGP-C, a new cluster every 400 events, input scale 8) through a real
+// estimator, written as the server writes it: a sau_event per event, a sau_control after an
+// alarm, and an lmu_update every 100 events with the LMU's real bounds.
+const Stream& TheStream() {
+  static const Stream* stream = [] {
+    auto* s = new Stream;
+    sau::SauSpec spec;
+    spec.d = 8;
+    spec.d_v = 4;
+    spec.r = 64;
+    spec.input_scale = 8;
+    spec.seed = 5;
+    absl::StatusOr<sau::SauEstimator> est = sau::SauEstimator::Create(spec);
+    EXPECT_TRUE(est.ok()) << est.status();
+    const sau::SauSpec& eff = est->spec();
+    lmu::CuckooDelta::Options geometry;  // the LMU spec's defaults: b 4, S 8, L 8, Q 16
+    s->locate_bound = lmu::LmuTable::LocateBound(geometry);
+    s->insert_bound = lmu::LmuTable::InsertBound(geometry);
+    s->model_spec = absl::StrFormat(
+        R"({"lmu":{"bucket_size":%d,"max_relocations":%d,"ring":%d,"stash":%d},)"
+        R"("sau":{"alpha":%.17g,"beta_floor":%.17g,"c_rj":%.17g,"engine":"ENGINE_PRF",)"
+        R"("r":%d,"rj_delta":%.17g}})",
+        geometry.bucket_size, geometry.max_relocations, geometry.ring, geometry.stash,
+        eff.alpha, eff.beta_floor, eff.c_rj, eff.r, eff.rj_delta);
+    sau::Dgp dgp({.kind = sau::Dgp::Kind::kC, .d = 8, .d_v = 4, .phase_length = 400}, 31);
+    for (int i = 0; i < kEvents; ++i) {
+      const sau::DgpEvent e = dgp.Next();
+      const sau::EventDiagnostics d = est->Ingest(e.k, e.v);
+      std::string body;
+      AppendSauEventBody({.t = 1000 + static_cast<uint64_t>(i),
+                          .log_seq = static_cast<uint64_t>(i / 10 + 1),
+                          .ver_sau = static_cast<uint64_t>(i + 1),
+                          .diag = &d},
+                         &body);
+      s->bodies.push_back(body);
+      if (d.alarm) {
+        body.clear();
+        AppendSauAlarmBody(1000 + i, i / 10 + 1, d, &body);
+        s->bodies.push_back(body);
+      }
+      if (i % 100 == 99) {
+        s->bodies.push_back(absl::StrCat(
+            R"({"c_insert_p100":)", 1 + i % 3, R"(,"c_lookup_p100":)", 2 + i % 2,
+            R"(,"insert_bound":)", s->insert_bound, R"(,"kind":"lmu_update","locate_bound":)",
+            s->locate_bound, "}"));
+      }
+    }
+    return s;
+  }();
+  return *stream;
+}
+
+AuditRecord Parse(const std::string& body) {
+  absl::StatusOr<AuditRecord> r = ParseAuditJson(body);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return *r;
+}
+
+double Number(const AuditRecord& r, std::string_view key) {
+  double x = NAN;
+  EXPECT_TRUE(r.Find(key) != nullptr && r.Find(key)->AsNumber(&x)) << key;
+  return x;
+}
+
+// Chains the bodies (the forged one as well: the chain itself is always consistent) and
+// verifies; the status of the first failure or OK.
+absl::Status Verify(const Stream& s, const std::vector<std::string>& bodies,
+                    AuditVerifier* out = nullptr) {
+  MerkleChain chain;
+  const ChainId id{.model = "m", .shard = 0};
+  AuditVerifier v({.chain = id});
+  absl::StatusOr<ChainEntry> g = chain.Append(GenesisBody(s.model_spec, Sha256Of("W"), &id));
+  EXPECT_TRUE(g.ok());
+  absl::Status st = v.FeedEnvelope(g->envelope);
+  for (const std::string& body : bodies) {
+    if (!st.ok()) break;
+    st = v.Feed(chain.AppendCanonical(body));
+  }
+  if (st.ok()) st = v.Finish();
+  if (out != nullptr) *out = v;
+  return st;
+}
+
+// The first record index (1-based, as in the chain) whose body satisfies `pred`.
+size_t FirstWhere(const Stream& s, const std::function<bool(const AuditRecord&)>& pred,
+                  size_t from = 0) {
+  for (size_t i = from; i < s.bodies.size(); ++i) {
+    if (pred(Parse(s.bodies[i]))) return i;
+  }
+  ADD_FAILURE() << "no record matches";
+  return 0;
+}
+
+bool Kind(const AuditRecord& r, std::string_view kind) {
+  const AuditValue* k = r.Find("kind");
+  return k != nullptr && k->get_if<std::string>() != nullptr && *k->get_if<std::string>() == kind;
+}
+
+std::string Canon(const AuditRecord& r) {
+  absl::StatusOr<std::string> c = EncodeCanonical(r);
+  EXPECT_TRUE(c.ok());
+  return *c;
+}
+
+TEST(VerifierSpecRules, SpecRulesComeFromTheGenesisSpec) {
+  const Stream& s = TheStream();
+  absl::StatusOr<SpecRules> rules = SpecRulesFromModelSpec(s.model_spec);
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  ASSERT_TRUE(rules->sau.has_value());
+  EXPECT_EQ(rules->sau->r, 64);
+  EXPECT_EQ(rules->lmu->locate_bound, s.locate_bound);
+  // A ridge model has no prf rules; a spec without a field a rule needs is refused, naming it.
+  rules = SpecRulesFromModelSpec(R"({"sau":{"engine":"ENGINE_RIDGE","d":4}})");
+  ASSERT_TRUE(rules.ok());
+  EXPECT_FALSE(rules->sau.has_value());
+  rules = SpecRulesFromModelSpec(R"({"sau":{"r":64,"alpha":0.05,"beta_floor":1e-12}})");
+  EXPECT_EQ(rules.status().message(), "the genesis model_spec has no numeric sau.c_rj");
+  EXPECT_FALSE(SpecRulesFromModelSpec("sau:r=64").ok());
+}
+
+// The honest stream passes, and it is a stream that exercises every rule: alarms and epoch
+// restarts, RJ red, raised and decaying floors.
+TEST(VerifierSpecRules, ARealEstimatorsRecordsPass) {
+  const Stream& s = TheStream();
+  int alarms = 0, reds = 0, decays = 0;
+  uint64_t max_epoch = 0;
+  double prev_floor = 0;
+  for (const std::string& b : s.bodies) {
+    const AuditRecord r = Parse(b);
+    if (Kind(r, "sau_control")) ++alarms;
+    if (!Kind(r, "sau_event")) continue;
+    if (*r.Find("rj_level")->get_if<std::string>() == "red") ++reds;
+    max_epoch = std::max<uint64_t>(max_epoch, static_cast<uint64_t>(Number(r, "epoch")));
+    const double floor = Number(r, "beta_floor");
+    if (floor < prev_floor) ++decays;
+    prev_floor = floor;
+  }
+  std::printf("stream: %zu records, %d alarms, %d red events, %d floor decays, epochs up to %llu\n",
+              s.bodies.size(), alarms, reds, decays, static_cast<unsigned long long>(max_epoch));
+  EXPECT_GT(alarms, 0);
+  EXPECT_GT(reds, 0);
+  EXPECT_GT(decays, 0);
+  EXPECT_GT(max_epoch, 1u);
+  AuditVerifier v({});
+  const absl::Status st = Verify(s, s.bodies, &v);
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_EQ(v.records(), s.bodies.size() + 1);
+}
+
+struct Forgery {
+  std::string name;
+  AuditRule rule;
+  // Picks the record and rewrites it; returns its index in bodies.
+  std::function<size_t(const Stream&, std::vector<std::string>*)> forge;
+};
+
+std::vector<Forgery> Forgeries() {
+  return {
+      {"a red flag made green by a raised threshold (flag, gap and threshold agree)",
+       AuditRule::kRjThreshold,
+       [](const Stream& s, std::vector<std::string>* b) {
+         const size_t i = FirstWhere(s, [](const AuditRecord& r) {
+           const AuditValue* e = r.Find("rj_exceeded");
+           return e != nullptr && *e->get_if<bool>();
+         });
+         AuditRecord r = Parse((*b)[i]);
+         r.Set("rj_threshold", Number(r, "rj_gap") * 1.01).Set("rj_exceeded", false);
+         (*b)[i] = Canon(r);
+         return i;
+       }},
+      {"a margin that does not follow from log E_mix and the epoch", AuditRule::kMargin,
+       [](const Stream& s, std::vector<std::string>* b) {
+         const size_t i = FirstWhere(s, [](const AuditRecord& r) {
+           return Kind(r, "sau_event") && Number(r, "epoch") >= 1 && Number(r, "margin") > 1;
+         });
+         AuditRecord r = Parse((*b)[i]);
+         r.Set("margin", Number(r, "margin") + 0.5);
+         (*b)[i] = Canon(r);
+         return i;
+       }},
+      {"an epoch that starts without its predecessor having ended, with the margin to match",
+       AuditRule::kEpoch,
+       [](const Stream& s, std::vector<std::string>* b) {
+         const size_t i = FirstWhere(s, [](const AuditRecord& r) {
+           return Kind(r, "sau_event") && Number(r, "epoch") == 1;
+         }) + 5;
+         AuditRecord r = Parse((*b)[i]);
+         EXPECT_EQ(Number(r, "epoch"), 1);
+         const SauRuleParams p = *SpecRulesFromModelSpec(s.model_spec)->sau;
+         r.Set("epoch", uint64_t{2}).Set("margin", MarginOf(p, 2, Number(r, "log_e_mix")));
+         (*b)[i] = Canon(r);
+         return i;
+       }},
+      {"a floor kept up where the policy decays it", AuditRule::kBetaFloor,
+       [](const Stream& s, std::vector<std::string>* b) {
+         size_t i = 1;
+         for (; i < s.bodies.size(); ++i) {
+           const AuditRecord prev = Parse(s.bodies[i - 1]), r = Parse(s.bodies[i]);
+           if (Kind(prev, "sau_event") && Kind(r, "sau_event") &&
+               r.Find("median_den") == nullptr &&  // not a trigger: a decay
+               Number(r, "beta_floor") < Number(prev, "beta_floor")) {
+             break;
+           }
+         }
+         AuditRecord r = Parse((*b)[i]);
+         r.Set("beta_floor", Number(Parse((*b)[i - 1]), "beta_floor"));
+         (*b)[i] = Canon(r);
+         return i;
+       }},
+      {"a probe count above the spec's bound, beside a matching forged bound",
+       AuditRule::kLmuProbe,
+       [](const Stream& s, std::vector<std::string>* b) {
+         const size_t i = FirstWhere(s, [](const AuditRecord& r) { return Kind(r, "lmu_update"); });
+         AuditRecord r = Parse((*b)[i]);
+         r.Set("c_lookup_p100", int64_t{s.locate_bound + 5})
+             .Set("locate_bound", int64_t{s.locate_bound + 5});
+         (*b)[i] = Canon(r);
+         return i;
+       }},
+      {"an alarm's control record with another floor", AuditRule::kBetaFloor,
+       [](const Stream& s, std::vector<std::string>* b) {
+         const size_t i = FirstWhere(s, [](const AuditRecord& r) { return Kind(r, "sau_control"); });
+         AuditRecord r = Parse((*b)[i]);
+         r.Set("beta_floor", Number(r, "beta_floor") * 3);
+         (*b)[i] = Canon(r);
+         return i;
+       }},
+  };
+}
+
+TEST(VerifierSpecRules, SelfConsistentButWrongRecordsAreCaughtAndNamed) {
+  const Stream& s = TheStream();
+  for (const Forgery& f : Forgeries()) {
+    SCOPED_TRACE(f.name);
+    std::vector<std::string> bodies = s.bodies;
+    const size_t i = f.forge(s, &bodies);
+    ASSERT_NE(bodies[i], s.bodies[i]);
+    AuditVerifier v({});
+    const absl::Status st = Verify(s, bodies, &v);
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+    EXPECT_EQ(v.failed_rule(), f.rule) << st;
+    EXPECT_EQ(v.first_bad_index(), i + 1) << st;  // record 0 is the genesis
+    std::printf("%s:\n  %s\n", f.name.c_str(), std::string(st.message()).c_str());
+  }
+}
+
+// A chain a server wrote (its genesis names model and shard) must carry a spec the rules can
+// be recomputed from.
+TEST(VerifierSpecRules, AServerChainWithoutAUsableSpecFailsItsGenesis) {
+  MerkleChain chain;
+  const ChainId id{.model = "m", .shard = 0};
+  absl::StatusOr<ChainEntry> g =
+      chain.Append(GenesisBody(R"({"sau":{"r":64}})", Sha256Of("W"), &id));
+  ASSERT_TRUE(g.ok());
+  AuditVerifier v({});
+  const absl::Status st = v.FeedEnvelope(g->envelope);
+  EXPECT_EQ(v.failed_rule(), AuditRule::kGenesis) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "sau.c_rj")) << st;
+}
+
+TEST(VerifierSpecRules, AnEmptyChainIsNotAVerifiedChain) {
+  AuditVerifier v({});
+  const absl::Status st = v.Finish();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(v.failed_rule(), AuditRule::kGenesis);
+  EXPECT_EQ(st.message(), "audit record 0 breaks rule genesis: the chain is empty: there is no "
+                          "genesis record");
+}
+
+}  // namespace
+}  // namespace streamlearn
