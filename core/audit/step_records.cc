@@ -88,7 +88,10 @@ void AppendSauEventBody(const SauEventRecord& rec, std::string* out) {
   if (red) w.Raw("actions", R"([{"action":"raise_beta_floor","cause":"rj_red"}])");
   if (rec.batch_digest != nullptr) w.String("batch_digest", ToHex(*rec.batch_digest));
   w.Double("beta_floor", d.beta_floor).Double("bprime_hat", d.bprime_hat);
-  w.Double("clip_rate", d.clip_rate).Double("den", d.den);
+  w.Double("clip_rate", d.clip_rate);
+  // A saturation event (seed 000 sec. 15): the log-features clipped at this event.
+  if (d.clipped > 0) w.Uint("clipped", static_cast<uint64_t>(d.clipped));
+  w.Double("den", d.den);
   if (rec.state != nullptr) {
     w.Uint("den_below_floor", rec.state->den_below_floor).Double("den_min", rec.state->den_min);
   }

@@ -84,6 +84,7 @@ std::string_view AuditRuleName(AuditRule rule) {
     case AuditRule::kRjThreshold: return "rj_threshold";
     case AuditRule::kEpoch: return "epoch";
     case AuditRule::kBetaFloor: return "beta_floor";
+    case AuditRule::kSaturation: return "saturation";
   }
   return "unknown";
 }
@@ -480,6 +481,34 @@ absl::Status AuditVerifier::CheckSauPolicy(const AuditRecord& body, bool red) {
                                                                sau_.since_trigger)));
   }
   sau_.floor = floor;
+
+  // saturation: the cumulative clip rate follows from the events' clipped counts.
+  double clip_rate = 0, max_exp = 0, clipped = 0;
+  if (!Num(body, "clip_rate", &clip_rate) || !Num(body, "max_exponent", &max_exp)) {
+    return Fail(at, AuditRule::kSaturation,
+                "a prf sau_event needs numeric \"clip_rate\" and \"max_exponent\"");
+  }
+  if (body.Find("clipped") != nullptr &&
+      (!Num(body, "clipped", &clipped) || clipped < 1 || clipped > p.r ||
+       clipped != std::floor(clipped))) {
+    return Fail(at, AuditRule::kSaturation,
+                absl::StrFormat("\"clipped\" must be an integer in 1..r = %d", p.r));
+  }
+  sau_.clipped += static_cast<uint64_t>(clipped);
+  const double want_rate = static_cast<double>(sau_.clipped) /
+                           static_cast<double>(sau_.events * static_cast<uint64_t>(p.r));
+  if (!Close(clip_rate, want_rate, 0.0)) {
+    return Fail(at, AuditRule::kSaturation,
+                absl::StrFormat("clip_rate %.17g is not the %d clipped log-features logged so "
+                                "far over %d events of r = %d (%.17g)",
+                                clip_rate, sau_.clipped, sau_.events, p.r, want_rate));
+  }
+  if (max_exp < sau_.max_exponent) {
+    return Fail(at, AuditRule::kSaturation,
+                absl::StrFormat("max_exponent %.17g fell below the earlier maximum %.17g",
+                                max_exp, sau_.max_exponent));
+  }
+  sau_.max_exponent = max_exp;
   return absl::OkStatus();
 }
 

@@ -40,6 +40,8 @@
 //               raised value from the previous floor and the event's "median_den"; otherwise
 //               the previous floor, decayed towards the base after the cooldown. A
 //               sau_control record carries the floor of the event before it.
+//   saturation  "clip_rate" = (sum of the events' "clipped") / (n r), and "max_exponent" never
+//               decreases (a running maximum).
 // Values are compared to 1e-12 relative (a libm of another machine may round differently).
 //   certificate a nested record "certificate" (in the body, or in the body's "payload" record of
 //               a client append) passes CheckCertificateRecord (certificate.h).
@@ -57,6 +59,7 @@
 #ifndef STREAMLEARN_CORE_AUDIT_VERIFIER_H_
 #define STREAMLEARN_CORE_AUDIT_VERIFIER_H_
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -87,6 +90,7 @@ enum class AuditRule {
   kRjThreshold,
   kEpoch,
   kBetaFloor,
+  kSaturation,
 };
 
 std::string_view AuditRuleName(AuditRule rule);
@@ -147,6 +151,8 @@ class AuditVerifier {
     bool restart_pending = false;
     double floor = 0;       // beta_floor after the last event
     uint64_t since_trigger = 0;
+    uint64_t clipped = 0;   // log-features clipped so far (the events' "clipped")
+    double max_exponent = -HUGE_VAL;
   } sau_;
   uint64_t fuse_events_ = 0;  // fuse_learn records so far
   absl::Status status_;

@@ -157,7 +157,7 @@ TEST(VerifierSpecRules, SpecRulesComeFromTheGenesisSpec) {
 // restarts, RJ red, raised and decaying floors.
 TEST(VerifierSpecRules, ARealEstimatorsRecordsPass) {
   const Stream& s = TheStream();
-  int alarms = 0, reds = 0, decays = 0;
+  int alarms = 0, reds = 0, decays = 0, saturated = 0;
   uint64_t max_epoch = 0;
   double prev_floor = 0;
   for (const std::string& b : s.bodies) {
@@ -165,16 +165,20 @@ TEST(VerifierSpecRules, ARealEstimatorsRecordsPass) {
     if (Kind(r, "sau_control")) ++alarms;
     if (!Kind(r, "sau_event")) continue;
     if (*r.Find("rj_level")->get_if<std::string>() == "red") ++reds;
+    if (r.Find("clipped") != nullptr) ++saturated;
     max_epoch = std::max<uint64_t>(max_epoch, static_cast<uint64_t>(Number(r, "epoch")));
     const double floor = Number(r, "beta_floor");
     if (floor < prev_floor) ++decays;
     prev_floor = floor;
   }
-  std::printf("stream: %zu records, %d alarms, %d red events, %d floor decays, epochs up to %llu\n",
-              s.bodies.size(), alarms, reds, decays, static_cast<unsigned long long>(max_epoch));
+  std::printf("stream: %zu records, %d alarms, %d red events, %d floor decays, %d saturation "
+              "events, epochs up to %llu\n",
+              s.bodies.size(), alarms, reds, decays, saturated,
+              static_cast<unsigned long long>(max_epoch));
   EXPECT_GT(alarms, 0);
   EXPECT_GT(reds, 0);
   EXPECT_GT(decays, 0);
+  EXPECT_GT(saturated, 0);
   EXPECT_GT(max_epoch, 1u);
   AuditVerifier v({});
   const absl::Status st = Verify(s, s.bodies, &v);
@@ -250,6 +254,20 @@ std::vector<Forgery> Forgeries() {
          r.Set("c_lookup_p100", int64_t{s.locate_bound + 5})
              .Set("locate_bound", int64_t{s.locate_bound + 5});
          (*b)[i] = Canon(r);
+         return i;
+       }},
+      {"a saturation event left out of the record (the clip rate still says it happened)",
+       AuditRule::kSaturation,
+       [](const Stream& s, std::vector<std::string>* b) {
+         const size_t i = FirstWhere(s, [](const AuditRecord& r) {
+           return r.Find("clipped") != nullptr;
+         });
+         AuditRecord r = Parse((*b)[i]);
+         AuditRecord without;
+         for (const AuditField& f : r.fields()) {
+           if (f.key != "clipped") without.Set(f.key, f.value);
+         }
+         (*b)[i] = Canon(without);
          return i;
        }},
       {"an alarm's control record with another floor", AuditRule::kBetaFloor,

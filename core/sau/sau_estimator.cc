@@ -234,6 +234,7 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
   diag.beta_floor = st.floor.floor();
   diag.lambda_star = effective_lambda();
   diag.clip_rate = st.clip_rate();
+  diag.clipped = clip.clipped;
   diag.max_exponent = st.max_exponent;
   return diag;
 }
