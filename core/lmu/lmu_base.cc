@@ -35,4 +35,17 @@ absl::StatusOr<std::shared_ptr<const LmuBase>> LmuBase::Build(std::span<const Ba
       "no MPHF found for %d ids after %d salts: %s", entries.size(), kSaltAttempts, last.message()));
 }
 
+absl::Status LmuBase::CheckMembership() const {
+  for (size_t pos = 0; pos < entries_.size(); ++pos) {
+    const uint64_t h = mphf_(entries_[pos].id);
+    if (h != pos) {
+      return absl::DataLossError(absl::StrFormat(
+          "LMU base generation %d: id %d is stored at position %d but hashes to %d "
+          "(Keys_base[h(id)] != id)",
+          generation_, entries_[pos].id, pos, h));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace streamlearn::lmu

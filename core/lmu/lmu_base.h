@@ -50,6 +50,10 @@ class LmuBase {
     return entries_.empty() ? nullptr : &entries_[pos];
   }
 
+  // Seed 002 sec. 8's membership rule over the whole base: every entry sits at its own id's
+  // hash position, Keys_base[h(id)] == id. DATA_LOSS naming the first entry that does not.
+  absl::Status CheckMembership() const;
+
   uint64_t generation() const { return generation_; }
   size_t size() const { return entries_.size(); }
   const std::vector<BaseEntry>& entries() const { return entries_; }  // in hash order

@@ -72,6 +72,12 @@ class LmuLearner {
 
   uint64_t samples() const { return samples_; }
   LmuTableStats TableStats() const { return table_.Stats(); }
+  // LmuBase::CheckMembership of the base in force; the number of base ids checked.
+  absl::StatusOr<uint64_t> CheckBaseMembership() const {
+    const LmuTable::Reader reader = table_.Pin();
+    if (absl::Status s = reader.base().CheckMembership(); !s.ok()) return s;
+    return reader.base().size();
+  }
 
   // Control inputs of the fused control plane (docs/FUSE.md K4, K6). Writer.
   // The learning rate in force becomes `scale` times the spec's lr (or the sample's override),

@@ -200,3 +200,38 @@ TEST(LmuSpec, SchedulingInequalityWithAHugeNeedSaysNoBucketCountIsEnough) {
 
 }  // namespace
 }  // namespace streamlearn::lmu
+
+namespace streamlearn::lmu {
+namespace {
+
+// Seed 002 sec. 8's membership rule over whole bases: after inline rebuilds every base id is
+// at its own hash position (what `audit replay` checks of a replayed LMU).
+TEST(LmuLearner, EveryRebuiltBaseHoldsEachIdAtItsOwnHashPosition) {
+  LmuSpec spec;
+  spec.delta_buckets = 64;  // C = 256: a rebuild every ~200 new ids
+  spec.lambda_max = 0;
+  spec.margin = 0;
+  spec.background_rebuild = false;
+  LmuLearner lmu(spec, TestSecret(3));
+  absl::StatusOr<uint64_t> checked = lmu.CheckBaseMembership();
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_EQ(*checked, 0u);  // the empty base
+  std::vector<double> y = {1.0}, out(1);
+  uint64_t last_generation = 0;
+  int rebuilds_seen = 0;
+  for (uint64_t id = 1; id <= 3000; ++id) {
+    const std::vector<Feature> x = {{id * 2654435761u, 1.0}};
+    ASSERT_TRUE(lmu.Step(x, y, NAN, NAN, out.data()).ok());
+    if (lmu.TableStats().ver_base != last_generation) {
+      last_generation = lmu.TableStats().ver_base;
+      ++rebuilds_seen;
+      checked = lmu.CheckBaseMembership();
+      ASSERT_TRUE(checked.ok()) << checked.status();
+      EXPECT_GT(*checked, 0u);
+    }
+  }
+  EXPECT_GE(rebuilds_seen, 5);
+}
+
+}  // namespace
+}  // namespace streamlearn::lmu

@@ -102,6 +102,7 @@ class LmuTable {
       return r.found;
     }
     uint64_t ver_base() const { return pin_->base->generation(); }
+    const LmuBase& base() const { return *pin_->base; }
 
     // Locate for many ids at once (see LmuTable::LocateMany).
     int LocateMany(const WeightArena& w, const uint64_t* ids, size_t n, uint64_t* slots) const {

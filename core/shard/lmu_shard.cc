@@ -226,6 +226,11 @@ LmuShardStats LmuShard::Stats() const {
   return s;
 }
 
+absl::StatusOr<uint64_t> LmuShard::CheckBaseMembership() const {
+  MutexLock lock(&write_mu_);
+  return learner()->CheckBaseMembership();
+}
+
 lmu::LmuTableStats LmuShard::TableStats() const {
   MutexLock lock(&write_mu_);
   return learner()->TableStats();

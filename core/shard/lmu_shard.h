@@ -132,6 +132,10 @@ class LmuShard final : public ShardPart {
   absl::StatusOr<PartSnapshot> TakeSnapshot() const override;
   Digest StateDigest() const override;
 
+  // The MPHF membership of the base in force (lmu::LmuBase::CheckMembership): the number of
+  // base ids checked, or DATA_LOSS. Takes the writer lock.
+  absl::StatusOr<uint64_t> CheckBaseMembership() const ABSL_LOCKS_EXCLUDED(write_mu_);
+
   // Whether a failed write fenced the shard (see top of file).
   bool fenced() const override ABSL_LOCKS_EXCLUDED(write_mu_);
   // Replaces the state of a fenced shard with `recovered` (the store's last committed state,

@@ -432,6 +432,17 @@ absl::Status PartReplay::Finish() {
     Mismatch(p.index, p.log_seq, "snapshot log_seq",
              absl::StrCat("at most ", applied_, " (the last logged batch)"),
              absl::StrCat(p.log_seq));
+    return absl::OkStatus();
+  }
+  if (part() == PartKind::kLmu) {
+    // The final base: every id at its own hash position (Keys_base[h(id)] == id).
+    absl::StatusOr<uint64_t> n = model_->lmu(shard_).CheckBaseMembership();
+    if (!n.ok()) {
+      Mismatch(std::nullopt, applied_, "MPHF membership", "Keys_base[h(id)] == id",
+               std::string(n.status().message()));
+      return absl::OkStatus();
+    }
+    report_.base_ids_checked = *n;
   }
   return absl::OkStatus();
 }
@@ -636,9 +647,13 @@ std::string FormatReplayReport(const ReplayReport& report) {
     }
     absl::StrAppendFormat(&out,
                           "replayed %d batches of %d, checked %d state digests and %d batch "
-                          "digests: %s\n",
+                          "digests%s: %s\n",
                           p.batches_replayed, p.batches_logged, p.state_digests_checked,
                           p.batch_digests_checked,
+                          p.part == PartKind::kLmu
+                              ? absl::StrFormat(" and the MPHF membership of %d base ids",
+                                                p.base_ids_checked)
+                              : std::string(),
                           p.complete ? "OK"
                                      : (bad ? "MISMATCH"
                                             : "not finished (stopped at the shard's mismatch)"));

@@ -53,6 +53,9 @@ struct ReplayPartReport {
   uint64_t batches_logged = 0;      // the part's last log seq (every batch ever logged)
   uint64_t state_digests_checked = 0;  // snapshot records included
   uint64_t batch_digests_checked = 0;
+  // LMU: the base ids of the final state whose MPHF membership was checked (seed 002 sec. 8;
+  // a restored snapshot's base is checked as it is restored).
+  uint64_t base_ids_checked = 0;
   bool complete = false;  // every check of the part ran and passed
 };
 
