@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -31,6 +32,7 @@
 #include "benchmark/benchmark.h"
 #include "core/audit/checkpoint.h"
 #include "core/audit/ed25519_key.h"
+#include "core/audit/merkle_tree.h"
 #include "core/common/byte_codec.h"
 #include "core/common/digest.h"
 #include "core/workloads/dgp.h"
@@ -202,6 +204,84 @@ void BM_LogEntryEncodeSha(benchmark::State& state) {
   state.counters["entry_bytes_per_event"] = static_cast<double>(entry.size()) / batch;
 }
 
+// ---- The RFC 6962 tree over a chain (core/audit/merkle_tree.h) ----
+// kTreeLeaves envelope lines of the small model's records (~680 bytes each), in memory.
+constexpr uint64_t kTreeLeaves = uint64_t{1} << 16;
+
+const std::vector<std::string>& TreeLines() {
+  static const std::vector<std::string>* lines = [] {
+    const Pool& p = PoolFor(1);
+    AuditLogWriter writer(Key(), kCheckpointEvery);
+    auto* out = new std::vector<std::string>;
+    while (out->size() < kTreeLeaves) {
+      std::vector<std::string> batch;
+      if (!writer.AppendCanonical(p.bodies[out->size() % kPool], &batch).ok()) std::abort();
+      for (std::string& l : batch) out->push_back(std::move(l));
+    }
+    out->resize(kTreeLeaves);
+    return out;
+  }();
+  return *lines;
+}
+
+LeafReader TreeReader() {
+  return [](uint64_t begin, uint64_t end,
+            const std::function<void(uint64_t, std::string_view)>& visit) {
+    const std::vector<std::string>& lines = TreeLines();
+    for (uint64_t i = begin; i < end && i < lines.size(); ++i) visit(i, lines[i]);
+    return absl::OkStatus();
+  };
+}
+
+// Baseline: the leaf hashes of n lines, which any root over them must compute.
+void BM_LeafHashes(benchmark::State& state) {
+  const uint64_t n = static_cast<uint64_t>(state.range(0));
+  const std::vector<std::string>& lines = TreeLines();
+  for (auto _ : state) {
+    for (uint64_t i = 0; i < n; ++i) benchmark::DoNotOptimize(LeafHash(lines[i]));
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+
+// The first root over a chain: every line read and hashed, every node computed, the aligned
+// subtrees of >= 256 leaves cached.
+void BM_TreeRootCold(benchmark::State& state) {
+  const uint64_t n = static_cast<uint64_t>(state.range(0));
+  for (auto _ : state) {
+    MerkleTreeCache tree(TreeReader());
+    benchmark::DoNotOptimize(tree.Root(n));
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+
+// A later proof over a warm cache, at indices and sizes spread over the chain.
+void BM_InclusionProofWarm(benchmark::State& state) {
+  MerkleTreeCache tree(TreeReader());
+  if (!tree.Root(kTreeLeaves).ok()) std::abort();
+  uint64_t i = 0;
+  for (auto _ : state) {
+    const uint64_t size = kTreeLeaves - (i * 7919) % 4096;
+    benchmark::DoNotOptimize(tree.InclusionProof((i * 104729) % size, size));
+    ++i;
+  }
+}
+
+void BM_ConsistencyProofWarm(benchmark::State& state) {
+  MerkleTreeCache tree(TreeReader());
+  if (!tree.Root(kTreeLeaves).ok()) std::abort();
+  uint64_t i = 0;
+  for (auto _ : state) {
+    const uint64_t second = kTreeLeaves - (i * 7919) % 4096;
+    benchmark::DoNotOptimize(tree.ConsistencyProof(1 + (i * 104729) % second, second));
+    ++i;
+  }
+}
+
+BENCHMARK(BM_LeafHashes)->Arg(256)->Arg(kTreeLeaves);
+BENCHMARK(BM_TreeRootCold)->Arg(kTreeLeaves);
+BENCHMARK(BM_InclusionProofWarm);
+BENCHMARK(BM_ConsistencyProofWarm);
+
 BENCHMARK(BM_SauIngestBare)->Arg(0)->Arg(1);
 BENCHMARK(BM_RecordBuild)->Arg(0)->Arg(1);
 BENCHMARK(BM_RecordChain)->Arg(0)->Arg(1);
@@ -215,6 +295,13 @@ std::string ModelName(int model) {
 }
 
 void AddRatios(RatioReporter& rep) {
+  const std::string leaves = std::to_string(kTreeLeaves);
+  rep.AddRatio({"Merkle root over 2^16 lines, cold / their leaf hashes", {"BM_TreeRootCold/" + leaves},
+                {"BM_LeafHashes/" + leaves}, 0, Target::kNone});
+  rep.AddRatio({"inclusion proof, warm cache / leaf hashes of 256 lines",
+                {"BM_InclusionProofWarm"}, {"BM_LeafHashes/256"}, 0, Target::kNone});
+  rep.AddRatio({"consistency proof, warm cache / leaf hashes of 256 lines",
+                {"BM_ConsistencyProofWarm"}, {"BM_LeafHashes/256"}, 0, Target::kNone});
   for (int model : {0, 1}) {
     const std::string a = "/" + std::to_string(model);
     const std::string name = ModelName(model);
