@@ -371,6 +371,8 @@ class EmbeddedServerTest(unittest.TestCase):
         forged = new_note.replace(root, ("A" if root[0] != "A" else "B") + root[1:], 1)
         with self.assertRaises(merkle.ProofError):
             merkle.open_tree_head(forged, pem)
+        with self.assertRaises(merkle.ProofError):   # another chain's head
+            self.client.audit_prove("py_audit_other", 0, new_note, pem)
         c = self.client.audit_consistency_proof("py_tree", old.size, new.size)
         with self.assertRaises(merkle.ProofError):
             merkle.verify_consistency(old, new, list(c.hashes)[1:])

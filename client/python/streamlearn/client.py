@@ -482,6 +482,7 @@ class Client:
         record `index` in that tree and checks it; returns the record's canonical line.
         streamlearn.merkle.ProofError if anything fails to check out."""
         head = merkle.open_tree_head(tree_head, public_key_pem)
+        _check_origin(head, model, shard)
         proof = self.audit_inclusion_proof(model, index, head.size, shard)
         merkle.verify_inclusion(proof.line, index, head, proof.hashes)
         return proof.line
@@ -493,12 +494,23 @@ class Client:
         (nothing the older one covered was changed or dropped); ProofError otherwise."""
         old = merkle.open_tree_head(old_head, public_key_pem)
         new = merkle.open_tree_head(new_head, public_key_pem)
+        _check_origin(old, model, shard)
+        _check_origin(new, model, shard)
         if old.size > new.size:
             old, new = new, old
         hashes: Sequence[str] = []
         if 0 < old.size < new.size:
             hashes = self.audit_consistency_proof(model, old.size, new.size, shard).hashes
         merkle.verify_consistency(old, new, hashes)
+
+
+def _check_origin(head: "merkle.TreeHead", model: Union[str, bytes], shard: int) -> None:
+    """A tree head names its chain: "streamlearn.audit/[<tenant>/]<model>/<shard>"."""
+    name = model.decode("utf-8") if isinstance(model, bytes) else model
+    tail = f"/{name}/{shard}"
+    if not head.origin.startswith("streamlearn.audit/") or not head.origin.endswith(tail):
+        raise merkle.ProofError(f"the tree head is for {head.origin!r}, not model {name!r} "
+                                f"shard {shard}")
 
 
 class AuditReader:
