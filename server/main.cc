@@ -111,6 +111,11 @@ ABSL_FLAG(int32_t, malloc_arenas, 2,
 ABSL_FLAG(absl::Duration, snapshot_interval, absl::Minutes(5),
           "snapshot a shard part that changed at least this often (>= 0; 0 = off)");
 ABSL_FLAG(uint64_t, keep_snapshots, 2, "snapshots kept per shard part (>= 1)");
+ABSL_FLAG(uint64_t, audit_live_records, uint64_t{1} << 18,
+          "audit records each chain keeps in the store; older ones move to sealed segment "
+          "files under <data_dir>/audit-archive (0 = never)");
+ABSL_FLAG(uint64_t, audit_segment_records, uint64_t{1} << 16,
+          "audit records per archive segment file (>= 1)");
 ABSL_FLAG(std::string, backup_dir, "", "where Admin.Backup writes; default <data_dir>/backups");
 ABSL_FLAG(std::string, config, "",
           "JSON config file (docs/SERVER.md); flags given on the command line override it");
@@ -230,6 +235,9 @@ absl::Status CheckFlags() {
   }
   if (const uint64_t n = absl::GetFlag(FLAGS_keep_snapshots); n < 1) {
     return bad("keep_snapshots", ">= 1", absl::StrCat(n));
+  }
+  if (const uint64_t n = absl::GetFlag(FLAGS_audit_segment_records); n < 1) {
+    return bad("audit_segment_records", ">= 1", absl::StrCat(n));
   }
   if (const uint64_t n = absl::GetFlag(FLAGS_audit_checkpoint_every); n < 2) {
     return bad("audit_checkpoint_every", ">= 2", absl::StrCat(n));
@@ -371,6 +379,8 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   o.snapshot_every_steps = absl::GetFlag(FLAGS_snapshot_every_steps);
   o.snapshot_interval = absl::GetFlag(FLAGS_snapshot_interval);
   o.keep_snapshots = absl::GetFlag(FLAGS_keep_snapshots);
+  o.audit_live_records = absl::GetFlag(FLAGS_audit_live_records);
+  o.audit_segment_records = absl::GetFlag(FLAGS_audit_segment_records);
   o.backup_dir = absl::GetFlag(FLAGS_backup_dir);
   o.cluster = absl::GetFlag(FLAGS_cluster);
   o.server_id = absl::GetFlag(FLAGS_server_id);

@@ -447,7 +447,9 @@ absl::StatusOr<std::unique_ptr<storage::Persistence>> Server::OpenPersistence(
                                  .fuse_digest_every = options_.fuse_digest_every,
                                  .snapshot_every_steps = options_.snapshot_every_steps,
                                  .snapshot_interval = options_.snapshot_interval,
-                                 .keep_snapshots = options_.keep_snapshots};
+                                 .keep_snapshots = options_.keep_snapshots,
+                                 .audit_live_records = options_.audit_live_records,
+                                 .audit_segment_records = options_.audit_segment_records};
   if (options_.cluster.empty()) return storage::Persistence::Open(po, &metrics_);
   // Cluster mode: the state lives in JetStream; every server signs and hashes with the same
   // key and secret, which must exist (docs/CLUSTER.md, "Keys").

@@ -111,6 +111,8 @@ class Server {
     uint64_t snapshot_every_steps = 100000;  // per shard part; 0 = off
     absl::Duration snapshot_interval = absl::Minutes(5);  // zero = off
     size_t keep_snapshots = 2;
+    uint64_t audit_live_records = uint64_t{1} << 18;     // 0 = the chains are never archived
+    uint64_t audit_segment_records = uint64_t{1} << 16;  // records per archive segment
     std::string backup_dir;                // empty = <data_dir>/backups
     // Cluster mode (docs/CLUSTER.md): NATS URLs (comma-separated); empty = embedded mode.
     // The state lives in JetStream, not in data_dir; audit_key_file and lmu_secret_file must

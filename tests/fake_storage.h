@@ -298,6 +298,7 @@ class FakeStorage final : public StorageBackend {
         p.last_appended = write.log->seq;
       }
       for (const AuditAppend& a : write.audit) sd.audit[a.index] = std::string(a.line);
+      sd.audit.erase(sd.audit.begin(), sd.audit.lower_bound(write.trim_audit_below));
       if (write.snapshot.has_value()) {
         const SnapshotPut& put = *write.snapshot;
         PartData& p = sd.parts[put.part];

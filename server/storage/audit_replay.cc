@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "server/storage/audit_archive.h"
 #include "server/storage/encrypted_storage.h"
 #include "absl/strings/str_format.h"
 #include "admin.pb.h"
@@ -560,7 +561,9 @@ absl::StatusOr<std::unique_ptr<StorageBackend>> OpenReadOnly(const std::string& 
   absl::StatusOr<std::unique_ptr<Store>> store =
       Store::Open({.path = (fs::path(data_dir) / "db").string(), .read_only = true});
   if (!store.ok()) return store.status();
-  std::unique_ptr<StorageBackend> rocks = std::make_unique<RocksStorage>(*std::move(store));
+  ASSIGN_OR_RETURN(std::unique_ptr<StorageBackend> rocks,
+                   ArchiveAuditTo(std::make_unique<RocksStorage>(*std::move(store)),
+                                  {.dir = AuditArchiveDir(data_dir)}));
   TenantKeys keys;
   if (!keys_dir.empty()) {
     ASSIGN_OR_RETURN(keys, TenantKeys::LoadDir(keys_dir));

@@ -111,6 +111,7 @@ class EncryptedShardStore final : public ShardStore {
                                     .manifest = std::move(manifest), .dropped = s.dropped,
                                     .trim_log_through = s.trim_log_through};
     }
+    sealed.trim_audit_below = write.trim_audit_below;
     return inner_->Commit(sealed);
   }
 
@@ -172,6 +173,13 @@ class EncryptedShardStore final : public ShardStore {
                                              AuditName(last->first)));
     return std::optional<std::pair<uint64_t, std::string>>({last->first, std::move(plain)});
   }
+
+  // The archive (below this decorator) keeps the sealed lines as they are; the seal, a signed
+  // tree head, holds only hashes, sizes and the model's name, which the store's keys show.
+  absl::Status ArchiveAudit(uint64_t below, std::string_view seal) override {
+    return inner_->ArchiveAudit(below, seal);
+  }
+  uint64_t ArchivedBelow() const override { return inner_->ArchivedBelow(); }
 
  private:
   std::string LogPlace(PartKind part, uint64_t seq) const {

@@ -426,6 +426,10 @@ absl::Status JetStreamShardStore::Commit(const ShardWrite& write) {
   RETURN_IF_ERROR(Resync());
   if (write.empty()) return absl::OkStatus();
   // The caller's bugs, refused before anything is published (FakeStorage refuses the same).
+  if (write.trim_audit_below > 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        Where(), ": the JetStream store keeps its own audit archive; it trims no records"));
+  }
   uint64_t next_audit = last_audit_->first + 1;
   for (const AuditAppend& a : write.audit) {
     if (a.index != next_audit++) {

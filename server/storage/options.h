@@ -25,6 +25,11 @@ struct PersistenceOptions {
   uint64_t snapshot_every_steps = 100000;        // events / samples per shard part (0: off)
   absl::Duration snapshot_interval = absl::Minutes(5);  // zero: off
   size_t keep_snapshots = 2;                     // >= 1; older ones and their log are dropped
+  // Bounded audit storage (audit_archive.h; embedded mode): each chain keeps about this many
+  // records in the live store, the older ones in segment files of audit_segment_records
+  // records under <data_dir>/audit-archive, archived beside snapshots. 0: never archive.
+  uint64_t audit_live_records = uint64_t{1} << 18;
+  uint64_t audit_segment_records = uint64_t{1} << 16;  // >= 1
   // Cluster mode (docs/CLUSTER.md): shards are served only once loaded (Persistence::LoadShard,
   // when this server holds their lease); Recover registers the models without loading any.
   bool cluster = false;

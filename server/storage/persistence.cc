@@ -16,6 +16,7 @@
 #include "core/audit/step_records.h"
 #include "core/common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/storage/audit_archive.h"
 #include "server/storage/audit_key.h"
 #include "server/storage/data_dir.h"
 #include "server/storage/encrypted_storage.h"
@@ -43,6 +44,9 @@ std::string SpecJson(const v1::ModelSpec& spec) {
 absl::Status CheckOptions(const PersistenceOptions& options) {
   if (options.checkpoint_every < 2) {
     return absl::InvalidArgumentError("audit checkpoint_every must be >= 2");
+  }
+  if (options.audit_segment_records < 1) {
+    return absl::InvalidArgumentError("audit_segment_records must be >= 1");
   }
   if (options.keep_snapshots < 1) {
     return absl::InvalidArgumentError("keep_snapshots must be >= 1");
@@ -125,8 +129,11 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOption
       absl::StatusOr<std::unique_ptr<Store>> ro =
           Store::Open({.path = db_path, .read_only = true});
       if (!ro.ok()) return ro.status();
+      ASSIGN_OR_RETURN(std::unique_ptr<StorageBackend> ro_archived,
+                       ArchiveAuditTo(std::make_unique<RocksStorage>(*std::move(ro)),
+                                      {.dir = AuditArchiveDir(p->options_.data_dir)}));
       ASSIGN_OR_RETURN(std::unique_ptr<StorageBackend> ro_backend,
-                       WithTenantKeys(p->options_, std::make_unique<RocksStorage>(*std::move(ro))));
+                       WithTenantKeys(p->options_, std::move(ro_archived)));
       RETURN_IF_ERROR(CheckStoreFloor(*ro_backend, db_path, **floor));
     }
     absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(
@@ -135,7 +142,10 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOption
     if (!store.ok()) return store.status();
     auto rocks = std::make_unique<RocksStorage>(*std::move(store));
     p->rocks_ = rocks.get();
-    ASSIGN_OR_RETURN(p->backend_, WithTenantKeys(p->options_, std::move(rocks)));
+    ASSIGN_OR_RETURN(std::unique_ptr<StorageBackend> archived,
+                     ArchiveAuditTo(std::move(rocks),
+                                    {.dir = AuditArchiveDir(p->options_.data_dir)}));
+    ASSIGN_OR_RETURN(p->backend_, WithTenantKeys(p->options_, std::move(archived)));
     Store& db = p->rocks_->store();
     // Every block of the audit table is read once: a chain the server cannot read is refused
     // at start, not found later by an auditor (docs/DURABILITY.md, "Start-up checks").
@@ -481,6 +491,13 @@ absl::StatusOr<std::vector<SnapshotInfo>> Persistence::SnapshotModel(const Model
       }
       out.push_back(*info);
     }
+    // Bounded audit storage: the chain's old records go to the archive beside the snapshot.
+    if (absl::Status s = ArchiveChain(model.spec().name, i, writer); !s.ok()) {
+      (void)RecordFloor();
+      return WithContext(s, absl::StrFormat("the snapshots of model '%s' shard %d are taken, "
+                                            "but archiving its audit chain failed",
+                                            model.spec().name, i));
+    }
   }
   (void)RecordFloor();  // logged on failure; the snapshots are committed either way
   return out;
@@ -521,7 +538,40 @@ absl::Status Persistence::Backup(const std::string& dir) {
                           absl::StrCat("backup: copying '", pub.string(), "': ", ec.message()));
     }
   }
+  // The archive's segments are immutable once written: hard links where the file system
+  // allows (copies otherwise). Copied after the store, so every segment the copied store
+  // relies on is there (a newer one only repeats records the copied store still holds).
+  const fs::path archive = AuditArchiveDir(options_.data_dir);
+  if (fs::exists(archive, ec)) {
+    const fs::path to = fs::path(dir) / "audit-archive";
+    fs::copy(archive, to, fs::copy_options::recursive | fs::copy_options::create_hard_links, ec);
+    if (ec) {
+      ec.clear();
+      fs::remove_all(to, ec);
+      fs::copy(archive, to, fs::copy_options::recursive, ec);
+    }
+    if (ec) {
+      return absl::Status(absl::ErrnoToStatusCode(ec.value()),
+                          absl::StrCat("backup: copying the audit archive '", archive.string(),
+                                       "': ", ec.message()));
+    }
+  }
   spdlog::info("backup written to '{}'", dir);
+  return absl::OkStatus();
+}
+
+absl::Status Persistence::ArchiveChain(const std::string& model, uint32_t shard,
+                                       ShardWriter& writer) {
+  if (rocks_ == nullptr || options_.audit_live_records == 0) return absl::OkStatus();
+  const absl::Time start = absl::Now();
+  ASSIGN_OR_RETURN(const uint64_t n, writer.chain().Archive(options_.audit_live_records,
+                                                            options_.audit_segment_records));
+  if (n > 0) {
+    spdlog::info("audit chain of model '{}' shard {}: {} record(s) archived in {:.3f} s; the "
+                 "live store keeps the records from index {} on",
+                 model, shard, n, absl::ToDoubleSeconds(absl::Now() - start),
+                 writer.chain().store()->ArchivedBelow());
+  }
   return absl::OkStatus();
 }
 
@@ -585,6 +635,10 @@ void Persistence::SnapshotterLoop(ModelRegistry* registry) {
           backlog += ps.batches_since.load(std::memory_order_relaxed);
         }
         if (observer_ != nullptr) observer_->SetLogBacklog(model->spec().name, i, backlog);
+        if (absl::Status s = ArchiveChain(model->spec().name, i, writer); !s.ok()) {
+          spdlog::error("archiving the audit chain of model '{}' shard {} failed: {}",
+                        model->spec().name, i, std::string(s.message()));
+        }
       }
     }
     if (took) (void)RecordFloor();  // logged on failure

@@ -10,6 +10,8 @@
 //   <data_dir>/audit.key    the Ed25519 key that signs audit checkpoints (audit_key.h)
 //   <data_dir>/audit.pub    its public key (PEM), for verifiers
 //   <data_dir>/streamlearn.marker   how far the store has certainly come (data_dir.h)
+//   <data_dir>/audit-archive/  the audit chains' older records, in sealed segment files
+//                           (audit_archive.h; the store keeps audit_live_records of each)
 //
 // Write path: each model shard has a ShardWriter (shard_writer.h) whose hooks commit every
 // batch with its audit records as one ShardWrite before the ack. Snapshots: snapshotter.h.
@@ -156,6 +158,9 @@ class Persistence {
   absl::Status RecoverModel(ModelRegistry* registry, const std::string& name,
                             const std::string& spec_bytes) ABSL_LOCKS_EXCLUDED(mu_);
   void SnapshotterLoop(ModelRegistry* registry) ABSL_LOCKS_EXCLUDED(stop_mu_);
+  // Moves the shard's old audit records to the archive when due (audit_archive.h; the
+  // embedded mode with audit_live_records > 0). Logs what it archived.
+  absl::Status ArchiveChain(const std::string& model, uint32_t shard, ShardWriter& writer);
 
   const PersistenceOptions options_;
   StorageObserver* const observer_;

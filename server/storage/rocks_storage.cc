@@ -51,6 +51,7 @@ void AddShardWrite(std::string_view model, uint32_t shard, const ShardWrite& wri
     batch->AppendLog(model, shard, write.log->part, write.log->seq, write.log->entry);
   }
   for (const AuditAppend& a : write.audit) batch->AppendAudit(model, shard, a.index, a.line);
+  if (write.trim_audit_below > 0) batch->TrimAudit(model, shard, write.trim_audit_below);
   if (write.snapshot.has_value()) {
     const SnapshotPut& s = *write.snapshot;
     for (uint64_t seq : s.dropped) batch->DeleteSnapshot(model, shard, s.part, seq);

@@ -1,5 +1,6 @@
 #include "server/storage/shard_chain.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -86,6 +87,29 @@ absl::StatusOr<std::vector<Digest>> ShardChain::ConsistencyProof(uint64_t first,
         "first_size must be in 1..%d (the second tree's size); got %d", *second, first));
   }
   return tree_->ConsistencyProof(first, *second);
+}
+
+absl::StatusOr<uint64_t> ShardChain::Archive(uint64_t live_records,
+                                             uint64_t segment_records) const {
+  ASSIGN_OR_RETURN(const uint64_t committed, TreeSize(0, "tree size"));
+  if (committed <= live_records) return 0;
+  const uint64_t target = (committed - live_records) / segment_records * segment_records;
+  const uint64_t start = store_->ArchivedBelow();
+  uint64_t archived = start;
+  while (archived < target) {
+    // One file per segment, ending on a multiple of segment_records (with a power of two, a
+    // segment is one perfect subtree of the Merkle tree).
+    const uint64_t end = std::min(target, (archived / segment_records + 1) * segment_records);
+    ASSIGN_OR_RETURN(const SignedTreeHead seal, SignedHead(end));
+    RETURN_IF_ERROR(store_->ArchiveAudit(end, seal.note));
+    archived = store_->ArchivedBelow();
+    if (archived < end) {
+      return absl::InternalError(absl::StrFormat(
+          "audit chain of model '%s' shard %d: archiving through record %d left it at %d",
+          model_, shard_, end - 1, archived));
+    }
+  }
+  return archived - start;
 }
 
 absl::Status ShardChain::Resume() {

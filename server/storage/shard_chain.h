@@ -127,6 +127,15 @@ class ShardChain {
   // PROOF(first, D[second]).
   absl::StatusOr<std::vector<Digest>> ConsistencyProof(uint64_t first, uint64_t* second) const
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Bounded storage (audit_archive.h): while more than `live_records` committed records would
+  // stay in the live store, moves the oldest into archive segments that end on multiples of
+  // `segment_records`, each sealed by the signed tree head of its end. Returns the number of
+  // records archived (0 when none is due). REQUIRES: live_records, segment_records >= 1.
+  // FAILED_PRECONDITION without a store; the store's errors (UNIMPLEMENTED when it keeps no
+  // archive) otherwise. Runs beside commits (it reads only committed records).
+  absl::StatusOr<uint64_t> Archive(uint64_t live_records, uint64_t segment_records) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   const std::string& model() const { return model_; }
   uint32_t shard() const { return shard_; }
   ShardStore* store() const { return store_; }

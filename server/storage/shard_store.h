@@ -69,8 +69,13 @@ struct ShardWrite {
   std::optional<LogAppend> log;
   std::vector<AuditAppend> audit;      // consecutive indices, in order
   std::optional<SnapshotPut> snapshot;
+  // Audit records with index < this go from the live store (0: none). Only an archive
+  // (audit_archive.h) sets it, once those records are sealed in a segment file.
+  uint64_t trim_audit_below = 0;
 
-  bool empty() const { return !log.has_value() && audit.empty() && !snapshot.has_value(); }
+  bool empty() const {
+    return !log.has_value() && audit.empty() && !snapshot.has_value() && trim_audit_below == 0;
+  }
 };
 
 using LogVisitor = std::function<bool(uint64_t seq, std::string_view entry)>;
@@ -103,6 +108,19 @@ class ShardStore {
   // returns false. LastAudit: the newest (index, line), nullopt for an empty chain.
   virtual absl::Status ScanAudit(uint64_t from, const AuditVisitor& fn) const = 0;
   virtual absl::StatusOr<std::optional<std::pair<uint64_t, std::string>>> LastAudit() const = 0;
+
+  // Bounded audit storage (audit_archive.h): moves the chain's records with index < `below`
+  // that are still in the live store into a sealed segment file ending on `seal`, the signed
+  // tree head of size `below`; ScanAudit reads on across the segments. OK and nothing done
+  // when below <= ArchivedBelow(). UNIMPLEMENTED where the backend keeps no archive.
+  virtual absl::Status ArchiveAudit(uint64_t below, std::string_view seal) {
+    (void)below;
+    (void)seal;
+    return absl::UnimplementedError(
+        "this store keeps no audit archive (the embedded store's data directory has one)");
+  }
+  // The chain's records with index < this are in archive segments (0: none).
+  virtual uint64_t ArchivedBelow() const { return 0; }
 
  protected:
   ShardStore(std::string model, uint32_t shard) : model_(std::move(model)), shard_(shard) {}

@@ -379,6 +379,11 @@ void StoreBatch::TrimLog(std::string_view model, uint32_t shard, PartKind part, 
   Add(Op::kDeleteRange, kLog, SeqKey(prefix, 0), end);
 }
 
+void StoreBatch::TrimAudit(std::string_view model, uint32_t shard, uint64_t below) {
+  const std::string prefix = ShardPrefix(model, shard);
+  Add(Op::kDeleteRange, kAudit, SeqKey(prefix, 0), SeqKey(prefix, below));
+}
+
 void StoreBatch::AppendAudit(std::string_view model, uint32_t shard, uint64_t index,
                              std::string_view line) {
   Add(Op::kPut, kAudit, SeqKey(ShardPrefix(model, shard), index), line);

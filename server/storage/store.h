@@ -81,6 +81,8 @@ class StoreBatch {
                  std::string_view entry);
   // Deletes log entries with seq <= last (a range delete) of one shard part.
   void TrimLog(std::string_view model, uint32_t shard, PartKind part, uint64_t last);
+  // Deletes the chain's audit records with index < below (archived: audit_archive.h).
+  void TrimAudit(std::string_view model, uint32_t shard, uint64_t below);
   void AppendAudit(std::string_view model, uint32_t shard, uint64_t index,
                    std::string_view line);
   void PutSnapshot(std::string_view model, uint32_t shard, PartKind part, uint64_t seq,
