@@ -538,18 +538,12 @@ absl::Status Persistence::Backup(const std::string& dir) {
                           absl::StrCat("backup: copying '", pub.string(), "': ", ec.message()));
     }
   }
-  // The archive's segments are immutable once written: hard links where the file system
-  // allows (copies otherwise). Copied after the store, so every segment the copied store
-  // relies on is there (a newer one only repeats records the copied store still holds).
+  // The archive's segments, copied (not linked: as for the store's files, damage to a live
+  // segment must not reach the backup). Copied after the store, so every segment the copied
+  // store relies on is there (a newer one only repeats records the copied store still holds).
   const fs::path archive = AuditArchiveDir(options_.data_dir);
   if (fs::exists(archive, ec)) {
-    const fs::path to = fs::path(dir) / "audit-archive";
-    fs::copy(archive, to, fs::copy_options::recursive | fs::copy_options::create_hard_links, ec);
-    if (ec) {
-      ec.clear();
-      fs::remove_all(to, ec);
-      fs::copy(archive, to, fs::copy_options::recursive, ec);
-    }
+    fs::copy(archive, fs::path(dir) / "audit-archive", fs::copy_options::recursive, ec);
     if (ec) {
       return absl::Status(absl::ErrnoToStatusCode(ec.value()),
                           absl::StrCat("backup: copying the audit archive '", archive.string(),

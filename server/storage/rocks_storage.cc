@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "spdlog/spdlog.h"
 
 namespace streamlearn::storage {
 namespace {
@@ -16,7 +18,16 @@ class RocksShardStore final : public ShardStore {
   absl::Status Commit(const ShardWrite& write) override {
     StoreBatch batch;
     AddShardWrite(model(), shard(), write, &batch);
-    return store_->Write(batch);
+    RETURN_IF_ERROR(store_->Write(batch));
+    // Archived records (audit_archive.h): their space is given back at once. A failed
+    // compaction loses nothing (the keys are deleted either way); RocksDB retries later.
+    if (write.trim_audit_below > 0) {
+      if (absl::Status s = store_->CompactAudit(model(), shard(), write.trim_audit_below);
+          !s.ok()) {
+        spdlog::warn("{}", std::string(s.message()));
+      }
+    }
+    return absl::OkStatus();
   }
   absl::Status ResumeWrites() override { return store_->ResumeWrites(); }
   absl::Status ScanLog(PartKind part, uint64_t from, const LogVisitor& fn) const override {

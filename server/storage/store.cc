@@ -590,6 +590,14 @@ absl::StatusOr<std::optional<std::string>> Store::GetManifest(std::string_view m
   return Get(kSnapshots, absl::StrCat(PartPrefix(model, shard, part), A(kManifestSuffix)));
 }
 
+absl::Status Store::CompactAudit(std::string_view model, uint32_t shard, uint64_t below) {
+  const std::string prefix = ShardPrefix(model, shard);
+  const std::string begin = SeqKey(prefix, 0), end = SeqKey(prefix, below);
+  const rocksdb::Slice b(begin), e(end);
+  return FromRocks(db_->CompactRange(rocksdb::CompactRangeOptions(), cfs_[kAudit], &b, &e),
+                   "compact the archived audit records");
+}
+
 absl::Status Store::ScanAudit(std::string_view model, uint32_t shard, uint64_t from,
                               const SeqFn& fn) const {
   return ScanSeqs(db_.get(), cfs_[kAudit], kAudit, ShardPrefix(model, shard), from, fn);

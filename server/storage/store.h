@@ -142,6 +142,9 @@ class Store {
 
   // audit: calls fn(index, line) for records with index >= from, in order, until fn returns
   // false. LastAudit gives the newest (index, line) of a chain, nullopt when it is empty.
+  // Compacts the chain's audit keys below `below` (deleted by TrimAudit), so that the disk
+  // space they held is given back now rather than at some later compaction.
+  absl::Status CompactAudit(std::string_view model, uint32_t shard, uint64_t below);
   absl::Status ScanAudit(std::string_view model, uint32_t shard, uint64_t from,
                          const std::function<bool(uint64_t index, std::string_view line)>& fn)
       const;
