@@ -491,15 +491,19 @@ absl::StatusOr<std::vector<SnapshotInfo>> Persistence::SnapshotModel(const Model
       }
       out.push_back(*info);
     }
-    // Bounded audit storage: the chain's old records go to the archive beside the snapshot.
-    if (absl::Status s = ArchiveChain(model.spec().name, i, writer); !s.ok()) {
-      (void)RecordFloor();
-      return WithContext(s, absl::StrFormat("the snapshots of model '%s' shard %d are taken, "
-                                            "but archiving its audit chain failed",
+  }
+  (void)RecordFloor();  // logged on failure; the snapshots are committed either way
+  // Bounded audit storage: the chains' old records go to the archive beside the snapshots
+  // (outside the snapshot locks, which RecordFloor takes too).
+  for (uint32_t i = 0; i < model.num_shards(); ++i) {
+    ModelWriters::Use use;
+    if (!writers->TryUse(i, &use)) continue;
+    if (absl::Status s = ArchiveChain(model.spec().name, i, writers->shard(i)); !s.ok()) {
+      return WithContext(s, absl::StrFormat("the snapshots of model '%s' are taken, but "
+                                            "archiving the audit chain of shard %d failed",
                                             model.spec().name, i));
     }
   }
-  (void)RecordFloor();  // logged on failure; the snapshots are committed either way
   return out;
 }
 
