@@ -138,7 +138,8 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOption
     }
     absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(
         {.path = (fs::path(p->options_.data_dir) / "db").string(),
-         .durability = p->options_.durability});
+         .durability = p->options_.durability,
+         .compress_audit = p->options_.audit_live_records == 0});
     if (!store.ok()) return store.status();
     auto rocks = std::make_unique<RocksStorage>(*std::move(store));
     p->rocks_ = rocks.get();
@@ -565,10 +566,12 @@ absl::Status Persistence::ArchiveChain(const std::string& model, uint32_t shard,
   ASSIGN_OR_RETURN(const uint64_t n, writer.chain().Archive(options_.audit_live_records,
                                                             options_.audit_segment_records));
   if (n > 0) {
+    const uint64_t from = writer.chain().store()->ArchivedBelow();
+    const uint64_t next = writer.chain().head().next_index;
     spdlog::info("audit chain of model '{}' shard {}: {} record(s) archived in {:.3f} s; the "
-                 "live store keeps the records from index {} on",
-                 model, shard, n, absl::ToDoubleSeconds(absl::Now() - start),
-                 writer.chain().store()->ArchivedBelow());
+                 "store keeps records {}..{} ({})",
+                 model, shard, n, absl::ToDoubleSeconds(absl::Now() - start), from, next - 1,
+                 next - from);
   }
   return absl::OkStatus();
 }

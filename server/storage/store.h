@@ -67,6 +67,10 @@ struct StoreOptions {
   bool read_only = false;                    // open an existing database for reading only
                                              // (works while a server holds it open; sees
                                              // the database as it was when opened)
+  // Whether the audit table's blocks are compressed (snappy). An archive that takes the old
+  // records (audit_archive.h) compresses them itself: then the table is a bounded staging
+  // area and is better left uncompressed.
+  bool compress_audit = true;
 };
 
 class StoreBatch {
