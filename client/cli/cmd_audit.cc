@@ -33,6 +33,9 @@ constexpr char kAuditUsage[] =
     "  replay   --data-dir DIR --model MODEL [--shard S]\n"
     "           recomputes the state from the stored event log (read-only; beside a running\n"
     "           server) and checks every batch and state digest of the chain\n"
+    "  archive  DIR --public-key PEM\n"
+    "           checks a chain's archive segments offline (DIR: <data_dir>/audit-archive/\n"
+    "           <tenant>/<model>/<shard>): files, records, checkpoints, and each seal's root\n"
     "  tree-head  MODEL [--shard S] [--size N] [--out FILE]\n"
     "           a signed tree head: the RFC 6962 Merkle root of the chain's records, signed\n"
     "  prove    MODEL --index I --tree-head FILE --public-key PEM [--save F | --proof F]\n"
@@ -181,6 +184,7 @@ int RunAudit(const GlobalOptions& options, std::span<const std::string> args) {
   if (sub == "verify") return RunAuditVerify(options, rest);
   if (sub == "append") return RunAuditAppend(options, rest);
   if (sub == "replay") return RunAuditReplay(options, rest);
+  if (sub == "archive") return RunAuditArchive(options, rest);
   if (sub == "tree-head" || sub == "prove" || sub == "consistency") {
     return RunAuditProof(sub, options, rest);
   }

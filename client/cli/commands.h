@@ -39,6 +39,8 @@ int RunAuditProof(const std::string& sub, const GlobalOptions& options,
 // An Ed25519 public key from a PEM file; INVALID_ARGUMENT naming the file otherwise.
 absl::StatusOr<Ed25519PublicKey> ReadAuditPublicKey(const std::string& path);
 int RunAuditReplay(const GlobalOptions& options, std::span<const std::string> args);
+// streamlearn audit archive: checks a chain's archive segments offline (cmd_audit_replay.cc).
+int RunAuditArchive(const GlobalOptions& options, std::span<const std::string> args);
 int RunSnapshot(const GlobalOptions& options, std::span<const std::string> args);
 int RunBackup(const GlobalOptions& options, std::span<const std::string> args);
 int RunShards(const GlobalOptions& options, std::span<const std::string> args);

@@ -14,10 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "core/audit/merkle_tree.h"
+#include "core/audit/tree_head.h"
+#include "core/audit/verifier.h"
 #include "core/common/digest.h"
 #include "core/common/mutex.h"
 #include "core/common/name_rule.h"
 #include "core/common/status_macros.h"
+#include "server/storage/encrypted_storage.h"
 #include "server/storage/file_io.h"
 
 namespace streamlearn::storage {
@@ -548,6 +552,70 @@ absl::Status VerifyAuditSegment(const std::string& path) {
   bool stopped = false;
   return ScanAuditSegment(info, info.first, [](uint64_t, std::string_view) { return true; },
                           &stopped);
+}
+
+absl::StatusOr<ArchiveCheck> VerifyArchivedChain(
+    const std::string& chain_dir, const Ed25519PublicKey& key,
+    const std::function<void(const AuditSegmentInfo&, const ArchiveCheck&)>& on_segment) {
+  ASSIGN_OR_RETURN(std::vector<AuditSegmentInfo> segments, LoadSegments(chain_dir));
+  if (segments.empty()) {
+    return absl::NotFoundError(absl::StrCat("no audit segment (*.seg) in '", chain_dir, "'"));
+  }
+  AuditVerifier verifier({.public_key = &key});
+  // The perfect subtrees the leaves so far make (sizes strictly decreasing): the RFC 6962 root
+  // of any prefix is their fold from the right.
+  std::vector<std::pair<uint64_t, Digest>> frontier;
+  ArchiveCheck out;
+  for (const AuditSegmentInfo& s : segments) {
+    RETURN_IF_ERROR(VerifyAuditSegment(s.path));
+    absl::StatusOr<TreeHead> head = OpenTreeHead(s.seal, key);
+    if (!head.ok()) return WithContext(head.status(), absl::StrCat("the seal of '", s.path, "'"));
+    if (out.origin.empty()) out.origin = head->origin;
+    if (head->origin != out.origin || head->size != s.end) {
+      return Corrupt(s.path, absl::StrCat("its seal is the tree head of '", head->origin,
+                                          "' at size ", head->size, ", not of '", out.origin,
+                                          "' at the segment's end ", s.end));
+    }
+    absl::Status failed;
+    bool stopped = false;
+    RETURN_IF_ERROR(ScanAuditSegment(
+        s, s.first,
+        [&](uint64_t index, std::string_view line) {
+          if (LooksSealed(line)) {
+            failed = absl::FailedPreconditionError(absl::StrCat(
+                "'", s.path, "' holds records encrypted at rest: verify them through the "
+                "server (streamlearn audit verify), which holds the tenant's key"));
+            return false;
+          }
+          if (absl::Status v = verifier.Feed(line); !v.ok()) {
+            failed = WithContext(v, absl::StrCat("record ", index, " in '", s.path, "'"));
+            return false;
+          }
+          Digest h = LeafHash(line);
+          uint64_t size = 1;
+          while (!frontier.empty() && frontier.back().first == size) {
+            h = NodeHash(frontier.back().second, h);
+            size *= 2;
+            frontier.pop_back();
+          }
+          frontier.emplace_back(size, h);
+          return true;
+        },
+        &stopped));
+    RETURN_IF_ERROR(failed);
+    Digest root = frontier.back().second;
+    for (size_t i = frontier.size() - 1; i-- > 0;) root = NodeHash(frontier[i].second, root);
+    if (root != head->root) {
+      return Corrupt(s.path, absl::StrCat("the records 0..", s.end - 1, " hash to the root ",
+                                          ToHex(root), ", but its seal says ",
+                                          ToHex(head->root)));
+    }
+    ++out.segments;
+    out.records = s.end;
+    out.root = root;
+    if (on_segment) on_segment(s, out);
+  }
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<StorageBackend>> ArchiveAuditTo(

@@ -44,6 +44,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/audit/ed25519_key.h"
+#include "core/common/digest.h"
 #include "server/storage/shard_store.h"
 
 namespace streamlearn::storage {
@@ -91,6 +93,26 @@ absl::Status ScanAuditSegment(const AuditSegmentInfo& segment, uint64_t from,
 
 // Checks the whole file's SHA-256 and every block (DATA_LOSS naming what is wrong).
 absl::Status VerifyAuditSegment(const std::string& path);
+
+// What VerifyArchivedChain checked.
+struct ArchiveCheck {
+  uint64_t segments = 0;
+  uint64_t records = 0;  // records [0, records) verified
+  std::string origin;    // the seals' origin (streamlearn.audit/<model>/<shard>)
+  Digest root{};         // the tree's root at `records`, as the last seal says
+};
+
+// Checks a chain's archive offline, from its segment directory and the published key alone:
+// every file whole (SHA-256, blocks), the segments contiguous from record 0, every record
+// through the one-pass verifier (core/audit/verifier.h: the hash chain, the signed
+// checkpoints, the genesis spec's rules), and every seal a tree head signed by `key`, of
+// one origin, whose root is the RFC 6962 root recomputed from the records before it.
+// on_segment (may be empty) is called after each segment passed. Errors: NOT_FOUND (no
+// segment), DATA_LOSS naming the file and what failed, PERMISSION_DENIED (a seal not signed
+// by `key`), FAILED_PRECONDITION for a tenant encrypted at rest (verify through the server).
+absl::StatusOr<ArchiveCheck> VerifyArchivedChain(
+    const std::string& chain_dir, const Ed25519PublicKey& key,
+    const std::function<void(const AuditSegmentInfo&, const ArchiveCheck&)>& on_segment = {});
 
 // `inner` (whose shard stores must honour ShardWrite::trim_audit_below) with each chain's
 // records before its live tail kept in segment files under options.dir.

@@ -39,6 +39,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/storage/audit_archive.h"
+#include "server/storage/audit_key.h"
 #include "server/storage/audit_replay.h"
 #include "server/storage/jetstream_storage.h"
 #include "server/storage/manifest.h"
@@ -522,6 +523,81 @@ TEST(PersistenceTest, ArchivedChainsReadVerifyProveReplayAndResumeAcrossSegments
       EXPECT_EQ(seal->root, then->head.root);
     }
     EXPECT_EQ(static_cast<uint64_t>(segments), archived / 64);
+    // A third party checks the archive from its files and the public key alone: records,
+    // checkpoints, and each seal's root recomputed from the records before it.
+    const std::string chain_dir = AuditSegmentDir(AuditArchiveDir(dir), kModel, 0);
+    absl::StatusOr<ArchiveCheck> check = VerifyArchivedChain(chain_dir, (*p)->public_key());
+    ASSERT_TRUE(check.ok()) << check.status();
+    EXPECT_EQ(check->segments, archived / 64);
+    EXPECT_EQ(check->records, archived);
+    EXPECT_EQ(check->origin, TreeHeadOrigin(kModel, 0));
+    absl::StatusOr<SignedTreeHead> at_archived = chain.SignedHead(archived);
+    ASSERT_TRUE(at_archived.ok()) << at_archived.status();
+    EXPECT_EQ(check->root, at_archived->head.root);
+    {
+      // Copies of the archive, each with one well-formed forgery: a segment whose files and
+      // checksums are whole, but with one record changed, or resealed with a root the records
+      // do not give, or sealed by another key.
+      absl::StatusOr<Ed25519PrivateKey> key = LoadOrCreateAuditKey(dir + "/audit.key");
+      ASSERT_TRUE(key.ok()) << key.status();
+      absl::StatusOr<Ed25519PrivateKey> other = Ed25519PrivateKey::Generate();
+      ASSERT_TRUE(other.ok());
+      const std::string last = absl::StrFormat("%s/%020d-%020d.seg", chain_dir, archived - 64,
+                                               archived);
+      absl::StatusOr<AuditSegmentInfo> info = ReadAuditSegmentInfo(last);
+      ASSERT_TRUE(info.ok()) << info.status();
+      std::vector<std::string> records;
+      bool stopped = false;
+      ASSERT_TRUE(ScanAuditSegment(*info, info->first, [&](uint64_t, std::string_view line) {
+                    records.emplace_back(line);
+                    return true;
+                  }, &stopped).ok());
+      absl::StatusOr<TreeHead> sealed = OpenTreeHead(info->seal, (*p)->public_key());
+      ASSERT_TRUE(sealed.ok()) << sealed.status();
+      TreeHead wrong_root = *sealed;
+      wrong_root.root[0] ^= 1;
+      struct Forgery {
+        const char* name;
+        std::function<std::string(std::vector<std::string>&)> seal;  // may alter the records
+        absl::StatusCode code;
+        const char* says;
+      };
+      const Forgery forgeries[] = {
+          {"a record changed",
+           [&](std::vector<std::string>& r) {
+             r[5][r[5].find("\"t\":") + 4] ^= 1;
+             return info->seal;
+           },
+           absl::StatusCode::kDataLoss, "record"},
+          {"resealed over another root",
+           [&](std::vector<std::string>&) { return *SignTreeHead(*key, wrong_root); },
+           absl::StatusCode::kDataLoss, "hash to the root"},
+          {"sealed by another key",
+           [&](std::vector<std::string>&) { return *SignTreeHead(*other, *sealed); },
+           absl::StatusCode::kPermissionDenied, "seal"},
+      };
+      for (const Forgery& f : forgeries) {
+        SCOPED_TRACE(f.name);
+        const std::string copy = dir + "/forged";
+        fs::remove_all(copy);
+        fs::copy(chain_dir, copy);
+        std::vector<std::string> r = records;
+        const std::string seal = f.seal(r);
+        const std::string path = copy + "/" + fs::path(last).filename().string();
+        ASSERT_TRUE(WriteAuditSegment(path, info->first, info->end, seal,
+                                      [&](uint64_t from, const AuditVisitor& fn) {
+                                        for (uint64_t i = from; i < info->end; ++i) {
+                                          if (!fn(i, r[i - info->first])) break;
+                                        }
+                                        return absl::OkStatus();
+                                      })
+                        .ok());
+        absl::StatusOr<ArchiveCheck> forged = VerifyArchivedChain(copy, (*p)->public_key());
+        EXPECT_EQ(forged.status().code(), f.code) << forged.status();
+        EXPECT_THAT(forged.status().message(), HasSubstr(f.says));
+        fs::remove_all(copy);
+      }
+    }
     ASSERT_NO_FATAL_FAILURE(w.Feed(**p, registry, *m, 2));
     states = States(*m);
     heads = Heads(**p, *m);
