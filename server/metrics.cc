@@ -146,6 +146,10 @@ Metrics::Metrics()
                                     "Duration of the shard's last recovery (load and replay).")),
       log_backlog_batches_(GaugeFamily(*registry_, "streamlearn_log_backlog_batches",
                                        "Batches in the event log since the shard's last snapshot.")),
+      audit_archived_records_(GaugeFamily(*registry_, "streamlearn_audit_archived_records",
+                                          "Audit records of the shard's chain in archive segments.")),
+      audit_live_records_(GaugeFamily(*registry_, "streamlearn_audit_live_records",
+                                      "Audit records of the shard's chain still in the store.")),
       fuse_gate_(GaugeFamily(*registry_, "streamlearn_fuse_gate",
                              "Fuse Gate in force (weight of the SAU prediction).")),
       fuse_gate_min_(GaugeFamily(*registry_, "streamlearn_fuse_gate_min",
@@ -487,6 +491,18 @@ void Metrics::SetLogBacklog(const std::string& model, uint32_t shard, uint64_t b
                      g = &log_backlog_batches_.Add(labels);
                    });
   backlog->Set(static_cast<double>(batches));
+}
+
+void Metrics::SetAuditArchive(const std::string& model, uint32_t shard, uint64_t archived,
+                              uint64_t live) {
+  std::pair<prometheus::Gauge*, prometheus::Gauge*>& g = CachedSeries(
+      &audit_archive_, model, shard,
+      [this](const prometheus::Labels& labels, std::pair<prometheus::Gauge*, prometheus::Gauge*>& s) {
+        s.first = &audit_archived_records_.Add(labels);
+        s.second = &audit_live_records_.Add(labels);
+      });
+  g.first->Set(static_cast<double>(archived));
+  g.second->Set(static_cast<double>(live));
 }
 
 void Metrics::RecordFuse(const std::string& model, uint32_t shard, const FuseHealth& h) {

@@ -34,6 +34,8 @@
 //   streamlearn_store_write_bytes_total           counter: bytes written (no labels)
 //   streamlearn_recovery_{replayed_batches,seconds}{model,shard}  gauges: the last recovery
 //   streamlearn_log_backlog_batches{model,shard}  gauge: batches logged since the last snapshot
+//   streamlearn_audit_{archived,live}_records{model,shard}  gauges: the chain's records in
+//                                                 archive segments / still in the store
 //   streamlearn_fuse_{gate,gate_min,gate_max,abs_error}{model,shard}  gauges: Fuse health
 //   streamlearn_control_actions_total{model,shard}  counter: control-plane actions
 //   streamlearn_store_memory_bytes{kind}          gauge, read at each scrape: RocksDB's own
@@ -174,6 +176,10 @@ class Metrics final : public storage::StorageObserver {
 
   // Batches in the shard's event log since its last snapshot (what a recovery would replay).
   void SetLogBacklog(const std::string& model, uint32_t shard, uint64_t batches) override;
+  // The shard's audit records archived and still in the store (docs/AUDIT.md, "Bounded
+  // storage").
+  void SetAuditArchive(const std::string& model, uint32_t shard, uint64_t archived,
+                       uint64_t live) override;
 
   // After a Fuse step: sets the gate gauges, advances the control-action counter to
   // h.actions, and sets the shard's SAU health gauges (margin, RJ, beta_floor, lambda_*, den)
@@ -351,6 +357,8 @@ class Metrics final : public storage::StorageObserver {
   prometheus::Family<prometheus::Gauge>& recovery_replayed_batches_;
   prometheus::Family<prometheus::Gauge>& recovery_seconds_;
   prometheus::Family<prometheus::Gauge>& log_backlog_batches_;
+  prometheus::Family<prometheus::Gauge>& audit_archived_records_;
+  prometheus::Family<prometheus::Gauge>& audit_live_records_;
   prometheus::Family<prometheus::Gauge>& fuse_gate_;
   prometheus::Family<prometheus::Gauge>& fuse_gate_min_;
   prometheus::Family<prometheus::Gauge>& fuse_gate_max_;
@@ -379,6 +387,8 @@ class Metrics final : public storage::StorageObserver {
   std::map<ShardKey, prometheus::Counter*> snapshot_failures_ ABSL_GUARDED_BY(mu_);
   std::map<ShardKey, RecoverySeries> recoveries_ ABSL_GUARDED_BY(mu_);
   std::map<ShardKey, prometheus::Gauge*> log_backlog_ ABSL_GUARDED_BY(mu_);
+  std::map<ShardKey, std::pair<prometheus::Gauge*, prometheus::Gauge*>> audit_archive_
+      ABSL_GUARDED_BY(mu_);
   std::map<ShardKey, FuseSeries> fuse_ ABSL_GUARDED_BY(mu_);
 };
 

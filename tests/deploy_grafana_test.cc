@@ -226,6 +226,7 @@ class DeployGrafanaTest : public test_util::SharedServerSuite<DeployGrafanaTest>
                                           .beta_floor = 1e-12, .lambda_star = 0, .den = 0.5,
                                           .actions = 2});
     metrics.SetLogBacklog("deploy", 0, 5);
+    metrics.SetAuditArchive("deploy", 0, 65536, 300000);
     metrics.RecordForward("Ingest", absl::StatusCode::kOk);
     metrics.SetOwnedShards(3);
     metrics.RecordLeaseEvent("lost");
@@ -301,7 +302,8 @@ TEST_F(DeployGrafanaTest, ServerExportsTheNewFamilies) {
         "streamlearn_store_write_bytes_total", "streamlearn_recovery_replayed_batches",
         "streamlearn_recovery_seconds", "streamlearn_log_backlog_batches", "streamlearn_fuse_gate",
         "streamlearn_fuse_gate_min", "streamlearn_fuse_gate_max", "streamlearn_fuse_abs_error",
-        "streamlearn_control_actions_total", "streamlearn_sau_rj_red_events_total"}) {
+        "streamlearn_control_actions_total", "streamlearn_sau_rj_red_events_total",
+        "streamlearn_audit_archived_records", "streamlearn_audit_live_records"}) {
     EXPECT_TRUE(exported_->contains(name)) << name;
   }
   EXPECT_DOUBLE_EQ(test_util::SeriesValue(*server_, "streamlearn_audit_chain_length", "deploy", 0),
@@ -319,6 +321,10 @@ TEST_F(DeployGrafanaTest, ServerExportsTheNewFamilies) {
                    5);
   EXPECT_DOUBLE_EQ(
       test_util::SeriesValue(*server_, "streamlearn_snapshot_failures_total", "deploy", 1), 1);
+  EXPECT_DOUBLE_EQ(
+      test_util::SeriesValue(*server_, "streamlearn_audit_archived_records", "deploy", 0), 65536);
+  EXPECT_DOUBLE_EQ(
+      test_util::SeriesValue(*server_, "streamlearn_audit_live_records", "deploy", 0), 300000);
 }
 
 TEST_F(DeployGrafanaTest, DashboardHasItsUidAndModelShardVariables) {

@@ -565,6 +565,11 @@ absl::Status Persistence::ArchiveChain(const std::string& model, uint32_t shard,
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(const uint64_t n, writer.chain().Archive(options_.audit_live_records,
                                                             options_.audit_segment_records));
+  if (observer_ != nullptr) {
+    const uint64_t archived = writer.chain().store()->ArchivedBelow();
+    observer_->SetAuditArchive(model, shard, archived,
+                               writer.chain().head().next_index - archived);
+  }
   if (n > 0) {
     const uint64_t from = writer.chain().store()->ArchivedBelow();
     const uint64_t next = writer.chain().head().next_index;

@@ -31,6 +31,12 @@ class StorageObserver {
                               uint64_t replayed_batches, double seconds) = 0;
   // Log entries of the shard since its last snapshots (what a recovery would replay).
   virtual void SetLogBacklog(const std::string& model, uint32_t shard, uint64_t batches) = 0;
+  // The shard's audit chain: records moved to archive segments, records still in the store
+  // (audit_archive.h; the embedded mode with archiving on).
+  virtual void SetAuditArchive(const std::string& model, uint32_t shard, uint64_t archived,
+                               uint64_t live) {
+    (void)model, (void)shard, (void)archived, (void)live;
+  }
 };
 
 }  // namespace streamlearn::storage
