@@ -478,6 +478,10 @@ int main(int argc, char** argv) {
 
   // Before any thread exists (an arena is bound to a thread at its first allocation).
   if (const int32_t n = absl::GetFlag(FLAGS_malloc_arenas); n > 0) mallopt(M_ARENA_MAX, n);
+  // A fixed mmap threshold: glibc otherwise raises it to the size of each large block freed
+  // (up to 32 MiB), after which large transient buffers (snapshots, archive blocks) come
+  // from the arenas and stay there as free memory; fixed, they are mapped and unmapped.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
 
   // SIGTERM and SIGINT are blocked here, before any thread exists, so every thread inherits
   // the mask and no handler ever runs; the main thread takes them synchronously with

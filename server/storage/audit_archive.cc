@@ -1,5 +1,7 @@
 #include "server/storage/audit_archive.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -167,6 +169,54 @@ absl::Status ReadBlock(std::ifstream& in, const std::string& path, uint64_t offs
   }
   return absl::OkStatus();
 }
+
+// A segment being written: its bytes go to `tmp` as they come and are hashed on the way, so
+// writing a segment holds one block in memory, not the file (large transient buffers made
+// glibc's heap grow in the hour soak). Removed unless Close renamed it.
+class SegmentSink {
+ public:
+  explicit SegmentSink(std::string tmp) : tmp_(std::move(tmp)) {}
+  ~SegmentSink() {
+    if (fd_ >= 0) {
+      close(fd_);
+      unlink(tmp_.c_str());
+    }
+  }
+  SegmentSink(const SegmentSink&) = delete;
+  SegmentSink& operator=(const SegmentSink&) = delete;
+
+  absl::Status Open() {
+    fd_ = open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    return fd_ < 0 ? ErrnoError(errno, "create", tmp_) : absl::OkStatus();
+  }
+  absl::Status Append(std::string_view bytes, bool hashed = true) {
+    if (hashed) sum_.Update(bytes);
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = write(fd_, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoError(errno, "write", tmp_);
+      done += static_cast<size_t>(n);
+    }
+    size_ += bytes.size();
+    return absl::OkStatus();
+  }
+  uint64_t size() const { return size_; }
+  Digest Sum() { return sum_.Finish(); }
+  // fsync, close, rename over `path`, fsync the directory.
+  absl::Status Close(const std::string& path) {
+    if (fsync(fd_) != 0) return ErrnoError(errno, "fsync", tmp_);
+    close(fd_);
+    fd_ = -1;
+    return RenameDurably(tmp_, path);
+  }
+
+ private:
+  const std::string tmp_;
+  int fd_ = -1;
+  Sha256 sum_;
+  uint64_t size_ = 0;
+};
 
 // ---- the archive as a StorageBackend decorator ----
 
@@ -423,9 +473,11 @@ absl::StatusOr<AuditSegmentInfo> WriteAuditSegment(
     return absl::InvalidArgumentError(
         absl::StrCat("audit segment '", path, "': empty range [", first, ", ", end, ")"));
   }
-  std::string file(kMagic, kMagicBytes);
+  SegmentSink out(path + ".tmp");
+  RETURN_IF_ERROR(out.Open());
+  RETURN_IF_ERROR(out.Append(std::string_view(kMagic, kMagicBytes)));
   std::vector<std::pair<uint64_t, uint64_t>> index;
-  std::string raw, zip;
+  std::string raw, zip, header;
   uint64_t next = first, block_first = first;
   uint32_t count = 0;
   absl::Status failed;
@@ -439,13 +491,15 @@ absl::StatusOr<AuditSegmentInfo> WriteAuditSegment(
       return absl::InternalError(absl::StrCat("audit segment '", path, "': zlib failed"));
     }
     zip.resize(zip_bytes);
-    index.emplace_back(block_first, file.size());
-    PutU32(&file, count);
-    PutU64(&file, block_first);
-    PutU32(&file, static_cast<uint32_t>(raw.size()));
-    PutU32(&file, static_cast<uint32_t>(zip.size()));
-    PutU32(&file, Crc32(zip));
-    file += zip;
+    index.emplace_back(block_first, out.size());
+    header.clear();
+    PutU32(&header, count);
+    PutU64(&header, block_first);
+    PutU32(&header, static_cast<uint32_t>(raw.size()));
+    PutU32(&header, static_cast<uint32_t>(zip.size()));
+    PutU32(&header, Crc32(zip));
+    RETURN_IF_ERROR(out.Append(header));
+    RETURN_IF_ERROR(out.Append(zip));
     raw.clear();
     count = 0;
     block_first = next;
@@ -471,29 +525,33 @@ absl::StatusOr<AuditSegmentInfo> WriteAuditSegment(
                                             " to ", end - 1, " are not in the live store"));
   }
   RETURN_IF_ERROR(flush());
-  const uint64_t seal_offset = file.size();
-  file.append(seal.data(), seal.size());
-  const uint64_t index_offset = file.size();
+  const uint64_t seal_offset = out.size();
+  RETURN_IF_ERROR(out.Append(seal));
+  const uint64_t index_offset = out.size();
+  std::string tail;
   for (const auto& [block, offset] : index) {
-    PutU64(&file, block);
-    PutU64(&file, offset);
+    PutU64(&tail, block);
+    PutU64(&tail, offset);
   }
-  PutU64(&file, first);
-  PutU64(&file, end);
-  PutU64(&file, index_offset);
-  PutU32(&file, static_cast<uint32_t>(index.size()));
-  PutU32(&file, static_cast<uint32_t>(seal.size()));
-  PutU64(&file, seal_offset);
-  const Digest sum = Sha256Of(file);
-  file.append(reinterpret_cast<const char*>(sum.data()), sum.size());
-  file.append(kEndMagic, 8);
-  RETURN_IF_ERROR(WriteFileAtomically(path, file, 0640));
+  PutU64(&tail, first);
+  PutU64(&tail, end);
+  PutU64(&tail, index_offset);
+  PutU32(&tail, static_cast<uint32_t>(index.size()));
+  PutU32(&tail, static_cast<uint32_t>(seal.size()));
+  PutU64(&tail, seal_offset);
+  RETURN_IF_ERROR(out.Append(tail));
+  const Digest sum = out.Sum();
+  RETURN_IF_ERROR(
+      out.Append(std::string_view(reinterpret_cast<const char*>(sum.data()), sum.size()),
+                 /*hashed=*/false));
+  RETURN_IF_ERROR(out.Append(std::string_view(kEndMagic, 8), /*hashed=*/false));
   AuditSegmentInfo info;
   info.path = path;
   info.first = first;
   info.end = end;
   info.seal = std::string(seal);
-  info.bytes = file.size();
+  info.bytes = out.size();
+  RETURN_IF_ERROR(out.Close(path));
   return info;
 }
 

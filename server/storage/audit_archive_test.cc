@@ -116,6 +116,7 @@ TEST_F(AuditArchiveTest, ASourceThatSkipsARecordWritesNoSegment) {
   EXPECT_EQ(short_source.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(short_source.status().message(), HasSubstr("records 60 to 99"));
   EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
 }
 
 TEST_F(AuditArchiveTest, AnyFlippedByteOrTruncationIsDataLossNamingTheFile) {

@@ -45,6 +45,14 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view text,
     return Errno(err, "fsync", tmp);
   }
   close(fd);
+  return RenameDurably(tmp, path);
+}
+
+absl::Status ErrnoError(int err, std::string_view what, const std::string& path) {
+  return Errno(err, what, path);
+}
+
+absl::Status RenameDurably(const std::string& tmp, const std::string& path) {
   if (rename(tmp.c_str(), path.c_str()) != 0) return Errno(errno, "rename onto", path);
   // The rename is durable only once the directory is.
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();

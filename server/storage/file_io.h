@@ -19,6 +19,13 @@ namespace streamlearn::storage {
 // holds either its old content or `text`. Errors carry errno's code and name the path.
 absl::Status WriteFileAtomically(const std::string& path, std::string_view text, mode_t mode);
 
+// Renames `tmp` (written and fsync'ed by the caller) over `path` and fsyncs the directory, so
+// that the rename survives a crash. Errors carry errno's code and name the path.
+absl::Status RenameDurably(const std::string& tmp, const std::string& path);
+
+// An errno status naming what failed on which path ("'p': cannot write: No space left").
+absl::Status ErrnoError(int err, std::string_view what, const std::string& path);
+
 // The whole file. Errors carry errno's code and name the path.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
