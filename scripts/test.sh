@@ -4,7 +4,7 @@
 # checks the lock annotations (core/common/mutex.h; a violation fails the build), and runs the
 # tests that run threads of ours under TSan; then builds everything with AddressSanitizer + UBSan
 # (gcc) and runs every test again but the deployment checks; then builds the libFuzzer targets
-# (fuzz/) and runs each for a short time (scripts/fuzz.sh; FUZZ_SECONDS, default 4). Every
+# (fuzz/) and runs each for a short time (scripts/fuzz.sh; FUZZ_SECONDS, default 3). Every
 # pass always runs and reports; the last lines summarise them, and the command fails if any
 # failed.
 #   scripts/test.sh              # all four passes
@@ -155,11 +155,11 @@ if [ -z "${SKIP_SANITIZE:-}" ]; then
 fi
 
 if [ -z "${SKIP_FUZZ:-}" ]; then
-  echo "== fuzz: every libFuzzer target for ${FUZZ_SECONDS:-4} s (scripts/fuzz.sh)"
+  echo "== fuzz: every libFuzzer target for ${FUZZ_SECONDS:-3} s (scripts/fuzz.sh)"
   fuzz_start=$SECONDS
   fuzz_log="${build}-fuzz.log"
   fuzz_rc=0
-  FUZZ_BUILD_DIR="${build}-fuzz" bash scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-4}" 2>&1 \
+  FUZZ_BUILD_DIR="${build}-fuzz" bash scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-3}" 2>&1 \
     | tee "$fuzz_log" || fuzz_rc=$?
   # scripts/fuzz.sh ends with a line in the summary's form; none if its build failed.
   fuzz_line=$(grep -E '^fuzz: [0-9]+ passed' "$fuzz_log" | tail -1 || true)
