@@ -191,13 +191,7 @@ class SegmentSink {
   }
   absl::Status Append(std::string_view bytes, bool hashed = true) {
     if (hashed) sum_.Update(bytes);
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = write(fd_, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return ErrnoError(errno, "write", tmp_);
-      done += static_cast<size_t>(n);
-    }
+    RETURN_IF_ERROR(WriteAll(fd_, bytes, tmp_));
     size_ += bytes.size();
     return absl::OkStatus();
   }

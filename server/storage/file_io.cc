@@ -28,16 +28,9 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view text,
   const std::string tmp = path + ".tmp";
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return Errno(errno, "create", tmp);
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      return Errno(err, "write", tmp);
-    }
-    done += static_cast<size_t>(n);
+  if (absl::Status s = WriteAll(fd, text, tmp); !s.ok()) {
+    close(fd);
+    return s;
   }
   if (fsync(fd) != 0) {
     const int err = errno;
@@ -46,6 +39,17 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view text,
   }
   close(fd);
   return RenameDurably(tmp, path);
+}
+
+absl::Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno(errno, "write", path);
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ErrnoError(int err, std::string_view what, const std::string& path) {

@@ -23,6 +23,9 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view text,
 // that the rename survives a crash. Errors carry errno's code and name the path.
 absl::Status RenameDurably(const std::string& tmp, const std::string& path);
 
+// Writes all of `bytes` to `fd` (retrying short writes and EINTR); errors name `path`.
+absl::Status WriteAll(int fd, std::string_view bytes, const std::string& path);
+
 // An errno status naming what failed on which path ("'p': cannot write: No space left").
 absl::Status ErrnoError(int err, std::string_view what, const std::string& path);
 
