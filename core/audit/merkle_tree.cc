@@ -152,6 +152,22 @@ absl::StatusOr<std::vector<Digest>> MerkleTreeCache::ConsistencyProof(uint64_t s
   return out;
 }
 
+size_t MerkleTreeCache::Forget(uint64_t below, int keep_level) {
+  MutexLock lock(&mu_);
+  size_t dropped = 0;
+  // The map orders by level, then by position: the nodes of each level under keep_level lie in
+  // one run, and those wholly below `below` at its start.
+  for (int level = kCachedLevel; level < keep_level && level < 64; ++level) {
+    auto it = nodes_.lower_bound({level, 0});
+    while (it != nodes_.end() && it->first.first == level &&
+           (it->first.second + 1) <= (below >> level)) {
+      it = nodes_.erase(it);
+      ++dropped;
+    }
+  }
+  return dropped;
+}
+
 size_t MerkleTreeCache::cached() const {
   MutexLock lock(&mu_);
   return nodes_.size();

@@ -79,6 +79,15 @@ class MerkleTreeCache {
   // PROOF(size1, D[size2]). INVALID_ARGUMENT unless 0 < size1 <= size2.
   absl::StatusOr<std::vector<Digest>> ConsistencyProof(uint64_t size1, uint64_t size2);
 
+  // Bounds the cache once the leaves below `below` have moved to slower storage (an archive
+  // segment): drops the kept hashes of subtrees under level `keep_level` (2^keep_level leaves)
+  // that lie wholly below `below`, and keeps the rest. A later root or proof that needs a
+  // dropped hash recomputes it from the log (and keeps it until the next call). With
+  // keep_level = log2 of the segment size, the cache holds about two hashes per segment for the
+  // archived part of the chain instead of two per 2^kCachedLevel records. Returns how many
+  // hashes it dropped.
+  size_t Forget(uint64_t below, int keep_level) ABSL_LOCKS_EXCLUDED(mu_);
+
   // How many subtree hashes are kept (for tests and metrics).
   size_t cached() const ABSL_LOCKS_EXCLUDED(mu_);
 

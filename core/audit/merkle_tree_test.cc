@@ -242,6 +242,37 @@ TEST(MerkleTree, CacheKeepsBlocksAndAgreesWithTheReference) {
   }
 }
 
+// Forget bounds the cache for an archived prefix: it drops exactly the hashes under the kept
+// level that lie wholly below the bound, and later roots and proofs, which recompute what they
+// need from the log, still equal the reference.
+TEST(MerkleTree, ForgetDropsOnlyLowSubtreesBelowTheBoundAndProofsStillAgree) {
+  Log log;
+  log.lines = MakeLines(5000);
+  MerkleTreeCache tree(log.Reader());
+  const Digest root = *tree.Root(5000);
+  ASSERT_EQ(tree.cached(), 19u + 9u + 4u + 2u + 1u);
+  // Below 1000 with levels >= 16 kept: the blocks [0, 256), [256, 512), [512, 768) and the
+  // level-9 node [0, 512); [768, 1024) straddles the bound and stays.
+  EXPECT_EQ(tree.Forget(1000, 16), 4u);
+  // Below 4096 with levels >= 10 kept: the other 13 blocks of level 8 and 7 of level 9 below
+  // 4096; the nodes of levels 10-12 stay, and so do those at or above 4096.
+  EXPECT_EQ(tree.Forget(4096, 10), 13u + 7u);
+  EXPECT_EQ(tree.cached(), 35u - 24u);
+  // The root needs nothing that was dropped: one read, of the leaves past the last block.
+  log.reads = 0;
+  EXPECT_EQ(*tree.Root(5000), root);
+  EXPECT_EQ(log.reads, 1u);
+  const D d = All(log.lines, 5000);
+  for (uint64_t m : {0u, 100u, 1023u, 2047u, 4095u, 4096u, 4999u}) {
+    const std::vector<Digest> path = *tree.InclusionProof(m, 5000);
+    EXPECT_TRUE(VerifyInclusion(LeafHash(log.lines[m]), m, 5000, path, RefMth(d))) << m;
+    const uint64_t first = m + 1;
+    const std::vector<Digest> proof = *tree.ConsistencyProof(first, 5000);
+    EXPECT_TRUE(VerifyConsistency(first, 5000, RefMth(d.Sub(0, first)), RefMth(d), proof))
+        << first;
+  }
+}
+
 TEST(MerkleTree, BadRequestsAndGapsAreErrors) {
   Log log;
   log.lines = MakeLines(10);

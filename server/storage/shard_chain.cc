@@ -1,6 +1,7 @@
 #include "server/storage/shard_chain.h"
 
 #include <algorithm>
+#include <bit>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -92,7 +93,13 @@ absl::StatusOr<std::vector<Digest>> ShardChain::ConsistencyProof(uint64_t first,
 absl::StatusOr<uint64_t> ShardChain::Archive(uint64_t live_records,
                                              uint64_t segment_records) const {
   ASSIGN_OR_RETURN(const uint64_t committed, TreeSize(0, "tree size"));
-  if (committed <= live_records) return 0;
+  // The tree cache keeps, for the archived prefix, only subtrees of a segment's size and more
+  // (a proof into a segment recomputes the rest from it): bounded by the live tail.
+  const int keep_level = std::bit_width(segment_records) - 1;
+  if (committed <= live_records) {
+    tree_->Forget(store_->ArchivedBelow(), keep_level);
+    return 0;
+  }
   const uint64_t target = (committed - live_records) / segment_records * segment_records;
   const uint64_t start = store_->ArchivedBelow();
   uint64_t archived = start;
@@ -109,6 +116,7 @@ absl::StatusOr<uint64_t> ShardChain::Archive(uint64_t live_records,
           model_, shard_, end - 1, archived));
     }
   }
+  tree_->Forget(archived, keep_level);
   return archived - start;
 }
 
