@@ -583,7 +583,9 @@ absl::Status Persistence::ArchiveChain(const std::string& model, uint32_t shard,
 
 void Persistence::StartSnapshotter(ModelRegistry* registry) {
   if (backend_ == nullptr) return;
-  if (options_.snapshot_every_steps == 0 && options_.snapshot_interval <= absl::ZeroDuration()) {
+  const bool archiving = rocks_ != nullptr && options_.audit_live_records > 0;
+  if (options_.snapshot_every_steps == 0 && options_.snapshot_interval <= absl::ZeroDuration() &&
+      !archiving) {
     return;
   }
   snapshotter_ = std::thread([this, registry] { SnapshotterLoop(registry); });

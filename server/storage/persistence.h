@@ -139,7 +139,9 @@ class Persistence {
   // without a store. Thread-safe; it takes each shard's snapshot lock in turn, never with mu_.
   absl::Status RecordFloor() ABSL_LOCKS_EXCLUDED(mu_, floor_mu_);
 
-  // Takes snapshots when due, in a background thread, until Stop().
+  // Takes snapshots when due and archives the audit chains' old records when due (embedded
+  // store with audit_live_records > 0), in a background thread, until Stop(). The thread runs
+  // when either is on: a server with snapshots off still keeps its audit table bounded.
   void StartSnapshotter(ModelRegistry* registry);
   void Stop() ABSL_LOCKS_EXCLUDED(stop_mu_);
 

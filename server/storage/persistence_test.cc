@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -1152,4 +1154,45 @@ TEST(PersistenceTest, ANewOwnerRecoversFromJetStreamAndTheOldOneIsFenced) {
 }
 
 }  // namespace
+// A server with snapshots off still archives: the background thread runs for the archive
+// alone and moves the old records out while no snapshot is ever taken.
+TEST(PersistenceTest, TheArchiveRunsWithSnapshotsOff) {
+  namespace fs = std::filesystem;
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/persistence_archive_nosnap_", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  {
+    const lmu::HashSecret secret = Secret();
+    std::ofstream(dir + "/lmu.secret", std::ios::binary)
+        .write(reinterpret_cast<const char*>(secret.data()), secret.size());
+  }
+  PersistenceOptions o = Options();  // snapshots on demand only
+  o.data_dir = dir;
+  o.audit_live_records = 50;
+  o.audit_segment_records = 64;
+  World w;
+  absl::StatusOr<std::unique_ptr<Persistence>> p = Persistence::Open(o, nullptr);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ModelRegistry registry(Secret());
+  std::shared_ptr<Model> m = w.Create(**p, registry);
+  ASSERT_NE(m, nullptr);
+  ASSERT_NO_FATAL_FAILURE(w.Feed(**p, registry, *m, 20));
+  ShardChain& chain = (*p)->Find(kModel)->shard(0).chain();
+  ASSERT_GT(chain.head().next_index, 50u + 64u);
+  ASSERT_EQ(chain.store()->ArchivedBelow(), 0u);
+  (*p)->StartSnapshotter(&registry);
+  // The thread passes every 200 ms; the deadline only bounds a broken build's wait.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (chain.store()->ArchivedBelow() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  (*p)->Stop();
+  EXPECT_GT(chain.store()->ArchivedBelow(), 0u);
+  EXPECT_EQ(chain.store()->ArchivedBelow() % 64, 0u);
+  EXPECT_EQ(ChainLines(*chain.store()).size(), chain.head().next_index);
+  p->reset();
+  fs::remove_all(dir);
+}
+
 }  // namespace streamlearn::storage
