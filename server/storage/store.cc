@@ -544,6 +544,8 @@ absl::Status Store::ResumeWrites() {
   // RocksDB keeps refusing writes after an I/O error until it is told to resume (it retries
   // the failed flush and starts a new WAL). Failing here means the cause is still there: the
   // write is refused with the current reason, not a stale one.
+  MutexLock lock(&resume_mu_);
+  if (!resume_needed_.load(std::memory_order_acquire)) return absl::OkStatus();  // resumed
   const rocksdb::Status r = db_->Resume();
   if (!r.ok()) return FromRocks(r, "resume after an I/O error");
   resume_needed_.store(false, std::memory_order_release);

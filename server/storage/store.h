@@ -42,6 +42,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/common/mutex.h"
 #include "server/storage/shard_store.h"
 
 namespace rocksdb {
@@ -121,8 +122,9 @@ class Store {
   absl::Status Write(const StoreBatch& batch);
   // OK when writes are possible as far as the store knows: no I/O error since the last
   // successful write, or RocksDB resumed after one. UNAVAILABLE with the current cause
-  // otherwise.
-  absl::Status ResumeWrites();
+  // otherwise. Thread-safe: one caller at a time asks RocksDB (a Resume() beside another one
+  // fails with Busy, not with the cause), and those that waited find it done.
+  absl::Status ResumeWrites() ABSL_LOCKS_EXCLUDED(resume_mu_);
   // Makes every write so far durable on the machine (fsyncs the WAL; a no-op cost under
   // Durability::kMachine, where every write is synced already).
   absl::Status SyncWal();
@@ -199,6 +201,9 @@ class Store {
   std::shared_ptr<rocksdb::Cache> cache_;  // the one block cache of every column family
   // A write failed: the next one first asks RocksDB to resume from its background error.
   mutable std::atomic<bool> resume_needed_{false};
+  // One resume at a time: RocksDB answers a Resume() beside another (or beside its own
+  // recovery) with Busy, which is not the failure's cause.
+  Mutex resume_mu_;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // default, specs, log, snapshots, audit
 };
 
