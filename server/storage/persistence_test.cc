@@ -408,6 +408,23 @@ TEST(PersistenceTest, RestartRecoversBitIdenticalStateAndChainHeadsWithAnyNumber
   }
 }
 
+// Options over a fresh RocksDB data directory (under the test's temporary directory, named
+// `name` and the pid, the tests' LMU secret in it) that archive the audit chains beyond 50 live
+// records in segments of 64; snapshots on demand only, as Options().
+PersistenceOptions ArchivingOptions(const std::string& name) {
+  namespace fs = std::filesystem;
+  PersistenceOptions o = Options();
+  o.data_dir = absl::StrCat(::testing::TempDir(), "/", name, getpid());
+  fs::remove_all(o.data_dir);
+  fs::create_directories(o.data_dir);
+  const lmu::HashSecret secret = Secret();
+  std::ofstream(o.data_dir + "/lmu.secret", std::ios::binary)
+      .write(reinterpret_cast<const char*>(secret.data()), secret.size());
+  o.audit_live_records = 50;
+  o.audit_segment_records = 64;
+  return o;
+}
+
 // Every (index, line) of a chain, read through its store.
 std::vector<std::string> ChainLines(const ShardStore& store) {
   std::vector<std::string> out;
@@ -427,19 +444,8 @@ std::vector<std::string> ChainLines(const ShardStore& store) {
 // restart resumes the chains.
 TEST(PersistenceTest, ArchivedChainsReadVerifyProveReplayAndResumeAcrossSegments) {
   namespace fs = std::filesystem;
-  const std::string dir =
-      absl::StrCat(::testing::TempDir(), "/persistence_archive_", getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  {
-    const lmu::HashSecret secret = Secret();
-    std::ofstream(dir + "/lmu.secret", std::ios::binary)
-        .write(reinterpret_cast<const char*>(secret.data()), secret.size());
-  }
-  PersistenceOptions o = Options();
-  o.data_dir = dir;
-  o.audit_live_records = 50;
-  o.audit_segment_records = 64;
+  const PersistenceOptions o = ArchivingOptions("persistence_archive_");
+  const std::string dir = o.data_dir;
   World w;
   std::vector<std::string> states, heads;
   {
@@ -1158,19 +1164,8 @@ TEST(PersistenceTest, ANewOwnerRecoversFromJetStreamAndTheOldOneIsFenced) {
 // alone and moves the old records out while no snapshot is ever taken.
 TEST(PersistenceTest, TheArchiveRunsWithSnapshotsOff) {
   namespace fs = std::filesystem;
-  const std::string dir =
-      absl::StrCat(::testing::TempDir(), "/persistence_archive_nosnap_", getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  {
-    const lmu::HashSecret secret = Secret();
-    std::ofstream(dir + "/lmu.secret", std::ios::binary)
-        .write(reinterpret_cast<const char*>(secret.data()), secret.size());
-  }
-  PersistenceOptions o = Options();  // snapshots on demand only
-  o.data_dir = dir;
-  o.audit_live_records = 50;
-  o.audit_segment_records = 64;
+  const PersistenceOptions o = ArchivingOptions("persistence_archive_nosnap_");  // no snapshots
+  const std::string dir = o.data_dir;
   World w;
   absl::StatusOr<std::unique_ptr<Persistence>> p = Persistence::Open(o, nullptr);
   ASSERT_TRUE(p.ok()) << p.status();
