@@ -8,9 +8,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "server/storage/file_io.h"
 #include "spdlog/spdlog.h"
 
 namespace streamlearn::storage {
@@ -65,13 +67,11 @@ absl::Status ReadExactly(int fd, const std::string& path, lmu::HashSecret* out) 
   return absl::OkStatus();
 }
 
-absl::Status WriteAll(int fd, const std::string& path, const lmu::HashSecret& secret) {
-  size_t done = 0;
-  while (done < secret.size()) {
-    const ssize_t n = write(fd, secret.data() + done, secret.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return FileError(path, "write", errno);
-    done += static_cast<size_t>(n);
+absl::Status WriteSecret(int fd, const std::string& path, const lmu::HashSecret& secret) {
+  const absl::Status written = WriteAll(
+      fd, std::string_view(reinterpret_cast<const char*>(secret.data()), secret.size()), path);
+  if (!written.ok()) {
+    return absl::Status(written.code(), absl::StrCat("lmu secret file ", written.message()));
   }
   if (fsync(fd) != 0) return FileError(path, "fsync", errno);
   return absl::OkStatus();
@@ -106,7 +106,7 @@ absl::StatusOr<lmu::HashSecret> LoadOrCreateLmuSecret(const std::string& path) {
   }
   Fd fd(created);
   absl::StatusOr<lmu::HashSecret> secret = RandomLmuSecret();
-  absl::Status written = secret.ok() ? WriteAll(fd.get(), path, *secret) : secret.status();
+  absl::Status written = secret.ok() ? WriteSecret(fd.get(), path, *secret) : secret.status();
   if (!written.ok()) {
     unlink(path.c_str());  // a short file would stop the next start
     return written;
