@@ -9,6 +9,8 @@
 #include <new>
 #include <thread>
 
+#include "absl/strings/str_format.h"
+
 namespace streamlearn::lmu {
 namespace {
 
@@ -565,6 +567,135 @@ void CuckooDelta::ForEach(const std::function<void(uint64_t id, uint64_t payload
     }
   }
   if (Load(m.emergency_flag) != 0) f(Load(m.emergency_id), Load(m.emergency_payload));
+}
+
+CuckooDelta::State CuckooDelta::Dump() const {
+  const Impl& m = *impl_;
+  State st;
+  st.entries.reserve(size());
+  for (uint32_t bucket = 0; bucket <= m.mask; ++bucket) {
+    const int n = LoadCount(m.counts[bucket]);
+    for (int j = 0; j < n; ++j) {
+      st.entries.push_back({Load(m.SlotId(bucket, j)), Load(m.SlotPayload(bucket, j)),
+                            m.SlotIndex(bucket, j)});
+    }
+  }
+  uint64_t base = capacity();
+  for (const Area* area : {&m.stash, &m.ring}) {
+    for (int j = 0; j < area->n; ++j) {
+      if (area->fp(j) != 0) {
+        st.entries.push_back({Load(area->ids[j]), Load(area->payloads[j]), base + j});
+      }
+    }
+    base += area->n;
+  }
+  if (Load(m.emergency_flag) != 0) {
+    st.entries.push_back({Load(m.emergency_id), Load(m.emergency_payload), base});
+  }
+  st.draws = m.draws;
+  st.drain_cursor = static_cast<uint64_t>(m.drain_cursor);
+  return st;
+}
+
+absl::Status CuckooDelta::Restore(const State& st) {
+  Impl& m = *impl_;
+  if (size() != 0) {
+    return absl::FailedPreconditionError("cuckoo delta: restore into a non-empty delta");
+  }
+  const uint64_t cap = capacity();
+  const uint64_t stash_end = cap + m.stash.n;
+  const uint64_t ring_end = stash_end + m.ring.n;  // the emergency slot's position
+  const uint64_t positions = static_cast<uint64_t>(m.stash.n) + m.ring.n + 1;
+  if (st.drain_cursor >= positions) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cuckoo delta: drain cursor %d, the overflow has %d positions", st.drain_cursor,
+        positions));
+  }
+  // Check everything before writing anything.
+  std::vector<uint32_t> occupied(size_t{m.mask} + 1, 0);  // per bucket, a bit per slot (b <= 32)
+  std::array<bool, 2 * kMaxArea> area_taken{};  // stash then ring slots
+  std::array<std::array<bool, 256>, 2> fp_seen{};         // fingerprints in stash, ring
+  bool emergency = false;
+  std::vector<uint64_t> ids;
+  ids.reserve(st.entries.size());
+  for (const Placed& e : st.entries) {
+    const auto bad = [&](std::string_view why) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cuckoo delta: id %d at position %d: %s", e.id, e.position, why));
+    };
+    ids.push_back(e.id);
+    const uint64_t ha = SipHash13(m.key_a, e.id);
+    if (e.position < cap) {
+      const uint32_t bucket = static_cast<uint32_t>(e.position / m.b);
+      const int j = static_cast<int>(e.position % m.b);
+      const uint32_t a = static_cast<uint32_t>(ha) & m.mask;
+      const uint32_t bb = static_cast<uint32_t>(SipHash13(m.key_b, e.id)) & m.mask;
+      if (bucket != a && bucket != bb) return bad("the bucket is neither of the id's two");
+      if ((occupied[bucket] >> j) & 1) return bad("the slot is taken twice");
+      occupied[bucket] |= uint32_t{1} << j;
+    } else if (e.position < ring_end) {
+      const bool in_stash = e.position < stash_end;
+      const size_t k = static_cast<size_t>(e.position - cap);
+      if (area_taken[k]) return bad("the slot is taken twice");
+      area_taken[k] = true;
+      bool& seen = fp_seen[in_stash ? 0 : 1][Fingerprint(ha)];
+      if (seen) return bad("its fingerprint is already in that area");
+      seen = true;
+    } else if (e.position == ring_end) {
+      if (emergency) return bad("the slot is taken twice");
+      emergency = true;
+    } else {
+      return bad(absl::StrFormat("outside the layout (%d positions)", ring_end + 1));
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  if (const auto twice = std::adjacent_find(ids.begin(), ids.end()); twice != ids.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cuckoo delta: id %d appears twice", *twice));
+  }
+  for (uint32_t bucket = 0; bucket <= m.mask; ++bucket) {
+    const uint32_t bits = occupied[bucket];
+    if ((bits & (bits + 1)) != 0) {  // not of the form 2^n - 1
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cuckoo delta: bucket %d is not filled from slot 0 (occupied slots %#x)", bucket, bits));
+    }
+  }
+
+  m.BeginWrite();
+  int stash_used = 0, ring_used = 0;
+  for (const Placed& e : st.entries) {
+    const uint64_t ha = SipHash13(m.key_a, e.id);
+    if (e.position < cap) {
+      const uint32_t bucket = static_cast<uint32_t>(e.position / m.b);
+      const int j = static_cast<int>(e.position % m.b);
+      const uint32_t a = static_cast<uint32_t>(ha) & m.mask;
+      const uint32_t bb = static_cast<uint32_t>(SipHash13(m.key_b, e.id)) & m.mask;
+      Store(m.SlotId(bucket, j), e.id);
+      Store(m.SlotPayload(bucket, j), e.payload);
+      m.other[m.SlotIndex(bucket, j)] = bucket == a ? bb : a;
+      StoreCount(m.counts[bucket], std::max(LoadCount(m.counts[bucket]), j + 1));
+    } else if (e.position < ring_end) {
+      const bool in_stash = e.position < stash_end;
+      Area& area = in_stash ? m.stash : m.ring;
+      const int j = static_cast<int>(e.position - (in_stash ? cap : stash_end));
+      Store(area.ids[j], e.id);
+      Store(area.payloads[j], e.payload);
+      area.set_fp(j, Fingerprint(ha));
+      ++(in_stash ? stash_used : ring_used);
+    } else {
+      Store(m.emergency_id, e.id);
+      Store(m.emergency_payload, e.payload);
+      Store(m.emergency_flag, 1);
+    }
+  }
+  m.EndWrite();
+  m.draws = st.draws;
+  m.drain_cursor = static_cast<int>(st.drain_cursor);
+  m.stash_used.store(stash_used, std::memory_order_relaxed);
+  m.ring_used.store(ring_used, std::memory_order_relaxed);
+  m.emergency_used.store(emergency, std::memory_order_relaxed);
+  m.size.store(st.entries.size(), std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 size_t CuckooDelta::size() const { return impl_->size.load(std::memory_order_relaxed); }

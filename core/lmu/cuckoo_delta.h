@@ -43,7 +43,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "core/lmu/keyed_hash.h"
 
 namespace streamlearn::lmu {
@@ -90,6 +92,30 @@ class CuckooDelta {
   // Writer only: every (id, payload), in a deterministic order: buckets in index order (slots
   // in order), then stash slots, ring slots, the emergency slot.
   void ForEach(const std::function<void(uint64_t id, uint64_t payload)>& f) const;
+
+  // The writer's exact state, for snapshots. Where an insert lands depends on the layout (the
+  // walk's choices, which bucket is full, which fingerprints the stash holds), and the layout
+  // on the order of past inserts, so a restored delta must take the same positions, not merely
+  // the same entries: re-inserting them can place them differently, or not at all.
+  struct Placed {
+    uint64_t id = 0;
+    uint64_t payload = 0;
+    // Bucket slots first (bucket * b + slot, 0 .. buckets*b - 1), then the stash's S slots,
+    // the ring's Q slots, the emergency slot.
+    uint64_t position = 0;
+  };
+  struct State {
+    std::vector<Placed> entries;  // in ForEach order
+    uint64_t draws = 0;           // the counter behind the walk's victim choices
+    uint64_t drain_cursor = 0;    // the next overflow position a drain looks at
+  };
+  State Dump() const;  // writer only
+  // Writer only, on an empty delta: takes `state` exactly, so later inserts go where they
+  // would have gone in the delta that was dumped. InvalidArgument naming the first problem,
+  // and nothing changed, for a state no sequence of inserts produces: a position outside the
+  // layout or taken twice, a bucket that is neither of its id's two, a bucket not filled from
+  // slot 0, an id twice, two equal fingerprints in the stash or the ring, a cursor out of range.
+  absl::Status Restore(const State& state);
 
   size_t size() const;          // entries
   size_t capacity() const;      // buckets * bucket_size (the C of the scheduling inequality)

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -178,6 +179,135 @@ TEST(CuckooDelta, SameInsertsGiveTheSameLayout) {
   EXPECT_EQ(d1.stash_used(), d2.stash_used());
   EXPECT_EQ(d1.ring_used(), d2.ring_used());
   EXPECT_NE(Entries(d1), Entries(other));  // other keys, other layout
+}
+
+bool SameState(const CuckooDelta::State& x, const CuckooDelta::State& y) {
+  if (x.entries.size() != y.entries.size() || x.draws != y.draws ||
+      x.drain_cursor != y.drain_cursor) {
+    return false;
+  }
+  for (size_t i = 0; i < x.entries.size(); ++i) {
+    const CuckooDelta::Placed& a = x.entries[i];
+    const CuckooDelta::Placed& b = y.entries[i];
+    if (a.id != b.id || a.payload != b.payload || a.position != b.position) return false;
+  }
+  return true;
+}
+
+TEST(CuckooDeltaState, RestoredLayoutTakesLaterInsertsWhereTheOriginalDoes) {
+  // 250 ids in 256 slots: walks, stash and ring entries. Re-inserting the same entries in
+  // ForEach order places them elsewhere, so the next inserts would land differently; the
+  // restored state does not.
+  const Options o = Make(64, 4, 4, 8, 4);
+  CuckooDelta live(o, kKeyA, kKeyB);
+  uint64_t next = 0;
+  for (; next < 250; ++next) ASSERT_NE(live.Insert(Id(5, next), next).where, Where::kFull);
+  ASSERT_GT(live.stash_used() + live.ring_used(), 0);
+  const CuckooDelta::State dumped = live.Dump();
+  ASSERT_EQ(dumped.entries.size(), live.size());
+
+  CuckooDelta restored(o, kKeyA, kKeyB), reinserted(o, kKeyA, kKeyB);
+  ASSERT_TRUE(restored.Restore(dumped).ok());
+  EXPECT_TRUE(SameState(restored.Dump(), dumped));
+  EXPECT_EQ(restored.size(), live.size());
+  EXPECT_EQ(restored.stash_used(), live.stash_used());
+  EXPECT_EQ(restored.ring_used(), live.ring_used());
+  EXPECT_EQ(restored.emergency_used(), live.emergency_used());
+  for (const CuckooDelta::Placed& e : dumped.entries) {
+    const CuckooDelta::LocateResult f = restored.Locate(e.id);
+    ASSERT_TRUE(f.found) << e.id;
+    EXPECT_EQ(f.payload, e.payload);
+  }
+  int reinsert_full = 0;
+  for (const auto& [id, payload] : Entries(live)) {
+    reinsert_full += reinserted.Insert(id, payload).where == Where::kFull;
+  }
+  // Why the layout is kept: the entries alone do not determine it.
+  EXPECT_FALSE(reinsert_full == 0 && SameState(reinserted.Dump(), dumped));
+
+  for (; next < 256; ++next) {
+    const uint64_t id = Id(5, next);
+    const CuckooDelta::InsertResult a = live.Insert(id, next);
+    const CuckooDelta::InsertResult b = restored.Insert(id, next);
+    ASSERT_EQ(a.where, b.where) << next;
+    ASSERT_EQ(a.probes, b.probes) << next;
+  }
+  EXPECT_TRUE(SameState(restored.Dump(), live.Dump()));
+}
+
+TEST(CuckooDeltaState, RestoreRefusesLayoutsNoInsertsProduceAndChangesNothing) {
+  const Options o = Make(64, 4, 4, 8, 4);
+  CuckooDelta live(o, kKeyA, kKeyB);
+  for (uint64_t i = 0; i < 250; ++i) ASSERT_NE(live.Insert(Id(5, i), i).where, Where::kFull);
+  const CuckooDelta::State good = live.Dump();
+  const uint64_t cap = live.capacity();
+  // The first bucket entry's other possible position in its own bucket, and a bucket that is
+  // neither of its two.
+  const CuckooDelta::Placed first = good.entries.front();
+  const uint32_t a = static_cast<uint32_t>(SipHash13(kKeyA, first.id)) & 63;
+  const uint32_t b = static_cast<uint32_t>(SipHash13(kKeyB, first.id)) & 63;
+  uint32_t foreign = 0;
+  while (foreign == a || foreign == b) ++foreign;
+  int area_entry = -1;
+  for (size_t i = 0; i < good.entries.size(); ++i) {
+    const uint64_t p = good.entries[i].position;
+    if (p >= cap && p < cap + 8 && area_entry < 0) area_entry = static_cast<int>(i);
+  }
+  ASSERT_GE(area_entry, 0);
+  ASSERT_EQ(good.entries[1].position, first.position + 1);  // a bucket with two entries
+
+  struct Case {
+    const char* name;
+    std::function<void(CuckooDelta::State&)> edit;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"outside the layout", [&](auto& s) { s.entries[0].position = cap + 4 + 4 + 1; },
+       "outside the layout"},
+      {"a foreign bucket", [&](auto& s) { s.entries[0].position = uint64_t{foreign} * 4; },
+       "neither of the id's two"},
+      {"a slot twice", [&](auto& s) { s.entries[1].position = s.entries[0].position; },
+       "taken twice"},
+      {"an id twice", [&](auto& s) { s.entries[1].id = s.entries[0].id; }, "appears twice"},
+      {"a gap in a bucket",
+       [&](auto& s) { s.entries.erase(s.entries.begin()); },  // a full bucket's slot 0
+       "not filled from slot 0"},
+      {"a cursor out of range", [&](auto& s) { s.drain_cursor = 4 + 4 + 1; }, "drain cursor"},
+      {"a fingerprint twice in an area",
+       [&](auto& s) {
+         // An id of another stream with the first stash or ring entry's fingerprint, in another slot
+         // of the same area: a free one, else in place of its occupant.
+         const CuckooDelta::Placed& one = s.entries[area_entry];
+         const bool in_stash = one.position < cap + 4;
+         const uint64_t lo = in_stash ? cap : cap + 4;
+         uint64_t i = 0;
+         while (Fingerprint(kKeyA, Id(6, i)) != Fingerprint(kKeyA, one.id)) ++i;
+         CuckooDelta::Placed twin{Id(6, i), 7, lo};
+         while (twin.position == one.position) ++twin.position;
+         for (auto& e : s.entries) {
+           if (e.position == twin.position) {
+             e.id = twin.id;
+             return;
+           }
+         }
+         s.entries.push_back(twin);
+       },
+       "fingerprint"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    CuckooDelta::State bad = good;
+    c.edit(bad);
+    CuckooDelta d(o, kKeyA, kKeyB);
+    const absl::Status st = d.Restore(bad);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find(c.says), std::string::npos) << st;
+    EXPECT_EQ(d.size(), 0u);
+    EXPECT_TRUE(Entries(d).empty());
+    EXPECT_TRUE(d.Restore(good).ok());  // nothing was half-written
+    EXPECT_TRUE(SameState(d.Dump(), good));
+  }
+  EXPECT_EQ(live.Restore(good).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // Ids whose two buckets are both bucket 0 under kKeyA/kKeyB.

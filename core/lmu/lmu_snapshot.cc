@@ -96,15 +96,25 @@ struct LmuSnapshotAccess {
     base.U64s(ids);
     base.U64s(slots);
 
+    // The delta: its entries, then (since the layout decides where later inserts go) each
+    // entry's position and the walk's and the drain's counters. Snapshots written before the
+    // positions were kept end after the slots.
     ByteWriter delta;
+    const CuckooDelta::State state = g.delta->Dump();
     ids.clear();
     slots.clear();
-    g.delta->ForEach([&](uint64_t id, uint64_t slot) {
-      ids.push_back(id);
-      slots.push_back(slot);
-    });
+    std::vector<uint64_t> positions;
+    positions.reserve(state.entries.size());
+    for (const CuckooDelta::Placed& e : state.entries) {
+      ids.push_back(e.id);
+      slots.push_back(e.payload);
+      positions.push_back(e.position);
+    }
     delta.U64s(ids);
     delta.U64s(slots);
+    delta.U64s(positions);
+    delta.U64(state.draws);
+    delta.U64(state.drain_cursor);
 
     ByteWriter weights;
     const WeightArena& w = t.weights_;
@@ -253,8 +263,23 @@ struct LmuSnapshotAccess {
     // Delta dump.
     ByteReader dr(sec[3]);
     std::vector<uint64_t> delta_ids, delta_slots;
+    std::optional<CuckooDelta::State> layout;  // absent in snapshots of older builds
     s = dr.U64s(&delta_ids);
     if (s.ok()) s = dr.U64s(&delta_slots);
+    if (s.ok() && !dr.done()) {
+      layout.emplace();
+      std::vector<uint64_t> positions;
+      s = dr.U64s(&positions);
+      if (s.ok()) s = dr.U64(&layout->draws);
+      if (s.ok()) s = dr.U64(&layout->drain_cursor);
+      if (s.ok() && positions.size() != delta_ids.size()) {
+        return Loss(absl::StrFormat("delta has %d ids and %d positions", delta_ids.size(),
+                                    positions.size()));
+      }
+      for (size_t i = 0; s.ok() && i < positions.size(); ++i) {
+        layout->entries.push_back({delta_ids[i], delta_slots[i], positions[i]});
+      }
+    }
     if (s.ok()) s = dr.ExpectDone("LMU delta section");
     if (!s.ok()) return s;
     if (delta_ids.size() != delta_slots.size()) {
@@ -311,7 +336,19 @@ struct LmuSnapshotAccess {
         return Loss(absl::StrFormat("delta id %d has slot %d, the arena has %d rows", id,
                                     delta_slots[i], rows));
       }
-      if (base->Locate(id, &unused) || delta->Locate(id).found) {
+      if (base->Locate(id, &unused)) {
+        return Loss(absl::StrFormat("id %d is in both the base and the delta", id));
+      }
+    }
+    if (layout.has_value()) {
+      if (s = delta->Restore(*layout); !s.ok()) {
+        return Loss(absl::StrFormat("delta layout: %s", s.message()));
+      }
+    }
+    for (size_t i = 0; !layout.has_value() && i < delta_ids.size(); ++i) {
+      // An older snapshot: re-insert in dump order (can place differently, or fail).
+      const uint64_t id = delta_ids[i];
+      if (delta->Locate(id).found) {
         return Loss(absl::StrFormat("id %d appears twice", id));
       }
       const CuckooDelta::InsertResult r = delta->Insert(id, delta_slots[i]);
@@ -338,7 +375,8 @@ struct LmuSnapshotAccess {
 
     // A rebuild pending at snapshot time starts again now, building the same generation
     // number. (Whenever the delta's load is at tau_low or above, the original has one pending.)
-    // A re-inserted delta that needed the emergency slot trips the wire as an insert would.
+    // The frozen flag is the live one's; in an older snapshot's re-inserted delta, a use of
+    // the emergency slot trips the wire as an insert would.
     t.frozen_ = frozen == 1 || overflow;
     if (pending == 1 || t.frozen_) t.MaybeStartRebuild();
     return lmu;

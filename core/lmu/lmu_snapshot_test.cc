@@ -166,6 +166,34 @@ TEST(LmuSnapshot, EmptyLearnerRoundTrips) {
   EXPECT_EQ((*back)->StateDigest(), orig.StateDigest());
 }
 
+TEST(LmuSnapshot, TheDeltaComesBackInItsOwnLayout) {
+  // A small delta at high load (tau_low 0.9: the rebuild waits until the delta is nearly
+  // full) places ids by walks and in the stash, in an order only the history decides. A
+  // restored learner must serialise to the very bytes it came from, delta positions and walk
+  // counter included, or later inserts would land elsewhere than in the original.
+  LmuSpec spec = TestSpec(1, false);
+  spec.delta_buckets = 16;  // C = 64
+  spec.tau_low = 0.9;
+  spec.tau_high = 0.95;
+  LmuLearner orig(spec, TestSecret(4));
+  ZipfSamples gen(20000, 1, 11);
+  std::vector<Feature> x;
+  std::vector<double> y, a(1), b(1);
+  int overflowed = 0;
+  for (int i = 0; i < 1500; ++i) {
+    gen.Next(&x, &y);
+    ASSERT_TRUE(orig.Step(x, y, NAN, NAN, a.data()).ok());
+    const LmuTableStats st = orig.TableStats();
+    overflowed += st.stash_used + st.ring_used > 0;
+    const std::string bytes = SerializeLmu(orig);
+    absl::StatusOr<std::unique_ptr<LmuLearner>> back = RestoreLmu(spec, TestSecret(4), bytes);
+    ASSERT_TRUE(back.ok()) << i << ": " << back.status();
+    ASSERT_TRUE(SerializeLmu(**back) == bytes) << "sample " << i;
+  }
+  EXPECT_GT(orig.TableStats().rebuilds, 10u);
+  EXPECT_GT(overflowed, 0);  // the stash or the ring held ids at some snapshot
+}
+
 class LmuSnapshotErrors : public ::testing::Test {
  protected:
   void SetUp() override {
