@@ -31,6 +31,8 @@ PACKAGES=(
   # compose file's validator, and pip to install the Python client package from its directory
   python3-kubernetes docker-compose python3-pip python3-setuptools python3-wheel
   python3-venv
+  # the experiment protocol's plots (bench/experiments/plot.py)
+  python3-matplotlib
   "$@"
 )
 # kubectl renders the kustomize overlays (`kubectl kustomize`). Debian's is the package

@@ -1,0 +1,863 @@
+// The seeds' experiment protocol against the core library (docs/EXPERIMENTS.md): DGP-A error
+// against r (the feature kinds, gamma, the input scale, tau), error against t, DGP-C drift
+// (a trace, detection delays) and the stationary false-alarm rate, and the monitors (shr,
+// clip rate). Writes one CSV per experiment and run.json into --out; bench/experiments/plot.py
+// draws them and run.sh does both.
+//
+//   experiments --out DIR [--quick] [--seed N] [--threads N] [--build_info TEXT]
+//
+// Every run is a pure function of its settings and seeds: the same command writes the same
+// CSVs (the thread count changes only the order runs finish in, not what they write).
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/sau/exact_attention.h"
+#include "core/sau/kernels.h"
+#include "core/sau/sau_estimator.h"
+#include "core/workloads/dgp.h"
+
+namespace streamlearn::sau {
+namespace {
+
+struct Settings {
+  bool quick = false;
+  uint64_t seed = 1;
+  int threads = 0;
+  std::string out;
+  std::string build_info = "unknown";
+  // DGP-A against r.
+  std::vector<int> rs = {16, 32, 64, 128, 256, 512, 1024};
+  int a_seeds = 8;
+  int a_events = 2000;
+  int a_probes = 32;
+  int d = 64, d_v = 64;
+  // Error against t.
+  std::vector<double> t_gammas = {0.99, 0.999, 1.0};
+  int t_r = 256;
+  int t_seeds = 4;
+  int t_events = 100000;
+  // The e-process: stationary false alarms and drift.
+  int fa_seeds = 1000;
+  int fa_events = 6000;
+  int drift_seeds = 200;
+  int phase = 3000;
+  int horizon = 1000;
+  double alpha = 0.05;
+  // DGP-B, the clipping ablation, latency against n.
+  int b_seeds = 4;
+  int ablation_seeds = 4;
+  std::vector<int> latency_ns = {1000, 10000, 100000};
+
+  void MakeQuick() {
+    quick = true;
+    a_seeds = 3;
+    a_events = 1000;
+    t_gammas = {0.99, 1.0};
+    t_r = 64;
+    t_seeds = 2;
+    t_events = 10000;
+    fa_seeds = 200;
+    fa_events = 3000;
+    drift_seeds = 30;
+    b_seeds = 2;
+    ablation_seeds = 2;
+    latency_ns = {1000, 10000};
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// Running independent jobs on a few threads; results land in their own slots.
+
+void ParallelFor(int n, int threads, const char* what, const std::function<void(int)>& job) {
+  std::atomic<int> next{0}, done{0};
+  std::mutex print_mu;
+  const auto start = std::chrono::steady_clock::now();
+  const auto worker = [&] {
+    for (int i = next++; i < n; i = next++) {
+      job(i);
+      const int k = ++done;
+      if (k == n || k % std::max(1, n / 10) == 0) {
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::lock_guard<std::mutex> lock(print_mu);
+        std::fprintf(stderr, "[%s] %d/%d runs, %.1f s\n", what, k, n, s);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+}
+
+// ---------------------------------------------------------------------------------------
+// Statistics.
+
+// Two-sided 95% quantile of Student's t with `df` degrees of freedom.
+double T975(int df) {
+  static const double kTable[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
+                                  2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+                                  2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+                                  2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+  if (df <= 0) return NAN;
+  if (df <= 30) return kTable[df - 1];
+  return 1.960 + 2.4 / df;  // within 0.002 of the exact value for df > 30
+}
+
+struct Fit {
+  double slope = NAN, ci_low = NAN, ci_high = NAN;
+  int points = 0;
+};
+
+// Least squares of log y on log x over every point, the slope's 95% interval from its
+// standard error.
+Fit LogLogFit(const std::vector<double>& x, const std::vector<double>& y) {
+  Fit f;
+  const size_t n = x.size();
+  f.points = static_cast<int>(n);
+  if (n < 3) return f;
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < n; ++i) {
+    mx += std::log(x[i]) / n;
+    my += std::log(y[i]) / n;
+  }
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sxx += (std::log(x[i]) - mx) * (std::log(x[i]) - mx);
+    sxy += (std::log(x[i]) - mx) * (std::log(y[i]) - my);
+  }
+  f.slope = sxy / sxx;
+  double sse = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double e = std::log(y[i]) - my - f.slope * (std::log(x[i]) - mx);
+    sse += e * e;
+  }
+  const double se = std::sqrt(sse / (n - 2) / sxx);
+  const double h = T975(static_cast<int>(n) - 2) * se;
+  f.ci_low = f.slope - h;
+  f.ci_high = f.slope + h;
+  return f;
+}
+
+double Quantile(std::vector<double> v, double p) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const double pos = p * (v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - lo) * (v[hi] - v[lo]);
+}
+
+// ---------------------------------------------------------------------------------------
+// An estimator beside exact attention over fixed probe queries (docs/SAU.md, "Reference
+// streams and the error measure").
+
+struct Tracked {
+  SauEstimator est;
+  Dgp dgp;
+  ExactAttentionProbes exact;
+  std::vector<double> kc;
+
+  // Events in; the diagnostics of each go to `on_event` (may be empty).
+  void Feed(int n, const std::function<void(const EventDiagnostics&)>& on_event = {}) {
+    for (int i = 0; i < n; ++i) {
+      DgpEvent e = dgp.Next();
+      const EventDiagnostics d = est.Ingest(e.k, e.v);
+      if (on_event) on_event(d);
+      est.features().Condition(e.k, kc.data());
+      exact.Add(kc, e.v);
+    }
+  }
+  // Mean relative error of the correctness path (docs/SAU.md (19)) over the probes.
+  double Error() const {
+    double sum = 0;
+    for (size_t p = 0; p < exact.probes(); ++p) {
+      sum += RelativeError(est.Query(exact.probe(p), ReadoutPath::kCorrectness, false).y_hat,
+                           exact.Value(p));
+    }
+    return sum / static_cast<double>(exact.probes());
+  }
+};
+
+SauEstimator MakeEstimator(const SauSpec& spec) {
+  absl::StatusOr<SauEstimator> est = SauEstimator::Create(spec);
+  if (!est.ok()) {
+    std::fprintf(stderr, "experiments: bad spec: %s\n", std::string(est.status().message()).c_str());
+    std::exit(2);
+  }
+  return std::move(*est);
+}
+
+Tracked MakeTracked(const SauSpec& spec, const Dgp::Options& opt, int probes,
+                    uint64_t data_seed) {
+  SauEstimator est = MakeEstimator(spec);
+  Dgp dgp(opt, data_seed);
+  std::vector<std::vector<double>> qs;
+  for (int p = 0; p < probes; ++p) {
+    std::vector<double> raw = dgp.Gaussian(opt.d), q(opt.d);
+    est.features().Condition(raw, q.data());
+    qs.push_back(std::move(q));
+  }
+  ExactAttentionProbes exact(std::move(qs), opt.d_v, est.spec().tau, est.spec().gamma);
+  std::vector<double> kc(opt.d);
+  return Tracked{std::move(est), std::move(dgp), std::move(exact), std::move(kc)};
+}
+
+// ---------------------------------------------------------------------------------------
+// DGP-A: error against r, one factor varied at a time around a base configuration.
+
+struct AConfig {
+  std::string sweep;
+  std::string features = "orthogonal";  // iid | orthogonal | orthogonal+antithetic
+  double gamma = 0.99;
+  double input_scale = 1.0;
+  double tau_mult = 1.0;  // tau = tau_mult * sqrt(d)
+};
+
+std::vector<AConfig> AConfigs() {
+  std::vector<AConfig> out;
+  for (const char* f : {"iid", "orthogonal", "orthogonal+antithetic"}) {
+    out.push_back({.sweep = "features", .features = f});
+  }
+  for (double g : {0.99, 0.995, 0.999, 1.0}) out.push_back({.sweep = "gamma", .gamma = g});
+  for (double a : {0.25, 0.5, 1.0, 2.0, 4.0}) out.push_back({.sweep = "scale", .input_scale = a});
+  for (double m : {0.7, 1.0, 1.4}) out.push_back({.sweep = "tau", .tau_mult = m});
+  return out;
+}
+
+SauSpec ASpec(const Settings& s, const AConfig& c, int r, uint64_t seed) {
+  SauSpec spec;
+  spec.d = s.d;
+  spec.d_v = s.d_v;
+  spec.r = r;
+  spec.gamma = c.gamma;
+  spec.input_scale = c.input_scale;
+  spec.tau = c.tau_mult * std::sqrt(static_cast<double>(s.d));
+  spec.features = c.features == "iid" ? FeatureKind::kIid : FeatureKind::kOrthogonal;
+  spec.antithetic = c.features == "orthogonal+antithetic";
+  spec.seed = seed;
+  return spec;
+}
+
+struct ARow {
+  double rel_error = 0;
+  std::vector<double> shr;  // after the warm-up, for the monitors
+  double clip_rate = 0;
+};
+
+void RunDgpA(const Settings& s, std::ofstream& rows_csv, std::ofstream& fit_csv,
+             std::ofstream& monitors_csv, std::string* summary) {
+  const std::vector<AConfig> configs = AConfigs();
+  const int nr = static_cast<int>(s.rs.size());
+  const int per_config = nr * s.a_seeds;
+  std::vector<ARow> rows(configs.size() * per_config);
+  ParallelFor(static_cast<int>(rows.size()), s.threads, "dgp-a error against r", [&](int i) {
+    const AConfig& c = configs[i / per_config];
+    const int r = s.rs[(i % per_config) / s.a_seeds];
+    const int k = i % s.a_seeds;
+    Tracked run = MakeTracked(ASpec(s, c, r, s.seed * 1000 + 100 + k),
+                              {.kind = Dgp::Kind::kA, .d = s.d, .d_v = s.d_v}, s.a_probes,
+                              s.seed * 1000 + 7 + k);
+    ARow& row = rows[i];
+    int t = 0;
+    run.Feed(s.a_events, [&](const EventDiagnostics& d) {
+      if (++t > 200) row.shr.push_back(d.shr);
+      row.clip_rate = d.clip_rate;
+    });
+    row.rel_error = run.Error();
+  });
+  rows_csv << "sweep,features,gamma,input_scale,tau_mult,r,seed,events,probes,rel_error\n";
+  fit_csv << "sweep,features,gamma,input_scale,tau_mult,slope,ci_low,ci_high,points\n";
+  monitors_csv << "features,r,seed,shr_p10,shr_median,shr_p90,clip_rate\n";
+  *summary += "DGP-A, the log-log slope of the error against r (95% interval):\n";
+  char buf[512];
+  for (size_t ci = 0; ci < configs.size(); ++ci) {
+    const AConfig& c = configs[ci];
+    std::vector<double> xs, ys;
+    for (int j = 0; j < per_config; ++j) {
+      const ARow& row = rows[ci * per_config + j];
+      const int r = s.rs[j / s.a_seeds];
+      const int k = j % s.a_seeds;
+      std::snprintf(buf, sizeof buf, "%s,%s,%g,%g,%g,%d,%d,%d,%d,%.6g\n", c.sweep.c_str(),
+                    c.features.c_str(), c.gamma, c.input_scale, c.tau_mult, r, k, s.a_events,
+                    s.a_probes, row.rel_error);
+      rows_csv << buf;
+      xs.push_back(r);
+      ys.push_back(row.rel_error);
+      if (c.sweep == "features") {
+        std::snprintf(buf, sizeof buf, "%s,%d,%d,%.6g,%.6g,%.6g,%.6g\n", c.features.c_str(), r, k,
+                      Quantile(row.shr, 0.1), Quantile(row.shr, 0.5), Quantile(row.shr, 0.9),
+                      row.clip_rate);
+        monitors_csv << buf;
+      }
+    }
+    const Fit f = LogLogFit(xs, ys);
+    std::snprintf(buf, sizeof buf, "%s,%s,%g,%g,%g,%.4f,%.4f,%.4f,%d\n", c.sweep.c_str(),
+                  c.features.c_str(), c.gamma, c.input_scale, c.tau_mult, f.slope, f.ci_low,
+                  f.ci_high, f.points);
+    fit_csv << buf;
+    std::snprintf(buf, sizeof buf, "  %-8s %-22s gamma %-5g a %-4g tau x%-3g slope %.3f [%.3f, %.3f]\n",
+                  c.sweep.c_str(), c.features.c_str(), c.gamma, c.input_scale, c.tau_mult,
+                  f.slope, f.ci_low, f.ci_high);
+    *summary += buf;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Error against t: length-free for gamma < 1, growing for gamma = 1.
+
+std::vector<int> Checkpoints(int max_t) {
+  std::vector<int> out;
+  for (double t = 100; t <= max_t * 1.0001; t *= std::sqrt(10.0)) {
+    out.push_back(static_cast<int>(std::lround(t)));
+  }
+  return out;
+}
+
+void RunErrorAgainstT(const Settings& s, std::ofstream& csv) {
+  const std::vector<int> ts = Checkpoints(s.t_events);
+  const int per_gamma = s.t_seeds;
+  std::vector<std::vector<double>> errs(s.t_gammas.size() * per_gamma);
+  ParallelFor(static_cast<int>(errs.size()), s.threads, "dgp-a error against t", [&](int i) {
+    AConfig c;
+    c.gamma = s.t_gammas[i / per_gamma];
+    const int k = i % per_gamma;
+    Tracked run = MakeTracked(ASpec(s, c, s.t_r, s.seed * 1000 + 300 + k),
+                              {.kind = Dgp::Kind::kA, .d = s.d, .d_v = s.d_v}, s.a_probes,
+                              s.seed * 1000 + 11 + k);
+    int at = 0;
+    for (int t : ts) {
+      run.Feed(t - at);
+      at = t;
+      errs[i].push_back(run.Error());
+    }
+  });
+  csv << "gamma,r,seed,t,rel_error\n";
+  char buf[256];
+  for (size_t i = 0; i < errs.size(); ++i) {
+    for (size_t j = 0; j < ts.size(); ++j) {
+      std::snprintf(buf, sizeof buf, "%g,%d,%d,%d,%.6g\n", s.t_gammas[i / per_gamma], s.t_r,
+                    static_cast<int>(i % per_gamma), ts[j], errs[i][j]);
+      csv << buf;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// DGP-B and docs/SAU.md (27): the low-rank readout's error against the geometric error
+// ||(I - U U^T) y|| / ||y|| and the full readout's feature error, for U the data's own subspace
+// (supplied) or a drawn one.
+
+void RunDgpB(const Settings& s, std::ofstream& csv) {
+  const int d = 32, dv = 32, true_rank = 8;
+  const std::vector<int> rvs = {2, 4, 8};
+  const std::vector<int> rs = {64, 256, 1024};
+  struct Job {
+    bool supplied;
+    int rv, r, seed;
+  };
+  std::vector<Job> jobs;
+  for (bool supplied : {true, false}) {
+    for (int rv : rvs) {
+      for (int r : rs) {
+        for (int k = 0; k < s.b_seeds; ++k) jobs.push_back({supplied, rv, r, k});
+      }
+    }
+  }
+  struct Row {
+    double geometric = 0, low_rank = 0, full = 0;
+  };
+  std::vector<Row> rows(jobs.size());
+  ParallelFor(static_cast<int>(jobs.size()), s.threads, "dgp-b low-rank split", [&](int i) {
+    const Job& j = jobs[i];
+    const Dgp::Options opt{.kind = Dgp::Kind::kB, .d = d, .d_v = dv, .r_v = true_rank};
+    const uint64_t data_seed = s.seed * 1000 + 500 + j.seed;
+    SauSpec spec;
+    spec.d = d;
+    spec.d_v = dv;
+    spec.r = j.r;
+    spec.r_v = j.rv;
+    spec.seed = s.seed * 1000 + 400 + j.seed;
+    if (j.supplied) {  // the first rv columns of U* (column-major, d_v each)
+      const std::vector<double> u_star = Dgp(opt, data_seed).u_star();
+      spec.u.assign(u_star.begin(), u_star.begin() + static_cast<ptrdiff_t>(j.rv) * dv);
+    }
+    Tracked run = MakeTracked(spec, opt, 24, data_seed);
+    run.Feed(1500);
+    const std::vector<double>& u = run.est.u();
+    Row& row = rows[i];
+    for (size_t p = 0; p < run.exact.probes(); ++p) {
+      const std::vector<double> y = run.exact.Value(p);
+      const auto low = run.est.Query(run.exact.probe(p), ReadoutPath::kCorrectness, true).y_hat;
+      const auto full = run.est.Query(run.exact.probe(p), ReadoutPath::kCorrectness, false).y_hat;
+      std::vector<double> proj(dv, 0.0);
+      for (int c = 0; c < j.rv; ++c) Axpy(Dot(&u[c * dv], y.data(), dv), &u[c * dv], proj.data(), dv);
+      double geo = 0, norm = 0;
+      for (int x = 0; x < dv; ++x) {
+        geo += (y[x] - proj[x]) * (y[x] - proj[x]);
+        norm += y[x] * y[x];
+      }
+      const double n = static_cast<double>(run.exact.probes());
+      row.geometric += std::sqrt(geo) / (std::sqrt(norm) + 1e-12) / n;
+      row.low_rank += RelativeError(low, y) / n;
+      row.full += RelativeError(full, y) / n;
+    }
+  });
+  csv << "u,r_v,r,seed,geometric,low_rank,full\n";
+  char buf[256];
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%s,%d,%d,%d,%.6g,%.6g,%.6g\n",
+                  jobs[i].supplied ? "supplied" : "drawn", jobs[i].rv, jobs[i].r, jobs[i].seed,
+                  rows[i].geometric, rows[i].low_rank, rows[i].full);
+    csv << buf;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Ablation (seed 001 sec. 11): the log-domain clip c_hi = mean + c sd of the log-feature
+// (docs/DECISIONS.md 4; the default c = 3), c = "off" meaning c_hi = 100, at two input scales.
+
+void RunClipAblation(const Settings& s, std::ofstream& csv) {
+  const std::vector<double> cs = {1.5, 2, 3, 4, 6, INFINITY};
+  const std::vector<double> scales = {1.0, 2.0, 4.0};
+  const int r = 256;
+  struct Job {
+    double a, c;
+    int seed;
+  };
+  std::vector<Job> jobs;
+  for (double a : scales) {
+    for (double c : cs) {
+      for (int k = 0; k < s.ablation_seeds; ++k) jobs.push_back({a, c, k});
+    }
+  }
+  struct Row {
+    double c_hi = 0, err = 0, clip_rate = 0;
+  };
+  std::vector<Row> rows(jobs.size());
+  ParallelFor(static_cast<int>(jobs.size()), s.threads, "clipping ablation", [&](int i) {
+    const Job& j = jobs[i];
+    AConfig base;
+    base.input_scale = j.a;
+    SauSpec spec = ASpec(s, base, r, s.seed * 1000 + 600 + j.seed);
+    const double mean = -j.a * j.a / (2 * spec.tau);
+    const double sd = j.a / std::sqrt(spec.tau);
+    spec.c_lo = mean - 8.0 * sd;
+    spec.c_hi = std::isinf(j.c) ? 100.0 : mean + j.c * sd;
+    Tracked run = MakeTracked(spec, {.kind = Dgp::Kind::kA, .d = s.d, .d_v = s.d_v}, s.a_probes,
+                              s.seed * 1000 + 700 + j.seed);
+    Row& row = rows[i];
+    run.Feed(s.a_events, [&](const EventDiagnostics& d) { row.clip_rate = d.clip_rate; });
+    row.c_hi = spec.c_hi;
+    row.err = run.Error();
+  });
+  csv << "input_scale,c_sd,c_hi,r,seed,rel_error,clip_rate\n";
+  char buf[256];
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%g,%s,%.6g,%d,%d,%.6g,%.6g\n", jobs[i].a,
+                  std::isinf(jobs[i].c) ? "off" : absl::StrCat(jobs[i].c).c_str(), rows[i].c_hi,
+                  r, jobs[i].seed, rows[i].err, rows[i].clip_rate);
+    csv << buf;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Cost per operation against the stream length n: the SAU's ingest and query stay flat, exact
+// attention's query grows with n. Wall-clock medians of repeated blocks on one thread; the
+// figures are for the shape (flat against linear), not absolute speeds.
+
+void RunLatency(const Settings& s, std::ofstream& csv) {
+  AConfig base;
+  SauSpec spec = ASpec(s, base, 256, s.seed * 1000 + 800);
+  spec.gamma = 1.0;  // no decay: exact attention's query must read every event
+  SauEstimator est = MakeEstimator(spec);
+  const double tau = est.spec().tau;
+  ExactAttentionCache exact(s.d, s.d_v, tau, 1.0);
+  Dgp dgp({.kind = Dgp::Kind::kA, .d = s.d, .d_v = s.d_v}, s.seed * 1000 + 900);
+  std::vector<double> kc(s.d);
+  std::vector<std::vector<double>> queries;
+  for (int i = 0; i < 64; ++i) {
+    std::vector<double> raw = dgp.Gaussian(s.d), q(s.d);
+    est.features().Condition(raw, q.data());
+    queries.push_back(std::move(q));
+  }
+  const auto median_ns = [](const std::function<void()>& block, int ops) {
+    std::vector<double> per_op;
+    for (int rep = 0; rep < 7; ++rep) {
+      const auto start = std::chrono::steady_clock::now();
+      block();
+      per_op.push_back(
+          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start)
+              .count() /
+          ops);
+    }
+    return Quantile(per_op, 0.5);
+  };
+  csv << "n,op,ns_per_op\n";
+  int at = 0;
+  volatile double sink = 0;
+  for (int n : s.latency_ns) {
+    std::fprintf(stderr, "[latency against n] n = %d\n", n);
+    // Grow both to n events; the last 256 ingests (into the SAU) are timed below.
+    for (; at < n - 256; ++at) {
+      DgpEvent e = dgp.Next();
+      est.Ingest(e.k, e.v);
+      est.features().Condition(e.k, kc.data());
+      exact.Add(kc, e.v);
+    }
+    std::vector<DgpEvent> tail;
+    for (int i = 0; i < 256; ++i) tail.push_back(dgp.Next());
+    int next_tail = 0;
+    const double ingest = median_ns(
+        [&] {
+          for (int i = 0; i < 32; ++i) {
+            const DgpEvent& e = tail[next_tail++];
+            est.Ingest(e.k, e.v);
+            est.features().Condition(e.k, kc.data());
+            exact.Add(kc, e.v);
+          }
+        },
+        32);  // includes exact.Add, O(d + d_v): a small constant beside the SAU's
+    at += 7 * 32;
+    for (; next_tail < 256; ++next_tail, ++at) {
+      est.Ingest(tail[next_tail].k, tail[next_tail].v);
+      est.features().Condition(tail[next_tail].k, kc.data());
+      exact.Add(kc, tail[next_tail].v);
+    }
+    const double sau_query = median_ns(
+        [&] {
+          for (const auto& q : queries) sink = sink + est.Query(q, ReadoutPath::kStabilized, false).y_hat[0];
+        },
+        static_cast<int>(queries.size()));
+    const double exact_query = median_ns(
+        [&] {
+          for (int i = 0; i < 8; ++i) sink = sink + exact.Query(queries[i])[0];
+        },
+        8);
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%d,sau_ingest,%.1f\n%d,sau_query,%.1f\n%d,exact_query,%.1f\n",
+                  n, ingest, n, sau_query, n, exact_query);
+    csv << buf;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The e-process (seed 000 sec. 8-9): the level under no drift, the delay after a change.
+
+SauSpec SmallSpec(const Settings& s, uint64_t seed) {
+  SauSpec spec;
+  spec.d = 16;
+  spec.d_v = 4;
+  spec.r = 64;
+  spec.gamma = 0.99;
+  spec.alpha = s.alpha;
+  spec.seed = seed;
+  return spec;
+}
+
+void RunStationary(const Settings& s, std::ofstream& csv, std::string* summary) {
+  struct Row {
+    bool alarmed = false;
+    int first = -1;
+    double min_margin = INFINITY;
+  };
+  std::vector<Row> rows(s.fa_seeds);
+  ParallelFor(s.fa_seeds, s.threads, "stationary false alarms", [&](int k) {
+    SauEstimator est = MakeEstimator(SmallSpec(s, s.seed * 100000 + 1000 + k));
+    Dgp dgp({.kind = Dgp::Kind::kA, .d = 16, .d_v = 4}, s.seed * 100000 + 5000 + k);
+    Row& row = rows[k];
+    for (int i = 0; i < s.fa_events; ++i) {
+      DgpEvent e = dgp.Next();
+      const EventDiagnostics d = est.Ingest(e.k, e.v);
+      if (d.alarm && !row.alarmed) row.first = i;
+      row.alarmed |= d.alarm;
+      if (d.epoch > 0) row.min_margin = std::min(row.min_margin, d.margin);
+    }
+  });
+  csv << "seed,events,alarmed,first_alarm,min_margin\n";
+  int ever = 0;
+  char buf[256];
+  for (int k = 0; k < s.fa_seeds; ++k) {
+    std::snprintf(buf, sizeof buf, "%d,%d,%d,%d,%.6g\n", k, s.fa_events, rows[k].alarmed ? 1 : 0,
+                  rows[k].first, rows[k].min_margin);
+    csv << buf;
+    ever += rows[k].alarmed;
+  }
+  std::snprintf(buf, sizeof buf, "  stationary: %d of %d seeds ever alarmed (alpha %.2f)\n", ever,
+                s.fa_seeds, s.alpha);
+  *summary += "The e-process:\n";
+  *summary += buf;
+}
+
+const char* kTraceHeader =
+    "t,cluster,margin,log_e_mix,epoch,alarm,rj_level,rj_gap,rj_threshold,beta_floor,"
+    "lambda_star,shr,clip_rate\n";
+
+void RunDrift(const Settings& s, std::ofstream& trace_csv, std::ofstream& delays_csv,
+              std::string* summary) {
+  // One traced run through four regimes.
+  {
+    SauEstimator est = MakeEstimator(SmallSpec(s, s.seed * 100000 + 2000));
+    Dgp dgp({.kind = Dgp::Kind::kC, .d = 16, .d_v = 4, .phase_length = s.phase},
+            s.seed * 100000 + 9000);
+    trace_csv << kTraceHeader;
+    char buf[512];
+    for (int t = 0; t < 4 * s.phase; ++t) {
+      const int cluster = dgp.cluster();
+      DgpEvent e = dgp.Next();
+      const EventDiagnostics d = est.Ingest(e.k, e.v);
+      std::snprintf(buf, sizeof buf, "%d,%d,%.6g,%.6g,%llu,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+                    t, cluster, d.margin, d.log_e_mix, static_cast<unsigned long long>(d.epoch),
+                    d.alarm ? 1 : 0, static_cast<int>(d.rj_level), d.rj_gap, d.rj_threshold,
+                    d.beta_floor, d.lambda_star, d.shr, d.clip_rate);
+      trace_csv << buf;
+    }
+  }
+  // Delays over seeds: one phase on the first cluster, then the change.
+  struct Row {
+    int delay = 0;
+    int before = 0;
+  };
+  std::vector<Row> rows(s.drift_seeds);
+  ParallelFor(s.drift_seeds, s.threads, "drift detection delay", [&](int k) {
+    SauEstimator est = MakeEstimator(SmallSpec(s, s.seed * 100000 + 2000 + k));
+    Dgp dgp({.kind = Dgp::Kind::kC, .d = 16, .d_v = 4, .phase_length = s.phase},
+            s.seed * 100000 + 9000 + k);
+    Row& row = rows[k];
+    for (int i = 0; i < s.phase; ++i) {
+      DgpEvent e = dgp.Next();
+      row.before += est.Ingest(e.k, e.v).alarm;
+    }
+    row.delay = s.horizon + 1;
+    for (int i = 0; i < s.horizon && row.delay > s.horizon; ++i) {
+      DgpEvent e = dgp.Next();
+      if (est.Ingest(e.k, e.v).alarm) row.delay = i + 1;
+    }
+  });
+  delays_csv << "seed,change_at,delay,alarms_before\n";
+  std::vector<double> delays;
+  int seeds_before = 0;
+  char buf[256];
+  for (int k = 0; k < s.drift_seeds; ++k) {
+    std::snprintf(buf, sizeof buf, "%d,%d,%d,%d\n", k, s.phase, rows[k].delay, rows[k].before);
+    delays_csv << buf;
+    delays.push_back(rows[k].delay);
+    seeds_before += rows[k].before > 0;
+  }
+  std::snprintf(buf, sizeof buf,
+                "  drift: delay median %.0f, p90 %.0f, max %.0f events (horizon %d); %d of %d "
+                "seeds alarmed before the change\n",
+                Quantile(delays, 0.5), Quantile(delays, 0.9), Quantile(delays, 1.0), s.horizon,
+                seeds_before, s.drift_seeds);
+  *summary += buf;
+}
+
+// ---------------------------------------------------------------------------------------
+// run.json.
+
+std::string JsonString(const std::string& v) {
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      out += b;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+template <typename T>
+std::string JsonList(const std::vector<T>& v) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
+  return o.str() + "]";
+}
+
+void WriteRunJson(const Settings& s, const std::vector<std::pair<std::string, double>>& seconds) {
+  std::ofstream out(s.out + "/run.json");
+  utsname u{};
+  uname(&u);
+  out << "{\n";
+  out << "  \"mode\": " << JsonString(s.quick ? "quick" : "full") << ",\n";
+  out << "  \"settings\": {\n";
+  out << "    \"base_seed\": " << s.seed << ",\n";
+  out << "    \"alpha\": " << s.alpha << ",\n";
+  out << "    \"dgp_a\": {\"d\": " << s.d << ", \"d_v\": " << s.d_v << ", \"r\": " << JsonList(s.rs)
+      << ", \"seeds\": " << s.a_seeds << ", \"events\": " << s.a_events
+      << ", \"probes\": " << s.a_probes
+      << ", \"base\": {\"features\": \"orthogonal\", \"gamma\": 0.99, \"input_scale\": 1, "
+         "\"tau\": \"sqrt(d)\"}, \"model_seeds\": \"base_seed*1000 + 100 + k\", "
+         "\"data_seeds\": \"base_seed*1000 + 7 + k\"},\n";
+  out << "    \"error_against_t\": {\"gammas\": " << JsonList(s.t_gammas) << ", \"r\": " << s.t_r
+      << ", \"seeds\": " << s.t_seeds << ", \"events\": " << s.t_events
+      << ", \"model_seeds\": \"base_seed*1000 + 300 + k\", \"data_seeds\": \"base_seed*1000 + 11 + k\"},\n";
+  out << "    \"e_process\": {\"d\": 16, \"d_v\": 4, \"r\": 64, \"gamma\": 0.99, "
+      << "\"stationary_seeds\": " << s.fa_seeds << ", \"stationary_events\": " << s.fa_events
+      << ", \"drift_seeds\": " << s.drift_seeds << ", \"phase_length\": " << s.phase
+      << ", \"horizon\": " << s.horizon
+      << ", \"stationary_model_seeds\": \"base_seed*100000 + 1000 + k\", "
+         "\"stationary_data_seeds\": \"base_seed*100000 + 5000 + k\", "
+         "\"drift_model_seeds\": \"base_seed*100000 + 2000 + k\", "
+         "\"drift_data_seeds\": \"base_seed*100000 + 9000 + k\"}\n";
+  out << "  },\n";
+  out << "  \"build\": {\"commit\": " << JsonString(s.build_info)
+      << ", \"compiler\": " << JsonString(__VERSION__) << ", \"optimised\": "
+#ifdef NDEBUG
+      << "true"
+#else
+      << "false"
+#endif
+      << "},\n";
+  out << "  \"machine\": {\"cpu\": " << JsonString(CpuModel())
+      << ", \"cores\": " << std::thread::hardware_concurrency()
+      << ", \"system\": " << JsonString(std::string(u.sysname) + " " + u.release + " " + u.machine)
+      << ", \"threads_used\": " << s.threads << "},\n";
+  out << "  \"seconds\": {";
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    out << (i ? ", " : "") << JsonString(seconds[i].first) << ": " << seconds[i].second;
+  }
+  out << "}\n}\n";
+}
+
+int Usage() {
+  std::fprintf(stderr,
+               "usage: experiments --out DIR [--quick] [--seed N] [--threads N] "
+               "[--build_info TEXT]\n");
+  return 2;
+}
+
+int Main(int argc, char** argv) {
+  Settings s;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "experiments: %s needs a value\n", a.c_str());
+        std::exit(Usage());
+      }
+      return argv[++i];
+    };
+    if (a == "--quick") {
+      s.MakeQuick();
+    } else if (a == "--out") {
+      s.out = value();
+    } else if (a == "--seed") {
+      s.seed = std::strtoull(value().c_str(), nullptr, 10);
+    } else if (a == "--threads") {
+      s.threads = std::atoi(value().c_str());
+    } else if (a == "--build_info") {
+      s.build_info = value();
+    } else {
+      std::fprintf(stderr, "experiments: unknown argument %s\n", a.c_str());
+      return Usage();
+    }
+  }
+  if (s.out.empty()) return Usage();
+  if (s.seed == 0 || s.seed > 1000000) {
+    std::fprintf(stderr, "experiments: --seed must be in 1..1000000\n");
+    return 2;
+  }
+  if (s.threads <= 0) s.threads = std::max(1u, std::thread::hardware_concurrency());
+  std::error_code ec;
+  std::filesystem::create_directories(s.out, ec);
+  if (ec) {
+    std::fprintf(stderr, "experiments: cannot create %s: %s\n", s.out.c_str(),
+                 ec.message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "experiments: %s mode, base seed %llu, %d threads, into %s\n",
+               s.quick ? "quick" : "full", static_cast<unsigned long long>(s.seed), s.threads,
+               s.out.c_str());
+  std::vector<std::pair<std::string, double>> seconds;
+  std::string summary;
+  const auto timed = [&](const char* name, const std::function<void()>& f) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    seconds.emplace_back(
+        name, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  };
+  const auto open = [&](const char* name) {
+    std::ofstream f(s.out + "/" + name);
+    if (!f) {
+      std::fprintf(stderr, "experiments: cannot write %s/%s\n", s.out.c_str(), name);
+      std::exit(1);
+    }
+    return f;
+  };
+  timed("dgp_a_r", [&] {
+    std::ofstream rows = open("dgp_a_r.csv"), fit = open("dgp_a_fit.csv"),
+                  monitors = open("monitors.csv");
+    RunDgpA(s, rows, fit, monitors, &summary);
+  });
+  timed("dgp_a_t", [&] {
+    std::ofstream csv = open("dgp_a_t.csv");
+    RunErrorAgainstT(s, csv);
+  });
+  timed("stationary", [&] {
+    std::ofstream csv = open("stationary.csv");
+    RunStationary(s, csv, &summary);
+  });
+  timed("drift", [&] {
+    std::ofstream trace = open("dgp_c_trace.csv"), delays = open("dgp_c_delays.csv");
+    RunDrift(s, trace, delays, &summary);
+  });
+  timed("dgp_b", [&] {
+    std::ofstream csv = open("dgp_b.csv");
+    RunDgpB(s, csv);
+  });
+  timed("ablation_clip", [&] {
+    std::ofstream csv = open("ablation_clip.csv");
+    RunClipAblation(s, csv);
+  });
+  timed("latency", [&] {
+    std::ofstream csv = open("latency.csv");
+    RunLatency(s, csv);
+  });
+  WriteRunJson(s, seconds);
+  std::printf("%s", summary.c_str());
+  double total = 0;
+  for (const auto& [name, sec] : seconds) total += sec;
+  std::printf("experiments: %.1f s, files in %s\n", total, s.out.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace streamlearn::sau
+
+int main(int argc, char** argv) { return streamlearn::sau::Main(argc, argv); }
