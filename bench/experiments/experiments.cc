@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -22,16 +23,25 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/lmu/cuckoo_delta.h"
+#include "core/lmu/keyed_hash.h"
+#include "core/lmu/lmu_base.h"
+#include "core/lmu/lmu_learner.h"
 #include "core/sau/exact_attention.h"
 #include "core/sau/kernels.h"
+#include "core/sau/ridge_memory.h"
 #include "core/sau/sau_estimator.h"
+#include "core/sau/vla_memory.h"
 #include "core/workloads/dgp.h"
+#include "core/workloads/lmu_reference.h"
 
 namespace streamlearn::sau {
 namespace {
@@ -64,6 +74,12 @@ struct Settings {
   int b_seeds = 4;
   int ablation_seeds = 4;
   std::vector<int> latency_ns = {1000, 10000, 100000};
+  // The engines.
+  int engine_seeds = 8;
+  int norm_events = 100000;
+  // The LMU.
+  int lmu_samples = 1000000;
+  std::vector<int> rebuild_ns = {10000, 100000, 1000000};
 
   void MakeQuick() {
     quick = true;
@@ -79,6 +95,10 @@ struct Settings {
     b_seeds = 2;
     ablation_seeds = 2;
     latency_ns = {1000, 10000};
+    engine_seeds = 3;
+    norm_events = 10000;
+    lmu_samples = 200000;
+    rebuild_ns = {10000, 100000};
   }
 };
 
@@ -105,6 +125,14 @@ void ParallelFor(int n, int threads, const char* what, const std::function<void(
   for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
   for (std::thread& t : pool) t.join();
+}
+
+// SplitMix64's output function: distinct inputs give distinct, well-spread ids.
+uint64_t Mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -559,6 +587,304 @@ void RunLatency(const Settings& s, std::ofstream& csv) {
 }
 
 // ---------------------------------------------------------------------------------------
+// The engines (docs/ENGINES.md): recall of N bindings whose keys share a common component
+// (k_i = c u + sqrt(1 - c^2) g_i, u and g_i unit), after `gap` filler events (four filler keys
+// of the same kind bound to zero, in turn). A binding is recalled when the readout at its key
+// is nearer to its value than to any other stored value. And VLA's state norm against t beside
+// plain linear attention's.
+
+std::vector<double> UnitGaussian(Dgp& g, int n) {
+  std::vector<double> x = g.Gaussian(n);
+  const double norm = std::sqrt(Dot(x.data(), x.data(), n));
+  for (double& v : x) v /= norm;
+  return x;
+}
+
+std::vector<std::vector<double>> CorrelatedKeys(Dgp& g, int n, int d, double c) {
+  const std::vector<double> u = UnitGaussian(g, d);
+  std::vector<std::vector<double>> keys;
+  for (int i = 0; i < n; ++i) {
+    const std::vector<double> x = UnitGaussian(g, d);
+    std::vector<double> k(d);
+    for (int j = 0; j < d; ++j) k[j] = c * u[j] + std::sqrt(1 - c * c) * x[j];
+    keys.push_back(std::move(k));
+  }
+  return keys;
+}
+
+size_t Nearest(const std::vector<double>& y, const std::vector<std::vector<double>>& values) {
+  size_t best = 0;
+  double best_d = INFINITY;
+  for (size_t i = 0; i < values.size(); ++i) {
+    double d2 = 0;
+    for (size_t j = 0; j < y.size(); ++j) d2 += (y[j] - values[i][j]) * (y[j] - values[i][j]);
+    if (d2 < best_d) best_d = d2, best = i;
+  }
+  return best;
+}
+
+// One engine behind one interface: write a binding, read at a key.
+class Memory {
+ public:
+  Memory(const std::string& engine, int d, int dv, uint64_t seed) : engine_(engine) {
+    if (engine == "ridge") {
+      ridge_.emplace(*RidgeMemory::Create({.d = static_cast<uint32_t>(d),
+                                           .d_v = static_cast<uint32_t>(dv)}));
+    } else if (engine == "vla") {
+      vla_.emplace(*VlaMemory::Create({.d = static_cast<uint32_t>(d),
+                                       .d_v = static_cast<uint32_t>(dv)}));
+    } else {
+      SauSpec spec;
+      spec.d = d;
+      spec.d_v = dv;
+      spec.r = 256;
+      spec.gamma = 1.0;
+      spec.seed = seed;
+      prf_.emplace(MakeEstimator(spec));
+    }
+  }
+  void Write(const std::vector<double>& k, const std::vector<double>& v) {
+    if (ridge_) ridge_->Write(k, v);
+    if (vla_) vla_->Write(k, v);
+    if (prf_) prf_->Ingest(k, v);
+  }
+  std::vector<double> Read(const std::vector<double>& q) const {
+    if (ridge_) return ridge_->Read(q).y;
+    if (vla_) return vla_->Read(q);
+    return prf_->Query(q, ReadoutPath::kCorrectness, false).y_hat;
+  }
+
+ private:
+  std::string engine_;
+  std::optional<RidgeMemory> ridge_;
+  std::optional<VlaMemory> vla_;
+  std::optional<SauEstimator> prf_;
+};
+
+void RunEngines(const Settings& s, std::ofstream& recall_csv, std::ofstream& norm_csv,
+                std::string* summary) {
+  const int d = 64, dv = 16;
+  struct Job {
+    std::string sweep, engine;
+    double c;
+    int n, gap, seed;
+  };
+  std::vector<Job> jobs;
+  for (const char* engine : {"prf", "ridge", "vla"}) {
+    for (double c : {0.5, 0.8}) {
+      for (int n : {8, 16, 32, 48, 64, 96, 128}) {
+        for (int k = 0; k < s.engine_seeds; ++k) jobs.push_back({"n", engine, c, n, 0, k});
+      }
+      for (int gap : {0, 200, 10000}) {
+        for (int k = 0; k < s.engine_seeds; ++k) jobs.push_back({"gap", engine, c, 32, gap, k});
+      }
+    }
+  }
+  std::vector<double> recall(jobs.size());
+  ParallelFor(static_cast<int>(jobs.size()), s.threads, "engines: recall", [&](int i) {
+    const Job& j = jobs[i];
+    // The same keys and values for every engine at one (c, n, gap, seed).
+    Dgp g({.kind = Dgp::Kind::kA, .d = 1, .d_v = 1},
+          s.seed * 1000000 + static_cast<uint64_t>(j.c * 10) * 100000 + j.n * 1000 + j.seed);
+    const std::vector<std::vector<double>> keys = CorrelatedKeys(g, j.n, d, j.c);
+    const std::vector<std::vector<double>> filler = CorrelatedKeys(g, 4, d, j.c);
+    std::vector<std::vector<double>> values;
+    for (int x = 0; x < j.n; ++x) values.push_back(UnitGaussian(g, dv));
+    Memory m(j.engine, d, dv, s.seed * 1000 + 900 + j.seed);
+    for (int x = 0; x < j.n; ++x) m.Write(keys[x], values[x]);
+    const std::vector<double> zero(dv, 0.0);
+    for (int x = 0; x < j.gap; ++x) m.Write(filler[x % 4], zero);
+    int hits = 0;
+    for (int x = 0; x < j.n; ++x) hits += Nearest(m.Read(keys[x]), values) == static_cast<size_t>(x);
+    recall[i] = static_cast<double>(hits) / j.n;
+  });
+  recall_csv << "sweep,engine,key_corr,n,gap,seed,recall\n";
+  char buf[256];
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const Job& j = jobs[i];
+    std::snprintf(buf, sizeof buf, "%s,%s,%g,%d,%d,%d,%.6g\n", j.sweep.c_str(), j.engine.c_str(),
+                  j.c, j.n, j.gap, j.seed, recall[i]);
+    recall_csv << buf;
+  }
+  *summary += "The engines (d = 64, recall of N bindings of correlated keys, key correlation 0.8):\n";
+  for (const char* engine : {"prf", "ridge", "vla"}) {
+    std::string line = absl::StrCat("  ", engine, ":");
+    for (int n : {16, 32, 64, 128}) {
+      double sum = 0;
+      int count = 0;
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        if (jobs[i].sweep == "n" && jobs[i].engine == engine && jobs[i].c == 0.8 && jobs[i].n == n) {
+          sum += recall[i];
+          ++count;
+        }
+      }
+      absl::StrAppend(&line, " N=", n, " ", absl::StrFormat("%.3f", sum / count));
+    }
+    *summary += line + "\n";
+  }
+
+  // State norms against t: VLA's ||S||_F beside plain linear attention's ||sum v k^T||_F, unit
+  // keys and values (d = 32, d_v = 8).
+  const int nd = 32, ndv = 8;
+  VlaMemory vla = *VlaMemory::Create({.d = nd, .d_v = ndv});
+  std::vector<double> linear(static_cast<size_t>(nd) * ndv, 0.0);
+  Dgp g({.kind = Dgp::Kind::kA, .d = 1, .d_v = 1}, s.seed * 1000 + 950);
+  norm_csv << "t,vla_s_norm,linear_norm,sqrt_d\n";
+  double next = 10;
+  for (int t = 1; t <= s.norm_events; ++t) {
+    const std::vector<double> k = UnitGaussian(g, nd), v = UnitGaussian(g, ndv);
+    vla.Write(k, v);
+    for (int p = 0; p < ndv; ++p) Axpy(v[p], k.data(), &linear[static_cast<size_t>(p) * nd], nd);
+    if (t >= next || t == s.norm_events) {
+      std::snprintf(buf, sizeof buf, "%d,%.6g,%.6g,%.6g\n", t, vla.s_norm(),
+                    std::sqrt(Dot(linear.data(), linear.data(), nd * ndv)), std::sqrt(double{nd}));
+      norm_csv << buf;
+      next *= std::pow(10.0, 0.25);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The LMU (docs/LMU.md): exact against a plain hash-map learner over a long Zipf stream through
+// many rebuilds; the cuckoo delta's probe counts against their bounds under random ids and
+// under ids aimed at one bucket by someone who knows the hash keys; base rebuild times against
+// the T_rb the scheduling inequality (L3) assumes.
+
+lmu::HashSecret ExperimentSecret(uint64_t seed) {
+  lmu::HashSecret secret{};
+  for (size_t i = 0; i < secret.size(); ++i) secret[i] = static_cast<uint8_t>(seed * 131 + i * 7);
+  return secret;
+}
+
+void RunLmuExact(const Settings& s, std::ofstream& csv, std::string* summary) {
+  struct Mode {
+    const char* name;
+    bool background;
+  };
+  const Mode modes[] = {{"background rebuilds", true}, {"inline rebuilds", false}};
+  csv << "mode,samples,ids,rebuilds,prediction_mismatches,weights_equal,max_locate_probes,"
+         "locate_bound,max_insert_probes,insert_bound\n";
+  for (const Mode& mode : modes) {
+    std::fprintf(stderr, "[lmu exactness] %s, %d samples\n", mode.name, s.lmu_samples);
+    lmu::LmuSpec spec;
+    spec.m = 1;
+    spec.lr = 0.05;
+    spec.schedule = lmu::LrSchedule::kInverseSqrt;
+    spec.l2 = 0.01;
+    spec.delta_buckets = 2048;  // C = 8192: many rebuilds
+    spec.lambda_max = 0;
+    spec.margin = 0;
+    spec.background_rebuild = mode.background;
+    lmu::LmuLearner learner(spec, ExperimentSecret(s.seed));
+    lmu::LmuReferenceLearner ref(spec);
+    lmu::ZipfIds ids(100000, s.seed * 1000 + 31);
+    std::vector<lmu::Feature> x;
+    double y = 0, got = 0, want = 0;
+    uint64_t mismatches = 0;
+    for (int i = 0; i < s.lmu_samples; ++i) {
+      x.clear();
+      const int nnz = 1 + static_cast<int>(ids.Uniform() * 6);
+      for (int j = 0; j < nnz; ++j) x.push_back({ids.Next(), ids.Uniform() * 2 - 1});
+      y = ids.Uniform() * 4 - 2;
+      if (!learner.Step(x, {&y, 1}, NAN, NAN, &got).ok()) std::exit(1);
+      ref.Step(x, {&y, 1}, &want);
+      mismatches += std::bit_cast<uint64_t>(got) != std::bit_cast<uint64_t>(want);
+      if (i % 1000 == 0 && !learner.Poll().ok()) std::exit(1);
+    }
+    if (!learner.Poll().ok()) std::exit(1);
+    bool equal = learner.Weights().size() == ref.weights().size();
+    for (const auto& [id, row] : learner.Weights()) {
+      const auto it = ref.weights().find(id);
+      equal = equal && it != ref.weights().end() && it->second == row;
+    }
+    equal = equal && learner.Bias() == ref.bias();
+    const lmu::LmuTableStats st = learner.TableStats();
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s,%d,%zu,%llu,%llu,%d,%d,%d,%d,%d\n", mode.name,
+                  s.lmu_samples, ref.weights().size(), static_cast<unsigned long long>(st.rebuilds),
+                  static_cast<unsigned long long>(mismatches), equal ? 1 : 0,
+                  st.max_locate_probes, st.locate_bound, st.max_insert_probes, st.insert_bound);
+    csv << buf;
+    std::snprintf(buf, sizeof buf,
+                  "  LMU %s: %d samples, %zu ids, %llu rebuilds: %llu prediction mismatches, "
+                  "weights %s\n",
+                  mode.name, s.lmu_samples, ref.weights().size(),
+                  static_cast<unsigned long long>(st.rebuilds),
+                  static_cast<unsigned long long>(mismatches), equal ? "bit-identical" : "DIFFER");
+    *summary += buf;
+  }
+}
+
+void RunLmuProbes(const Settings& s, std::ofstream& csv) {
+  // The default delta geometry at a small size (1024 buckets of 4: C = 4096).
+  const lmu::CuckooDelta::Options o{};
+  const lmu::HashSecret secret = ExperimentSecret(s.seed);
+  const lmu::HashKey ka = lmu::DeriveHashKey(secret, lmu::HashPurpose::kCuckooA, 1);
+  const lmu::HashKey kb = lmu::DeriveHashKey(secret, lmu::HashPurpose::kCuckooB, 1);
+  csv << "workload,inserted,load,max_locate,locate_bound,max_insert,insert_bound,stash,ring,"
+         "emergency,full\n";
+  for (const char* workload : {"random ids", "ids aimed at one bucket"}) {
+    const bool aimed = workload[0] == 'i';
+    lmu::CuckooDelta delta(o, ka, kb);
+    const uint64_t capacity = delta.capacity();
+    const uint64_t total = aimed ? 64 : capacity;  // aimed: well past what one bucket holds
+    int full = 0;
+    uint64_t candidate = s.seed * 0x9E3779B97F4A7C15ULL;
+    for (uint64_t i = 1; i <= total; ++i) {
+      uint64_t id = ++candidate;
+      if (aimed) {  // the attacker knows both keys: both buckets are bucket 0
+        while ((lmu::SipHash13(ka, id) & (o.buckets - 1)) != 0 ||
+               (lmu::SipHash13(kb, id) & (o.buckets - 1)) != 0) {
+          id = ++candidate;
+        }
+      } else {
+        id = Mix64(id);
+      }
+      full += delta.Insert(id, i).where == lmu::CuckooDelta::Where::kFull;
+      // Reads of present and absent ids count towards the locate maximum.
+      delta.Locate(id);
+      delta.Locate(~id);
+      const bool report = aimed ? true : (i % (capacity / 32) == 0 || i == total);
+      if (report) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "%s,%llu,%.4f,%d,%d,%d,%d,%d,%d,%d,%d\n", workload,
+                      static_cast<unsigned long long>(i), delta.load(), delta.max_locate_probes(),
+                      lmu::CuckooDelta::LocateBound(o), delta.max_insert_probes(),
+                      lmu::CuckooDelta::InsertBound(o), delta.stash_used(), delta.ring_used(),
+                      delta.emergency_used() ? 1 : 0, full);
+        csv << buf;
+      }
+    }
+  }
+}
+
+void RunLmuRebuild(const Settings& s, std::ofstream& csv) {
+  const lmu::LmuSpec spec;  // the defaults: the inequality (L3) the model is created under
+  const double capacity = static_cast<double>(spec.delta_buckets) * spec.bucket_size;
+  const double headroom = capacity * (spec.tau_high - spec.tau_low) - spec.margin;
+  csv << "n,seconds_median,rebuild_seconds_assumed,lambda_max,ids_during_build,headroom\n";
+  const lmu::HashSecret secret = ExperimentSecret(s.seed);
+  for (int n : s.rebuild_ns) {
+    std::fprintf(stderr, "[lmu rebuild] n = %d\n", n);
+    std::vector<lmu::BaseEntry> entries(n);
+    for (int i = 0; i < n; ++i) entries[i] = {Mix64(s.seed * 1000000007ULL + i), uint64_t(i)};
+    std::vector<double> seconds;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto start = std::chrono::steady_clock::now();
+      auto base = lmu::LmuBase::Build(entries, secret, rep + 1);
+      seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      if (!base.ok()) std::exit(1);
+    }
+    const double median = Quantile(seconds, 0.5);
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%d,%.6g,%g,%g,%.1f,%.1f\n", n, median, spec.rebuild_seconds,
+                  spec.lambda_max, spec.lambda_max * median, headroom);
+    csv << buf;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // The e-process (seed 000 sec. 8-9): the level under no drift, the delay after a change.
 
 SauSpec SmallSpec(const Settings& s, uint64_t seed) {
@@ -848,6 +1174,17 @@ int Main(int argc, char** argv) {
   timed("latency", [&] {
     std::ofstream csv = open("latency.csv");
     RunLatency(s, csv);
+  });
+  timed("engines", [&] {
+    std::ofstream recall = open("engines_recall.csv"), norm = open("engines_norm.csv");
+    RunEngines(s, recall, norm, &summary);
+  });
+  timed("lmu", [&] {
+    std::ofstream exact = open("lmu_exact.csv"), probes = open("lmu_probes.csv"),
+                  rebuild = open("lmu_rebuild.csv");
+    RunLmuExact(s, exact, &summary);
+    RunLmuProbes(s, probes);
+    RunLmuRebuild(s, rebuild);
   });
   WriteRunJson(s, seconds);
   std::printf("%s", summary.c_str());

@@ -21,6 +21,13 @@ Reads the CSV files the experiment program writes into OUT and writes PNGs next 
   ablation_clip.png  The log-domain clip c_hi = mean + c sd: error and clip rate against c.
   latency.png     Cost per operation against the stream length n: the SAU flat, exact
                   attention's query linear.
+  engines_recall.png  Recall of N bindings of correlated keys for the prf, ridge and vla
+                  engines, against N and against the number of filler events after them.
+  engines_norm.png  VLA's state norm ||S||_F against t beside plain linear attention's.
+  lmu_probes.png  The LMU delta's largest probe counts against their bounds, filling with
+                  random ids and with ids aimed at one bucket.
+  lmu_rebuild.png The LMU base's build time against the number of ids, beside the T_rb the
+                  scheduling inequality (L3) assumes.
 
 A missing or empty CSV skips its figure with a note on stderr.
 """
@@ -407,6 +414,115 @@ def plot_latency(out):
     save(fig, out, "latency.png")
 
 
+def plot_engines_recall(out):
+    rows = read_csv(out, "engines_recall.csv", ["sweep", "engine", "key_corr", "n", "gap", "recall"])
+    if rows is None:
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    colours = {"prf": "tab:blue", "ridge": "tab:orange", "vla": "tab:green"}
+    styles = {"0.5": "--", "0.8": "-"}
+    for (sweep, ax, x) in (("n", left, "n"), ("gap", right, "gap")):
+        sub = [row for row in rows if row["sweep"] == sweep]
+        groups = means_by(sub, lambda row: (row["engine"], row["key_corr"]), x, "recall")
+        for (engine, c), (xs, ys) in sorted(groups.items()):
+            ax.plot([max(v, 1) if sweep == "gap" else v for v in xs], ys, marker="o",
+                    markersize=4, color=colours.get(engine), ls=styles.get(c, "-"),
+                    label=f"{engine}, key correlation {c}")
+        ax.set_xscale("log")
+    ns = sorted({num(row["n"]) for row in rows if row["sweep"] == "n"})
+    left.plot(ns, [1 / n for n in ns], color="black", ls=":", lw=1, label="chance 1/N")
+    left.legend(fontsize=7, loc="center left")
+    left.axvline(64, color="grey", ls=":", lw=1)
+    left.text(64, 0.5, " N = d", color="grey", fontsize=8)
+    left.set_xlabel("N (bindings written)")
+    left.set_ylabel("recall (readout nearest to its own value)")
+    left.set_title("recall against N (d = 64, no fillers)", fontsize=10)
+    right.set_xlabel("filler events after the bindings (0 drawn at 1)")
+    right.set_title("recall against fillers (N = 32)", fontsize=10)
+    right.legend(fontsize=7, loc="center right")
+    fig.tight_layout()
+    save(fig, out, "engines_recall.png")
+
+
+def plot_engines_norm(out):
+    rows = read_csv(out, "engines_norm.csv", ["t", "vla_s_norm", "linear_norm", "sqrt_d"])
+    if rows is None:
+        return
+    t = [num(row["t"]) for row in rows]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(t, [num(row["vla_s_norm"]) for row in rows], marker="o", markersize=3,
+            label="VLA ||S||_F")
+    ax.plot(t, [num(row["linear_norm"]) for row in rows], marker="o", markersize=3,
+            label="linear attention ||sum v k^T||_F")
+    ax.axhline(3 * num(rows[0]["sqrt_d"]), color="grey", ls="--", lw=1, label="3 sqrt(d)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("t (writes of unit keys and values, d = 32)")
+    ax.set_ylabel("state norm")
+    ax.set_title("VLA's state stays bounded; linear attention's grows like sqrt(t)", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save(fig, out, "engines_norm.png")
+
+
+def plot_lmu_probes(out):
+    rows = read_csv(out, "lmu_probes.csv", ["workload", "inserted", "load", "max_locate",
+                                            "locate_bound", "max_insert", "insert_bound",
+                                            "stash", "ring", "emergency", "full"])
+    if rows is None:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, workload in zip(axes, ("random ids", "ids aimed at one bucket")):
+        sub = [row for row in rows if row["workload"] == workload]
+        if not sub:
+            continue
+        x = [num(row["inserted"]) for row in sub]
+        ax.plot(x, [num(row["max_locate"]) for row in sub], marker=".", label="largest locate")
+        ax.plot(x, [num(row["max_insert"]) for row in sub], marker=".", label="largest insert")
+        ax.axhline(num(sub[0]["locate_bound"]), color="tab:blue", ls="--", lw=1,
+                   label="locate bound")
+        ax.axhline(num(sub[0]["insert_bound"]), color="tab:orange", ls="--", lw=1,
+                   label="insert bound")
+        refused = ax.twinx()
+        refused.plot(x, [num(row["full"]) for row in sub], color="red", ls=":")
+        refused.set_ylabel("inserts refused (full: the tripwire's case)", color="red", fontsize=8)
+        ax.plot([], [], color="red", ls=":", label="refused (right axis)")
+        ax.set_ylim(0, 25)
+        ax.set_xlabel("ids inserted")
+        ax.set_title(workload, fontsize=10)
+    cap = 4096
+    axes[0].axvline(0.8 * cap, color="grey", ls=":", lw=1)
+    axes[0].text(0.8 * cap, 1, " tau_high 0.8", color="grey", fontsize=8)
+    axes[0].set_ylabel("largest probe count so far")
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("LMU delta (C = 4096): probe counts never exceed their bounds", fontsize=10)
+    fig.tight_layout()
+    save(fig, out, "lmu_probes.png")
+
+
+def plot_lmu_rebuild(out):
+    rows = read_csv(out, "lmu_rebuild.csv", ["n", "seconds_median", "rebuild_seconds_assumed",
+                                             "lambda_max", "headroom"])
+    if rows is None:
+        return
+    n = [num(row["n"]) for row in rows]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(n, [num(row["seconds_median"]) for row in rows], marker="o", label="base build (median of 3)")
+    ax.axhline(num(rows[0]["rebuild_seconds_assumed"]), color="grey", ls="--", lw=1,
+               label="T_rb assumed by the default spec")
+    limit = num(rows[0]["headroom"]) / num(rows[0]["lambda_max"])
+    ax.axhline(limit, color="red", ls=":", lw=1,
+               label="(C (tau_high - tau_low) - margin) / lambda_max")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("ids in the model (n)")
+    ax.set_ylabel("seconds")
+    ax.set_title("LMU rebuild time against the scheduling inequality (L3)", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save(fig, out, "lmu_rebuild.png")
+
+
 def main(argv):
     if len(argv) != 2 or not os.path.isdir(argv[1]):
         print("usage: plot.py OUT  (OUT: the directory holding the experiment CSVs)",
@@ -414,7 +530,8 @@ def main(argv):
         return 2
     out = argv[1]
     for figure in (plot_error_vs_r, plot_error_vs_t, plot_drift, plot_delays, plot_monitors,
-                   plot_dgp_b, plot_ablation_clip, plot_latency):
+                   plot_dgp_b, plot_ablation_clip, plot_latency, plot_engines_recall,
+                   plot_engines_norm, plot_lmu_probes, plot_lmu_rebuild):
         figure(out)
     return 0
 

@@ -4,9 +4,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <unordered_map>
 
-#include "core/sau/counter_rng.h"
+#include "core/workloads/lmu_reference.h"
 #include "gtest/gtest.h"
 
 namespace streamlearn::lmu {
@@ -17,64 +16,6 @@ HashSecret TestSecret(uint8_t x) {
   for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<uint8_t>(x * 31 + i);
   return s;
 }
-
-// The reference: std::unordered_map and the same operations in the same order.
-class ReferenceLearner {
- public:
-  explicit ReferenceLearner(const LmuSpec& spec) : spec_(spec), bias_(spec.m, 0.0) {}
-
-  void Predict(std::span<const Feature> x, double* y) const {
-    for (int o = 0; o < spec_.m; ++o) y[o] = bias_[o];
-    for (const Feature& f : x) {
-      auto it = w_.find(f.id);
-      if (it == w_.end()) continue;
-      for (int o = 0; o < spec_.m; ++o) y[o] += it->second[o] * f.val;
-    }
-  }
-  void Step(std::span<const Feature> x, std::span<const double> y, double* y_before) {
-    Predict(x, y_before);
-    ++t_;
-    double eta = spec_.lr;
-    if (spec_.schedule == LrSchedule::kInverseSqrt) eta = eta / std::sqrt(static_cast<double>(t_));
-    const double shrink = 1.0 - eta * spec_.l2;
-    for (const Feature& f : x) {
-      auto [it, inserted] = w_.try_emplace(f.id, std::vector<double>(spec_.m, 0.0));
-      for (int o = 0; o < spec_.m; ++o) {
-        const double e = y[o] - y_before[o];
-        it->second[o] = shrink * it->second[o] + (eta * e) * f.val;
-      }
-    }
-    for (int o = 0; o < spec_.m; ++o) bias_[o] = bias_[o] + eta * (y[o] - y_before[o]);
-  }
-  const std::unordered_map<uint64_t, std::vector<double>>& weights() const { return w_; }
-  const std::vector<double>& bias() const { return bias_; }
-
- private:
-  LmuSpec spec_;
-  std::vector<double> bias_;
-  std::unordered_map<uint64_t, std::vector<double>> w_;
-  uint64_t t_ = 0;
-};
-
-// Zipf(s = 1.1) ranks over `n` ids by inversion of a precomputed CDF; ids are scrambled ranks.
-class ZipfIds {
- public:
-  ZipfIds(int n, uint64_t seed) : rng_(seed, 1), cdf_(n) {
-    double sum = 0;
-    for (int i = 0; i < n; ++i) cdf_[i] = (sum += 1.0 / std::pow(i + 1.0, 1.1));
-    for (double& c : cdf_) c /= sum;
-  }
-  uint64_t Next() {
-    const double u = rng_.NextUniform();
-    const uint64_t rank = std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin();
-    return (rank + 1) * 0x9E3779B97F4A7C15ULL;  // spread over 64 bits
-  }
-  double Uniform() { return rng_.NextUniform(); }
-
- private:
-  sau::CounterRng rng_;
-  std::vector<double> cdf_;
-};
 
 struct ExactCase {
   const char* name;
@@ -101,7 +42,7 @@ TEST(LmuLearner, BitIdenticalToAReferenceLearnerAcrossRebuilds) {
     spec.margin = 0;
     spec.background_rebuild = c.background;
     LmuLearner lmu(spec, TestSecret(1));
-    ReferenceLearner ref(spec);
+    LmuReferenceLearner ref(spec);
     ZipfIds ids(100000, 7);
     const int samples = c.m == 1 ? 1000000 : 200000;
     std::vector<Feature> x;
