@@ -17,7 +17,8 @@ What the seeds claim and the quick run can show, each as a threshold that can fa
     recalls <= 0.5; vla >= 0.98 while N < d; VLA's state norm stays <= 3 sqrt(d) while linear
     attention's grows past 10 times it;
   - the LMU: predictions and weights bit-identical to a hash-map learner through >= 5
-    rebuilds; the delta's probe counts within their bounds, also under ids aimed at one bucket.
+    rebuilds; the delta's probe counts within their bounds, also under ids aimed at one bucket;
+  - the traced run's audit stream passes `streamlearn audit verify` (when run.sh found the CLI).
 Prints each check and exits 1 if any fails.
 """
 import csv
@@ -50,7 +51,9 @@ def main():
              "error_vs_r.png", "error_vs_t.png", "drift.png", "delays.png", "monitors.png",
              "dgp_b.png", "ablation_clip.png", "latency.png", "engines_recall.csv",
              "engines_norm.csv", "engines_recall.png", "engines_norm.png", "lmu_exact.csv",
-             "lmu_probes.csv", "lmu_rebuild.csv", "lmu_probes.png", "lmu_rebuild.png"]
+             "lmu_probes.csv", "lmu_rebuild.csv", "lmu_probes.png", "lmu_rebuild.png",
+             "ablation_numerics.csv", "ablation_lambda.csv", "ablation_numerics.png",
+             "ablation_lambda.png", "audit.jsonl", "audit_public.pem"]
     missing = [n for n in names if not os.path.isfile(os.path.join(out, n))]
     check(not missing, "every file written" + (f" (missing: {', '.join(missing)})" if missing else ""))
     if missing:
@@ -151,6 +154,13 @@ def main():
     over = [r for r in probes if int(r["max_locate"]) > int(r["locate_bound"])
             or int(r["max_insert"]) > int(r["insert_bound"])]
     check(probes and not over, f"LMU delta: probes within their bounds at all {len(probes)} points")
+
+    # The audit stream, if run.sh verified it with the CLI.
+    verify = os.path.join(out, "audit_verify.txt")
+    if os.path.isfile(verify):
+        with open(verify) as f:
+            last = f.read().strip().splitlines()[-1:] or [""]
+        check(last[0].startswith("OK:"), f"audit stream: streamlearn audit verify says {last[0]!r}")
 
     print(f"{len(failures)} check(s) failed" if failures else "every check passed")
     return 1 if failures else 0

@@ -31,6 +31,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/audit/checkpoint.h"
+#include "core/audit/ed25519_key.h"
+#include "core/audit/step_records.h"
 #include "core/lmu/cuckoo_delta.h"
 #include "core/lmu/keyed_hash.h"
 #include "core/lmu/lmu_base.h"
@@ -80,6 +83,9 @@ struct Settings {
   // The LMU.
   int lmu_samples = 1000000;
   std::vector<int> rebuild_ns = {10000, 100000, 1000000};
+  // Numerics and lambda.
+  int numerics_events = 1000000;
+  int lambda_seeds = 4;
 
   void MakeQuick() {
     quick = true;
@@ -99,6 +105,8 @@ struct Settings {
     norm_events = 10000;
     lmu_samples = 200000;
     rebuild_ns = {10000, 100000};
+    numerics_events = 10000;
+    lambda_seeds = 2;
   }
 };
 
@@ -885,6 +893,182 @@ void RunLmuRebuild(const Settings& s, std::ofstream& csv) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Ablation (seed 001 sec. 11): compensated (Kahan) sums and extended-precision denominators,
+// each on and off, beside a quadruple-precision reference of the same estimator (the same
+// features, the same decayed sums s and R, the readout phi(q)^T R / phi(q)^T s of the
+// correctness path, docs/SAU.md (19)). What is measured is arithmetic error only: every
+// variant estimates the same thing; the reference is what exact arithmetic would give.
+
+struct NumericsVariant {
+  const char* name;
+  bool compensated;
+  bool extended;
+};
+
+void RunNumericsAblation(const Settings& s, std::ofstream& csv) {
+  const NumericsVariant variants[] = {{"plain", false, false},
+                                      {"compensated", true, false},
+                                      {"extended", false, true},
+                                      {"compensated+extended (the estimator's)", true, true}};
+  const int d = 16, dv = 4, r = 32, probes = 8;
+  csv << "gamma,t,variant,rel_diff_max\n";
+  for (double gamma : {1.0, 0.999}) {
+    std::fprintf(stderr, "[numerics ablation] gamma = %g, %d events\n", gamma, s.numerics_events);
+    AConfig base;
+    base.gamma = gamma;
+    SauSpec spec;
+    spec.d = d;
+    spec.d_v = dv;
+    spec.r = r;
+    spec.gamma = gamma;
+    spec.seed = s.seed * 1000 + 960;
+    const SauEstimator est = MakeEstimator(spec);
+    const FeatureMap& fm = est.features();
+    Dgp dgp({.kind = Dgp::Kind::kA, .d = d, .d_v = dv}, s.seed * 1000 + 970);
+    std::vector<std::vector<double>> phi_q;
+    for (int p = 0; p < probes; ++p) {
+      std::vector<double> raw = dgp.Gaussian(d), q(d), f(r);
+      fm.Condition(raw, q.data());
+      fm.Features(q.data(), f.data());
+      phi_q.push_back(std::move(f));
+    }
+    const size_t n_state = static_cast<size_t>(r) * (dv + 1);  // s then R, row by row
+    std::vector<std::vector<double>> val(4, std::vector<double>(n_state, 0.0)),
+        comp(4, std::vector<double>(n_state, 0.0));
+    std::vector<__float128> ref(n_state, 0);
+    const __float128 g128 = gamma;
+    std::vector<double> kc(d), f(r), row(dv + 1);
+    double next = 100;
+    for (int t = 1; t <= s.numerics_events; ++t) {
+      DgpEvent e = dgp.Next();
+      fm.Condition(e.k, kc.data());
+      fm.Features(kc.data(), f.data());
+      row[0] = 1.0;
+      for (int j = 0; j < dv; ++j) row[j + 1] = e.v[j];
+      for (int i = 0; i < r; ++i) {
+        double* x = &row[0];
+        for (int v = 0; v < 4; ++v) {
+          double* sv = &val[v][static_cast<size_t>(i) * (dv + 1)];
+          if (variants[v].compensated) {
+            CompensatedDecayAdd(gamma, f[i], x, sv, &comp[v][static_cast<size_t>(i) * (dv + 1)], dv + 1);
+          } else {
+            PlainDecayAdd(gamma, f[i], x, sv, dv + 1);
+          }
+        }
+        for (int j = 0; j <= dv; ++j) {
+          __float128& a = ref[static_cast<size_t>(i) * (dv + 1) + j];
+          a = g128 * a + static_cast<__float128>(f[i]) * static_cast<__float128>(x[j]);
+        }
+      }
+      if (t >= next || t == s.numerics_events) {
+        next *= std::sqrt(10.0);
+        std::vector<double> worst(4, 0.0);
+        for (const std::vector<double>& fq : phi_q) {
+          std::vector<__float128> num(dv + 1, 0);
+          for (int i = 0; i < r; ++i) {
+            for (int j = 0; j <= dv; ++j) num[j] += static_cast<__float128>(fq[i]) * ref[i * (dv + 1) + j];
+          }
+          std::vector<double> y_ref(dv);
+          for (int j = 0; j < dv; ++j) y_ref[j] = static_cast<double>(num[j + 1] / num[0]);
+          for (int v = 0; v < 4; ++v) {
+            std::vector<double> y(dv);
+            if (variants[v].extended) {
+              std::vector<long double> acc(dv + 1, 0);
+              for (int i = 0; i < r; ++i) {
+                for (int j = 0; j <= dv; ++j) {
+                  const size_t k = static_cast<size_t>(i) * (dv + 1) + j;
+                  acc[j] += static_cast<long double>(fq[i]) *
+                            (static_cast<long double>(val[v][k]) + comp[v][k]);
+                }
+              }
+              for (int j = 0; j < dv; ++j) y[j] = static_cast<double>(acc[j + 1] / acc[0]);
+            } else {
+              std::vector<double> acc(dv + 1, 0);
+              for (int i = 0; i < r; ++i) {
+                for (int j = 0; j <= dv; ++j) {
+                  const size_t k = static_cast<size_t>(i) * (dv + 1) + j;
+                  acc[j] += fq[i] * (val[v][k] + comp[v][k]);
+                }
+              }
+              for (int j = 0; j < dv; ++j) y[j] = acc[j + 1] / acc[0];
+            }
+            worst[v] = std::max(worst[v], RelativeError(y, y_ref));
+          }
+        }
+        char buf[256];
+        for (int v = 0; v < 4; ++v) {
+          std::snprintf(buf, sizeof buf, "%g,%d,%s,%.6g\n", gamma, t, variants[v].name, worst[v]);
+          csv << buf;
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// lambda calibration strategies (seed 001 C3, sec. 11): the stabilized readout (docs/SAU.md
+// (20)) divided by raw + lambda for lambda = the estimator's lambda_* (the e-process's tilt
+// weight times the running median denominator, docs/DECISIONS.md 1), for lambda = rho times
+// the running median denominator with seed 001's rho in {0.5%, 1%, 2%, 5%}, and for lambda = 0.
+// The query's numerator is y_hat * den, so each strategy's readout is that over raw + lambda.
+
+void RunLambdaStrategies(const Settings& s, std::ofstream& csv) {
+  struct Job {
+    int r;
+    double a;
+    int seed;
+  };
+  std::vector<Job> jobs;
+  for (int r : {64, 256}) {
+    for (double a : {1.0, 2.0}) {
+      for (int k = 0; k < s.lambda_seeds; ++k) jobs.push_back({r, a, k});
+    }
+  }
+  const std::vector<std::pair<std::string, double>> strategies = {
+      {"lambda_*", -1}, {"0", 0}, {"0.5% median", 0.005}, {"1% median", 0.01},
+      {"2% median", 0.02}, {"5% median", 0.05}};
+  struct Row {
+    std::vector<double> err, shr;
+  };
+  std::vector<Row> rows(jobs.size());
+  ParallelFor(static_cast<int>(jobs.size()), s.threads, "lambda strategies", [&](int i) {
+    const Job& j = jobs[i];
+    AConfig base;
+    base.input_scale = j.a;
+    Tracked run = MakeTracked(ASpec(s, base, j.r, s.seed * 1000 + 980 + j.seed),
+                              {.kind = Dgp::Kind::kA, .d = s.d, .d_v = s.d_v}, s.a_probes,
+                              s.seed * 1000 + 990 + j.seed);
+    double median = 0;
+    run.Feed(s.a_events, [&](const EventDiagnostics& d) { median = d.median_den; });
+    Row& row = rows[i];
+    row.err.assign(strategies.size(), 0.0);
+    row.shr.assign(strategies.size(), 0.0);
+    const double n = static_cast<double>(run.exact.probes());
+    for (size_t p = 0; p < run.exact.probes(); ++p) {
+      const QueryResult q = run.est.Query(run.exact.probe(p), ReadoutPath::kStabilized, false);
+      const std::vector<double> y = run.exact.Value(p);
+      for (size_t k = 0; k < strategies.size(); ++k) {
+        const double lambda = strategies[k].second < 0 ? q.den - q.raw_den
+                                                       : strategies[k].second * median;
+        std::vector<double> yk(q.y_hat.size());
+        for (size_t x = 0; x < yk.size(); ++x) yk[x] = q.y_hat[x] * q.den / (q.raw_den + lambda);
+        row.err[k] += RelativeError(yk, y) / n;
+        row.shr[k] += q.raw_den / (q.raw_den + lambda) / n;
+      }
+    }
+  });
+  csv << "r,input_scale,seed,strategy,rel_error,shr_mean\n";
+  char buf[256];
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    for (size_t k = 0; k < strategies.size(); ++k) {
+      std::snprintf(buf, sizeof buf, "%d,%g,%d,%s,%.6g,%.6g\n", jobs[i].r, jobs[i].a,
+                    jobs[i].seed, strategies[k].first.c_str(), rows[i].err[k], rows[i].shr[k]);
+      csv << buf;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // The e-process (seed 000 sec. 8-9): the level under no drift, the delay after a change.
 
 SauSpec SmallSpec(const Settings& s, uint64_t seed) {
@@ -936,25 +1120,73 @@ const char* kTraceHeader =
     "t,cluster,margin,log_e_mix,epoch,alarm,rj_level,rj_gap,rj_threshold,beta_floor,"
     "lambda_star,shr,clip_rate\n";
 
+// The traced run's audit stream, written as a server writes a shard's chain (docs/AUDIT.md):
+// a genesis committing to the spec and W, a sau_event per event, a sau_control after each
+// alarm, a signed checkpoint every 1024 records. `streamlearn audit verify --file` checks it
+// with the public key written beside it (run.sh does).
+class AuditStream {
+ public:
+  AuditStream(const Settings& s, const SauEstimator& est)
+      : key_(*Ed25519PrivateKey::Generate()), writer_(key_, 1024), out_(s.out + "/audit.jsonl") {
+    const SauSpec& eff = est.spec();
+    const std::string spec = absl::StrFormat(
+        R"({"sau":{"alpha":%.17g,"beta_floor":%.17g,"c_rj":%.17g,"engine":"ENGINE_PRF",)"
+        R"("r":%d,"rj_delta":%.17g}})",
+        eff.alpha, eff.beta_floor, eff.c_rj, eff.r, eff.rj_delta);
+    Check(writer_.AppendGenesis(spec, est.features().digest(), &lines_));
+    std::ofstream(s.out + "/audit_public.pem") << *key_.PublicKey().ToPem();
+  }
+  void Event(uint64_t t, const EventDiagnostics& d) {
+    std::string body;
+    AppendSauEventBody({.t = t, .log_seq = t, .ver_sau = t, .diag = &d}, &body);
+    Check(writer_.AppendCanonical(body, &lines_));
+    if (d.alarm) {
+      body.clear();
+      AppendSauAlarmBody(t, t, d, &body);
+      Check(writer_.AppendCanonical(body, &lines_));
+    }
+    for (const std::string& line : lines_) out_ << line << "\n";
+    lines_.clear();
+  }
+  uint64_t records() const { return writer_.chain().size(); }
+
+ private:
+  static void Check(const absl::Status& st) {
+    if (!st.ok()) {
+      std::fprintf(stderr, "experiments: audit: %s\n", std::string(st.message()).c_str());
+      std::exit(1);
+    }
+  }
+  Ed25519PrivateKey key_;
+  AuditLogWriter writer_;
+  std::ofstream out_;
+  std::vector<std::string> lines_;
+};
+
 void RunDrift(const Settings& s, std::ofstream& trace_csv, std::ofstream& delays_csv,
               std::string* summary) {
-  // One traced run through four regimes.
+  // One traced run through four regimes, with its audit stream.
   {
     SauEstimator est = MakeEstimator(SmallSpec(s, s.seed * 100000 + 2000));
     Dgp dgp({.kind = Dgp::Kind::kC, .d = 16, .d_v = 4, .phase_length = s.phase},
             s.seed * 100000 + 9000);
+    AuditStream audit(s, est);
     trace_csv << kTraceHeader;
     char buf[512];
     for (int t = 0; t < 4 * s.phase; ++t) {
       const int cluster = dgp.cluster();
       DgpEvent e = dgp.Next();
       const EventDiagnostics d = est.Ingest(e.k, e.v);
+      audit.Event(static_cast<uint64_t>(t) + 1, d);
       std::snprintf(buf, sizeof buf, "%d,%d,%.6g,%.6g,%llu,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
                     t, cluster, d.margin, d.log_e_mix, static_cast<unsigned long long>(d.epoch),
                     d.alarm ? 1 : 0, static_cast<int>(d.rj_level), d.rj_gap, d.rj_threshold,
                     d.beta_floor, d.lambda_star, d.shr, d.clip_rate);
       trace_csv << buf;
     }
+    *summary += absl::StrFormat(
+        "  the traced drift run's audit stream: %d records in audit.jsonl (key: audit_public.pem)\n",
+        audit.records());
   }
   // Delays over seeds: one phase on the first cluster, then the change.
   struct Row {
@@ -1185,6 +1417,14 @@ int Main(int argc, char** argv) {
     RunLmuExact(s, exact, &summary);
     RunLmuProbes(s, probes);
     RunLmuRebuild(s, rebuild);
+  });
+  timed("ablation_numerics", [&] {
+    std::ofstream csv = open("ablation_numerics.csv");
+    RunNumericsAblation(s, csv);
+  });
+  timed("ablation_lambda", [&] {
+    std::ofstream csv = open("ablation_lambda.csv");
+    RunLambdaStrategies(s, csv);
   });
   WriteRunJson(s, seconds);
   std::printf("%s", summary.c_str());

@@ -28,6 +28,9 @@ Reads the CSV files the experiment program writes into OUT and writes PNGs next 
                   random ids and with ids aimed at one bucket.
   lmu_rebuild.png The LMU base's build time against the number of ids, beside the T_rb the
                   scheduling inequality (L3) assumes.
+  ablation_numerics.png  Arithmetic error of the readout against t with compensated sums and
+                  extended-precision denominators on and off, beside a quad-precision reference.
+  ablation_lambda.png  The stabilized readout's error and shr for lambda calibration strategies.
 
 A missing or empty CSV skips its figure with a note on stderr.
 """
@@ -523,6 +526,62 @@ def plot_lmu_rebuild(out):
     save(fig, out, "lmu_rebuild.png")
 
 
+def plot_ablation_numerics(out):
+    rows = read_csv(out, "ablation_numerics.csv", ["gamma", "t", "variant", "rel_diff_max"])
+    if rows is None:
+        return
+    gammas = sorted({num(row["gamma"]) for row in rows}, reverse=True)
+    fig, axes = plt.subplots(1, len(gammas), figsize=(10, 4), sharey=True, squeeze=False)
+    for ax, gamma in zip(axes[0], gammas):
+        sub = [row for row in rows if num(row["gamma"]) == gamma]
+        for variant, (ts, ys) in sorted(means_by(sub, lambda row: row["variant"], "t",
+                                                 "rel_diff_max").items()):
+            ax.plot(ts, [max(y, 1e-18) for y in ys], marker="o", markersize=3, label=variant)
+        ax.axhline(2.0 ** -53, color="grey", ls=":", lw=1, label="double's unit roundoff")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("t (events)")
+        ax.set_title(f"gamma = {gamma:g}", fontsize=10)
+    axes[0][0].set_ylabel("largest relative difference from quad precision")
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle("Ablation: compensated sums and extended-precision denominators (d = 16, r = 32)",
+                 fontsize=10)
+    fig.tight_layout()
+    save(fig, out, "ablation_numerics.png")
+
+
+def plot_ablation_lambda(out):
+    rows = read_csv(out, "ablation_lambda.csv", ["r", "input_scale", "strategy", "rel_error",
+                                                 "shr_mean"])
+    if rows is None:
+        return
+    order = []
+    for row in rows:
+        if row["strategy"] not in order:
+            order.append(row["strategy"])
+    xs = list(range(len(order)))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for key in sorted({(row["r"], row["input_scale"]) for row in rows}):
+        sub = [row for row in rows if (row["r"], row["input_scale"]) == key]
+        err = [mean([num(row["rel_error"]) for row in sub if row["strategy"] == s]) for s in order]
+        shr = [mean([num(row["shr_mean"]) for row in sub if row["strategy"] == s]) for s in order]
+        label = f"r={key[0]}, a={key[1]}"
+        left.plot(xs, err, marker="o", label=label)
+        right.plot(xs, shr, marker="o", label=label)
+    right.axhspan(0.95, 0.99, color="tab:green", alpha=0.15, label="target (seed 001 M1)")
+    for ax in (left, right):
+        ax.set_xticks(xs)
+        ax.set_xticklabels(order, rotation=20, fontsize=8)
+        ax.set_xlabel("lambda")
+        ax.legend(fontsize=7)
+    left.set_yscale("log")
+    left.set_ylabel("relative error vs exact attention (stabilized path)")
+    right.set_ylabel("mean shr = den / (den + lambda)")
+    fig.suptitle("lambda calibration strategies on DGP-A (seed 001 C3)", fontsize=10)
+    fig.tight_layout()
+    save(fig, out, "ablation_lambda.png")
+
+
 def main(argv):
     if len(argv) != 2 or not os.path.isdir(argv[1]):
         print("usage: plot.py OUT  (OUT: the directory holding the experiment CSVs)",
@@ -531,7 +590,8 @@ def main(argv):
     out = argv[1]
     for figure in (plot_error_vs_r, plot_error_vs_t, plot_drift, plot_delays, plot_monitors,
                    plot_dgp_b, plot_ablation_clip, plot_latency, plot_engines_recall,
-                   plot_engines_norm, plot_lmu_probes, plot_lmu_rebuild):
+                   plot_engines_norm, plot_lmu_probes, plot_lmu_rebuild,
+                   plot_ablation_numerics, plot_ablation_lambda):
         figure(out)
     return 0
 

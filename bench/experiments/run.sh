@@ -43,6 +43,16 @@ mkdir -p "$out"
 start=$SECONDS
 "$binary" --out "$out" --build_info "$commit" "${quick[@]}" "${seed[@]}"
 /usr/bin/python3 "$here/plot.py" "$out"
+# The traced run's audit stream, checked as a third party would: the CLI's one-pass verifier
+# with the public key alone. Skipped (said so) where the CLI is not built (a core-only build).
+cli="$(dirname "$binary")/../client/streamlearn"
+if [ -x "$cli" ]; then
+  "$cli" audit verify --file "$out/audit.jsonl" --public-key "$out/audit_public.pem" \
+    > "$out/audit_verify.txt" 2>&1 || { cat "$out/audit_verify.txt" >&2; exit 1; }
+  tail -1 "$out/audit_verify.txt"
+else
+  echo "run.sh: no streamlearn CLI beside the program; the audit stream is not verified" >&2
+fi
 if [ ${#quick[@]} -gt 0 ]; then
   /usr/bin/python3 "$here/check_quick.py" "$out"
 fi
