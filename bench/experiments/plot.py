@@ -47,7 +47,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-DPI = 90
+DPI = 72
 SWEEP_COLUMN = {"features": "features", "gamma": "gamma", "scale": "input_scale", "tau": "tau_mult"}
 SWEEP_TITLE = {"features": "random features", "gamma": "decay gamma",
                "scale": "input scale a", "tau": "temperature tau"}
