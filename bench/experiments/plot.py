@@ -266,16 +266,17 @@ def plot_delays(out):
         horizon = read_setting(out, ["e_process", "horizon"], math.inf)
         d = sorted(num(row["delay"]) for row in delays)
         found = [x for x in d if x <= horizon]
-        before = sum(num(row["alarms_before"]) > 0 for row in delays)
+        seeds = {row["seed"] for row in delays}
+        before = len({row["seed"] for row in delays if num(row["alarms_before"]) > 0})
         if found:
             lo, hi = int(found[0]), int(found[-1])
             bins = [x - 0.5 for x in range(lo, hi + 2)] if hi - lo <= 60 else 30
             left.hist(found, bins=bins, color="tab:blue", edgecolor="white")
-        left.set_title(f"DGP-C: {len(d)} seeds, median delay {d[len(d) // 2]:g},"
-                       f" {len(d) - len(found)} never alarmed;"
-                       f" {before} alarmed before the change", fontsize=10)
+        left.set_title(f"DGP-C: {len(d)} changes over {len(seeds)} seeds, median delay"
+                       f" {d[len(d) // 2]:g}, {len(d) - len(found)} undetected;"
+                       f" {before} seeds alarmed away from a change", fontsize=9)
         left.set_xlabel("delay (events after the regime change until the first alarm)")
-        left.set_ylabel("seeds")
+        left.set_ylabel("changes")
     if stationary is None:
         right.text(0.5, 0.5, "stationary.csv missing", transform=right.transAxes, ha="center")
         right.set_axis_off()
