@@ -611,6 +611,17 @@ absl::Status CuckooDelta::Restore(const State& st) {
         "cuckoo delta: drain cursor %d, the overflow has %d positions", st.drain_cursor,
         positions));
   }
+  // A bucket entry's bucket and slot, and its id's two buckets.
+  struct BucketPlace {
+    uint32_t bucket;
+    int slot;
+    uint32_t a, b;
+  };
+  const auto place = [&m](const Placed& e, uint64_t ha) {
+    return BucketPlace{static_cast<uint32_t>(e.position / m.b),
+                       static_cast<int>(e.position % m.b), static_cast<uint32_t>(ha) & m.mask,
+                       static_cast<uint32_t>(SipHash13(m.key_b, e.id)) & m.mask};
+  };
   // Check everything before writing anything.
   std::vector<uint32_t> occupied(size_t{m.mask} + 1, 0);  // per bucket, a bit per slot (b <= 32)
   std::array<bool, 2 * kMaxArea> area_taken{};  // stash then ring slots
@@ -626,13 +637,10 @@ absl::Status CuckooDelta::Restore(const State& st) {
     ids.push_back(e.id);
     const uint64_t ha = SipHash13(m.key_a, e.id);
     if (e.position < cap) {
-      const uint32_t bucket = static_cast<uint32_t>(e.position / m.b);
-      const int j = static_cast<int>(e.position % m.b);
-      const uint32_t a = static_cast<uint32_t>(ha) & m.mask;
-      const uint32_t bb = static_cast<uint32_t>(SipHash13(m.key_b, e.id)) & m.mask;
-      if (bucket != a && bucket != bb) return bad("the bucket is neither of the id's two");
-      if ((occupied[bucket] >> j) & 1) return bad("the slot is taken twice");
-      occupied[bucket] |= uint32_t{1} << j;
+      const BucketPlace p = place(e, ha);
+      if (p.bucket != p.a && p.bucket != p.b) return bad("the bucket is neither of the id's two");
+      if ((occupied[p.bucket] >> p.slot) & 1) return bad("the slot is taken twice");
+      occupied[p.bucket] |= uint32_t{1} << p.slot;
     } else if (e.position < ring_end) {
       const bool in_stash = e.position < stash_end;
       const size_t k = static_cast<size_t>(e.position - cap);
@@ -666,14 +674,11 @@ absl::Status CuckooDelta::Restore(const State& st) {
   for (const Placed& e : st.entries) {
     const uint64_t ha = SipHash13(m.key_a, e.id);
     if (e.position < cap) {
-      const uint32_t bucket = static_cast<uint32_t>(e.position / m.b);
-      const int j = static_cast<int>(e.position % m.b);
-      const uint32_t a = static_cast<uint32_t>(ha) & m.mask;
-      const uint32_t bb = static_cast<uint32_t>(SipHash13(m.key_b, e.id)) & m.mask;
-      Store(m.SlotId(bucket, j), e.id);
-      Store(m.SlotPayload(bucket, j), e.payload);
-      m.other[m.SlotIndex(bucket, j)] = bucket == a ? bb : a;
-      StoreCount(m.counts[bucket], std::max(LoadCount(m.counts[bucket]), j + 1));
+      const BucketPlace p = place(e, ha);
+      Store(m.SlotId(p.bucket, p.slot), e.id);
+      Store(m.SlotPayload(p.bucket, p.slot), e.payload);
+      m.other[m.SlotIndex(p.bucket, p.slot)] = p.bucket == p.a ? p.b : p.a;
+      StoreCount(m.counts[p.bucket], std::max(LoadCount(m.counts[p.bucket]), p.slot + 1));
     } else if (e.position < ring_end) {
       const bool in_stash = e.position < stash_end;
       Area& area = in_stash ? m.stash : m.ring;
