@@ -9,7 +9,8 @@ What the seeds claim and the quick run can show, each as a threshold that can fa
     three windows 1/(1 - gamma));
   - stationary streams: the fraction of seeds that ever alarm is at most alpha plus three
     binomial standard deviations (the e-process's level, seed 000 sec. 9);
-  - drift: every change of every seed is alarmed within the horizon;
+  - drift: >= 95% of the changes alarmed within the horizon, and the seeds that alarm away
+    from a change at most alpha plus three binomial standard deviations;
   - DGP-B: the low-rank error is at most the geometric plus the feature error (docs/SAU.md
     (27)), and U = the data's own subspace has no geometric error;
   - the default clip (c = 3) clips under 1% of the log-features at a = 1 (seed 001 C4);
@@ -102,10 +103,17 @@ def main():
           f"stationary: {alarmed} of {n} seeds alarmed <= alpha {alpha} + {slack:.3f}")
 
     delays = rows(out, "dgp_c_delays.csv")
-    horizon_missed = [f"{r['seed']}/{r['change']}" for r in delays if int(r["delay"]) > horizon]
-    check(delays and not horizon_missed,
-          f"drift: {len(delays)} changes, every one alarmed within the horizon"
-          + (f" (not: seed/change {', '.join(horizon_missed)})" if horizon_missed else ""))
+    # Power is not something the e-process guarantees (a change to a cluster like the last one
+    # can pass unseen), so this is a threshold on the measured detection rate; the level is.
+    missed = [f"{r['seed']}/{r['change']}" for r in delays if int(r["delay"]) > horizon]
+    check(delays and len(missed) <= 0.05 * len(delays),
+          f"drift: {len(delays) - len(missed)} of {len(delays)} changes alarmed within the horizon"
+          f" (>= 95%)" + (f"; missed seed/change {', '.join(missed)}" if missed else ""))
+    seeds = {r["seed"] for r in delays}
+    away = {r["seed"] for r in delays if int(r["alarms_before"]) > 0}
+    slack = 3 * math.sqrt(alpha * (1 - alpha) / len(seeds))
+    check(len(away) / len(seeds) <= alpha + slack,
+          f"drift: {len(away)} of {len(seeds)} seeds alarmed away from a change <= alpha + {slack:.3f}")
 
     # DGP-B, docs/SAU.md (27): low-rank error <= geometric + the full readout's error, per run
     # of means (the inequality holds per probe, so also for the means over probes).
