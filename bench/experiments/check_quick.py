@@ -54,7 +54,8 @@ def main():
              "engines_norm.csv", "engines_recall.png", "engines_norm.png", "lmu_exact.csv",
              "lmu_probes.csv", "lmu_rebuild.csv", "lmu_probes.png", "lmu_rebuild.png",
              "ablation_numerics.csv", "ablation_lambda.csv", "ablation_numerics.png",
-             "ablation_lambda.png", "audit.jsonl", "audit_public.pem"]
+             "ablation_lambda.png", "feature_grid.csv", "feature_grid.png", "audit.jsonl",
+             "audit_public.pem"]
     missing = [n for n in names if not os.path.isfile(os.path.join(out, n))]
     check(not missing, "every file written" + (f" (missing: {', '.join(missing)})" if missing else ""))
     if missing:

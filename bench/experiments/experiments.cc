@@ -86,6 +86,9 @@ struct Settings {
   // Numerics and lambda.
   int numerics_events = 1000000;
   int lambda_seeds = 4;
+  // The feature kinds across d, a and r.
+  int grid_seeds = 4;
+  std::vector<int> grid_rs = {64, 256, 1024};
 
   void MakeQuick() {
     quick = true;
@@ -107,6 +110,8 @@ struct Settings {
     rebuild_ns = {10000, 100000};
     numerics_events = 10000;
     lambda_seeds = 2;
+    grid_seeds = 1;
+    grid_rs = {64, 256};
   }
 };
 
@@ -1069,6 +1074,51 @@ void RunLambdaStrategies(const Settings& s, std::ofstream& csv) {
 }
 
 // ---------------------------------------------------------------------------------------
+// The feature kinds across the key dimension d, the input scale a and r: the measurement
+// behind the choice of the default (orthogonal rows; antithetic pairs are a spec option).
+
+void RunFeatureGrid(const Settings& s, std::ofstream& csv) {
+  const std::vector<const char*> kinds = {"iid", "orthogonal", "orthogonal+antithetic"};
+  struct Job {
+    int d;
+    double a;
+    int r, kind, seed;
+  };
+  std::vector<Job> jobs;
+  for (int d : {16, 64, 128}) {
+    for (double a : {0.5, 1.0, 2.0, 4.0}) {
+      for (int r : s.grid_rs) {
+        for (int kind = 0; kind < 3; ++kind) {
+          for (int k = 0; k < s.grid_seeds; ++k) jobs.push_back({d, a, r, kind, k});
+        }
+      }
+    }
+  }
+  std::vector<double> err(jobs.size());
+  ParallelFor(static_cast<int>(jobs.size()), s.threads, "feature kinds across d, a, r", [&](int i) {
+    const Job& j = jobs[i];
+    Settings local = s;
+    local.d = j.d;
+    local.d_v = 16;
+    AConfig c;
+    c.features = kinds[j.kind];
+    c.input_scale = j.a;
+    Tracked run = MakeTracked(ASpec(local, c, j.r, s.seed * 1000 + 1100 + j.seed),
+                              {.kind = Dgp::Kind::kA, .d = j.d, .d_v = 16}, s.a_probes,
+                              s.seed * 1000 + 1200 + j.seed);
+    run.Feed(s.a_events);
+    err[i] = run.Error();
+  });
+  csv << "d,input_scale,r,features,seed,rel_error\n";
+  char buf[256];
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%d,%g,%d,%s,%d,%.6g\n", jobs[i].d, jobs[i].a, jobs[i].r,
+                  kinds[jobs[i].kind], jobs[i].seed, err[i]);
+    csv << buf;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // The e-process (seed 000 sec. 8-9): the level under no drift, the delay after a change.
 
 SauSpec SmallSpec(const Settings& s, uint64_t seed) {
@@ -1435,6 +1485,10 @@ int Main(int argc, char** argv) {
   timed("ablation_lambda", [&] {
     std::ofstream csv = open("ablation_lambda.csv");
     RunLambdaStrategies(s, csv);
+  });
+  timed("feature_grid", [&] {
+    std::ofstream csv = open("feature_grid.csv");
+    RunFeatureGrid(s, csv);
   });
   WriteRunJson(s, seconds);
   std::printf("%s", summary.c_str());

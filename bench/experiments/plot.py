@@ -31,6 +31,8 @@ Reads the CSV files the experiment program writes into OUT and writes PNGs next 
   ablation_numerics.png  Arithmetic error of the readout against t with compensated sums and
                   extended-precision denominators on and off, beside a quad-precision reference.
   ablation_lambda.png  The stabilized readout's error and shr for lambda calibration strategies.
+  feature_grid.png  The error of i.i.d. rows and of antithetic pairs relative to orthogonal
+                  rows, across d, the input scale a and r.
 
 A missing or empty CSV skips its figure with a note on stderr.
 """
@@ -583,6 +585,41 @@ def plot_ablation_lambda(out):
     save(fig, out, "ablation_lambda.png")
 
 
+def plot_feature_grid(out):
+    rows = read_csv(out, "feature_grid.csv", ["d", "input_scale", "r", "features", "rel_error"])
+    if rows is None:
+        return
+    ds = sorted({num(row["d"]) for row in rows})
+    rs = sorted({num(row["r"]) for row in rows})
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, axes = plt.subplots(1, len(ds), figsize=(11, 4), sharey=True, squeeze=False)
+    for ax, d in zip(axes[0], ds):
+        for i, r in enumerate(rs):
+            sub = [row for row in rows if num(row["d"]) == d and num(row["r"]) == r]
+            by = means_by(sub, lambda row: row["features"], "input_scale", "rel_error")
+            if "orthogonal" not in by:
+                continue
+            a, base = by["orthogonal"]
+            for kind, style in (("iid", "--"), ("orthogonal+antithetic", "-")):
+                if kind in by:
+                    ax.plot(a, [x / b for x, b in zip(by[kind][1], base)], ls=style, marker="o",
+                            markersize=3, color=colours[i % len(colours)],
+                            label=f"{'i.i.d.' if kind == 'iid' else 'antithetic'}, r={r:g}")
+        ax.axhline(1.0, color="grey", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(sorted({num(row["input_scale"]) for row in rows}))
+        ax.set_xticklabels([f"{x:g}" for x in sorted({num(row["input_scale"]) for row in rows})])
+        ax.minorticks_off()
+        ax.set_xlabel("input scale a")
+        ax.set_title(f"d = {d:g}", fontsize=10)
+    axes[0][0].set_ylabel("error / error with orthogonal rows")
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle("Feature kinds beside orthogonal rows (below 1: better)", fontsize=10)
+    fig.tight_layout()
+    save(fig, out, "feature_grid.png")
+
+
 def main(argv):
     if len(argv) != 2 or not os.path.isdir(argv[1]):
         print("usage: plot.py OUT  (OUT: the directory holding the experiment CSVs)",
@@ -592,7 +629,7 @@ def main(argv):
     for figure in (plot_error_vs_r, plot_error_vs_t, plot_drift, plot_delays, plot_monitors,
                    plot_dgp_b, plot_ablation_clip, plot_latency, plot_engines_recall,
                    plot_engines_norm, plot_lmu_probes, plot_lmu_rebuild,
-                   plot_ablation_numerics, plot_ablation_lambda):
+                   plot_ablation_numerics, plot_ablation_lambda, plot_feature_grid):
         figure(out)
     return 0
 
