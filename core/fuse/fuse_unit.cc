@@ -67,7 +67,18 @@ struct FuseUnit::Forward {
   std::vector<lmu::Feature> z;       // z_gate (gate) or z_meta (meta-linear)
   std::vector<lmu::Feature> main_x;  // attention-as-feature: x ++ z_attn
   std::vector<double> y_meta;        // meta-linear: the meta learner's output
+  // q prepared once for the SAU's readout (step 2) and its ingest as the key (step 4):
+  // the feature map and the readout are not computed twice (SauEstimator::Prepare). The
+  // thread's own, so a step allocates nothing for it once warm.
+  sau::PreparedQuery* prepared = nullptr;
 };
+
+namespace {
+sau::PreparedQuery& ThreadPrepared() {
+  thread_local sau::PreparedQuery prepared;
+  return prepared;
+}
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<FuseUnit>> FuseUnit::Create(const FuseSpec& raw,
                                                            const lmu::HashSecret& secret) {
@@ -108,7 +119,9 @@ void FuseUnit::RunForward(std::span<const lmu::Feature> x, std::span<const doubl
   const int m = spec_.lmu.m;
   FusePrediction& p = f->p;
   // y_hat_sau with the stabilized readout (docs/SAU.md (12)-(13), (20)-(21)).
-  sau::QueryResult qr = sau_.Query(q, sau::ReadoutPath::kStabilized, spec_.low_rank);
+  f->prepared = &ThreadPrepared();
+  sau_.Prepare(q, f->prepared);
+  sau::QueryResult qr = sau_.Query(f->prepared, spec_.low_rank);
   f->health = ScaleHealth(qr, sau_.spec(), sau_.events(), sau_.state().median_den.value());
   p.y_hat_sau = std::move(qr.y_hat);
   p.rj_gap = qr.rj_gap;
@@ -249,7 +262,7 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
   }
 
   // 4. SAU.ingest(k_t = q, v_t = y) (docs/DECISIONS.md 7).
-  const sau::EventDiagnostics diag = sau_.Ingest(q, y);
+  const sau::EventDiagnostics diag = sau_.Ingest(*f.prepared, y);
 
   // Rolling errors for z_gate, after their use at this step.
   const double e_sau = Norm2(y, p.y_hat_sau), e_lmu = Norm2(y, p.y_hat_lmu);

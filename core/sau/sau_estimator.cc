@@ -156,49 +156,78 @@ absl::Status SauEstimator::CheckQueryBounds(std::span<const double> q) const {
 }
 
 EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const double> v) {
+  Scratch& sc = ThreadScratch(params_->spec);
+  // phi(k_t), docs/SAU.md (4), with clipping statistics (docs/DECISIONS.md 4), and the
+  // whitening of step t-1 (docs/DECISIONS.md 3).
+  params_->features.Condition(k, sc.x.data());
+  const FeatureMap::ClipStats clip = params_->features.Features(sc.x.data(), sc.phi.data());
+  state_.whitening.Whiten(sc.phi.data(), sc.phiw.data());
+  return IngestFeatures(sc.phi.data(), sc.phiw.data(), clip, /*readout=*/false, sc.num1.data(),
+                        sc.num2.data(), 0, 0, v);
+}
+
+EventDiagnostics SauEstimator::Ingest(PreparedQuery& p, std::span<const double> v) {
+  if (!p.prepared_ || p.events_ != state_.events) {  // stale: prepare at this state
+    const std::vector<double> q = p.q_;
+    Prepare(q, &p);
+  }
+  EventDiagnostics diag = IngestFeatures(p.phi_.data(), p.phiw_.data(), p.clip_, p.readout_,
+                                         p.num1_.data(), p.num2_.data(), p.den1_, p.den2_, v);
+  p.prepared_ = false;  // the state moved on
+  return diag;
+}
+
+EventDiagnostics SauEstimator::IngestFeatures(const double* phi, const double* phiw,
+                                              const FeatureMap::ClipStats& clip, bool readout,
+                                              double* num1, double* num2, long double den1,
+                                              long double den2, std::span<const double> v) {
   const SauSpec& spec = params_->spec;
   const int r = spec.r, dv = spec.d_v, rv = spec.r_v;
   SauState& st = state_;
-  Scratch& sc = ThreadScratch(spec);
-
-  // phi(k_t), docs/SAU.md (4), with clipping statistics (docs/DECISIONS.md 4).
-  params_->features.Condition(k, sc.x.data());
-  const FeatureMap::ClipStats clip = params_->features.Features(sc.x.data(), sc.phi.data());
   st.clipped += static_cast<uint64_t>(clip.clipped);
   st.features += static_cast<uint64_t>(r);
   st.max_exponent = std::max(st.max_exponent, clip.max_exponent);
 
   // Prequential readout at k_t with the whitening, floor and ridge of step t-1
-  // (docs/DECISIONS.md 3), fused with the update of each row of R (docs/SAU.md (6), R5).
-  st.whitening.Whiten(sc.phi.data(), sc.phiw.data());
-  std::fill(sc.num1.begin(), sc.num1.begin() + dv, 0.0);
-  std::fill(sc.num2.begin(), sc.num2.begin() + dv, 0.0);
-  long double den1 = 0, den2 = 0;
-  const int half = r / 2;
+  // (docs/DECISIONS.md 3), fused with the update of each row of R (docs/SAU.md (6), R5);
+  // a prepared query brings the readout's half sums along, in the same order of operations.
   const double gamma = spec.gamma;
-  for (int i = 0; i < r; ++i) {
-    const size_t row = static_cast<size_t>(i) * dv;
-    Axpy(sc.phiw[i], &st.R[row], i < half ? sc.num1.data() : sc.num2.data(), dv);
-    const long double term = static_cast<long double>(sc.phiw[i]) *
-                             (static_cast<long double>(st.s[i]) + st.s_c[i]);
-    (i < half ? den1 : den2) += term;
-    CompensatedDecayAdd(gamma, sc.phi[i], v.data(), &st.R[row], &st.R_c[row], dv);
+  if (readout) {
+    for (int i = 0; i < r; ++i) {
+      const size_t row = static_cast<size_t>(i) * dv;
+      CompensatedDecayAdd(gamma, phi[i], v.data(), &st.R[row], &st.R_c[row], dv);
+    }
+  } else {
+    std::fill(num1, num1 + dv, 0.0);
+    std::fill(num2, num2 + dv, 0.0);
+    den1 = 0;
+    den2 = 0;
+    const int half = r / 2;
+    for (int i = 0; i < r; ++i) {
+      const size_t row = static_cast<size_t>(i) * dv;
+      Axpy(phiw[i], &st.R[row], i < half ? num1 : num2, dv);
+      const long double term = static_cast<long double>(phiw[i]) *
+                               (static_cast<long double>(st.s[i]) + st.s_c[i]);
+      (i < half ? den1 : den2) += term;
+      CompensatedDecayAdd(gamma, phi[i], v.data(), &st.R[row], &st.R_c[row], dv);
+    }
   }
   // s_t, docs/SAU.md (7); H_t, (8) with rhat = U^T v.
-  CompensatedDecayAdd(gamma, 1.0, sc.phi.data(), st.s.data(), st.s_c.data(), r);
+  CompensatedDecayAdd(gamma, 1.0, phi, st.s.data(), st.s_c.data(), r);
   if (rv > 0) {
+    std::vector<double>& rhat = ThreadScratch(spec).rhat;
     const std::vector<double>& u = params_->u;
-    for (int j = 0; j < rv; ++j) sc.rhat[j] = Dot(&u[static_cast<size_t>(j) * dv], v.data(), dv);
+    for (int j = 0; j < rv; ++j) rhat[j] = Dot(&u[static_cast<size_t>(j) * dv], v.data(), dv);
     for (int i = 0; i < r; ++i) {
       const size_t row = static_cast<size_t>(i) * rv;
-      CompensatedDecayAdd(gamma, sc.phi[i], sc.rhat.data(), &st.H[row], &st.H_c[row], rv);
+      CompensatedDecayAdd(gamma, phi[i], rhat.data(), &st.H[row], &st.H_c[row], rv);
     }
   }
 
   EventDiagnostics diag;
   const double floor = st.floor.floor();
   const double lambda = effective_lambda();
-  const RjGaps gaps = HalfSplitGaps(sc.num1.data(), sc.num2.data(), den1, den2, floor, lambda, dv);
+  const RjGaps gaps = HalfSplitGaps(num1, num2, den1, den2, floor, lambda, dv);
   const double raw_den = static_cast<double>(den1 + den2);
   const double n = static_cast<double>(st.events + 1);
   diag.rj_gap = gaps.gap;
@@ -214,8 +243,8 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
   }
 
   // Statistics that take phi_t only after it was used predictably.
-  st.whitening.Observe(sc.phi.data());
-  const MixtureEProcess::Step step = st.eprocess.Observe(sc.phi.data(), spec);
+  st.whitening.Observe(phi);
+  const MixtureEProcess::Step step = st.eprocess.Observe(phi, spec);
   // The whitened denominator means something only once the whitening variances rest on a
   // few events (before that its weights are 1/sqrt(eps)); the median starts after warm-up/2.
   if (st.events >= static_cast<uint64_t>(spec.warmup / 2)) st.median_den.Push(raw_den);
@@ -242,7 +271,6 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
 QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
                                 bool low_rank) const {
   const SauSpec& spec = params_->spec;
-  const int r = spec.r;
   const SauState& st = state_;
   Scratch& sc = ThreadScratch(spec);
 
@@ -254,14 +282,65 @@ QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
     st.whitening.Whiten(sc.phi.data(), sc.phiw.data());  // docs/SAU.md (11)
     f = sc.phiw.data();
   }
+  const int width = low_rank ? spec.r_v : spec.d_v;
+  const HalfReadout h = ReadHalves(f, low_rank ? st.H : st.R, width, st, spec.r, sc.num1.data(),
+                                   sc.num2.data());
+  return FinishQuery(f, sc.num1.data(), sc.num2.data(), h.den1, h.den2, stabilized, low_rank);
+}
+
+void SauEstimator::Prepare(std::span<const double> q, PreparedQuery* p) const {
+  const SauSpec& spec = params_->spec;
+  p->q_.assign(q.begin(), q.end());
+  p->x_.resize(spec.d);
+  p->phi_.resize(spec.r);
+  p->phiw_.resize(spec.r);
+  p->num1_.resize(spec.d_v);
+  p->num2_.resize(spec.d_v);
+  params_->features.Condition(q, p->x_.data());
+  p->clip_ = params_->features.Features(p->x_.data(), p->phi_.data());
+  state_.whitening.Whiten(p->phi_.data(), p->phiw_.data());
+  p->events_ = state_.events;
+  p->prepared_ = true;
+  p->readout_ = false;
+}
+
+QueryResult SauEstimator::Query(PreparedQuery* p, bool low_rank) const {
+  if (!p->prepared_ || p->events_ != state_.events) {  // stale: prepare at this state
+    const std::vector<double> q = p->q_;
+    Prepare(q, p);
+  }
+  const SauSpec& spec = params_->spec;
+  const SauState& st = state_;
+  if (low_rank) {  // the readout of H: its halves are not the ingest's, which reads R
+    Scratch& sc = ThreadScratch(spec);
+    const HalfReadout h = ReadHalves(p->phiw_.data(), st.H, spec.r_v, st, spec.r,
+                                     sc.num1.data(), sc.num2.data());
+    return FinishQuery(p->phiw_.data(), sc.num1.data(), sc.num2.data(), h.den1, h.den2,
+                       /*stabilized=*/true, /*low_rank=*/true);
+  }
+  if (!p->readout_) {
+    const HalfReadout h = ReadHalves(p->phiw_.data(), st.R, spec.d_v, st, spec.r,
+                                     p->num1_.data(), p->num2_.data());
+    p->den1_ = h.den1;
+    p->den2_ = h.den2;
+    p->readout_ = true;
+  }
+  return FinishQuery(p->phiw_.data(), p->num1_.data(), p->num2_.data(), p->den1_, p->den2_,
+                     /*stabilized=*/true, /*low_rank=*/false);
+}
+
+QueryResult SauEstimator::FinishQuery(const double* f, const double* num1, const double* num2,
+                                      long double den1, long double den2, bool stabilized,
+                                      bool low_rank) const {
+  const SauSpec& spec = params_->spec;
+  const SauState& st = state_;
+  const int r = spec.r;
   const double floor = stabilized ? st.floor.floor() : 0.0;
   const double lambda = stabilized ? effective_lambda() : 0.0;
   const int width = low_rank ? spec.r_v : spec.d_v;
-  const HalfReadout h = ReadHalves(f, low_rank ? st.H : st.R, width, st, r, sc.num1.data(),
-                                   sc.num2.data());
 
   QueryResult out;
-  const long double raw = h.den1 + h.den2;
+  const long double raw = den1 + den2;
   // docs/SAU.md (19) on the correctness path; (12)-(13) with R7's floor, i.e. (20), on the
   // stabilized path.
   const long double den =
@@ -271,7 +350,7 @@ QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
   std::vector<double> z(width, 0.0);
   if (den > 0) {
     for (int j = 0; j < width; ++j) {
-      z[j] = static_cast<double>((sc.num1[j] + static_cast<long double>(sc.num2[j])) / den);
+      z[j] = static_cast<double>((num1[j] + static_cast<long double>(num2[j])) / den);
     }
   }
   if (low_rank) {  // docs/SAU.md (14), (21): y = U z
@@ -283,8 +362,7 @@ QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
   } else {
     out.y_hat = std::move(z);
   }
-  out.rj_gap =
-      HalfSplitGaps(sc.num1.data(), sc.num2.data(), h.den1, h.den2, floor, lambda, width).gap;
+  out.rj_gap = HalfSplitGaps(num1, num2, den1, den2, floor, lambda, width).gap;
   out.margin = st.eprocess.margin();
   out.shr = raw + lambda > 0 ? static_cast<double>(raw / (raw + lambda)) : 1.0;
   double l1 = 0;

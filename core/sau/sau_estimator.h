@@ -92,6 +92,31 @@ struct LambdaNudge {
   bool is_default() const { return factor == 1.0 && increment == 0.0; }
 };
 
+// One input vector prepared for a stabilized readout at it and then its ingest as the next
+// key, both at the same state: the fused step (docs/FUSE.md, "One step": Query(q), then
+// Ingest(q, y)). The conditioning, phi, the whitened phi and the full readout's half sums are
+// computed once instead of twice; the results are bit-identical to Query(q, kStabilized,
+// low_rank) followed by Ingest(q, v). Reusable across steps (its buffers are kept).
+//
+//   sau::PreparedQuery p;
+//   est.Prepare(q, &p);
+//   QueryResult y = est.Query(&p, low_rank);   // stabilized
+//   ... (nothing that ingests into est)
+//   EventDiagnostics d = est.Ingest(p, v);     // as Ingest(q, v)
+class PreparedQuery {
+ public:
+  PreparedQuery() = default;
+
+ private:
+  friend class SauEstimator;
+  std::vector<double> q_, x_, phi_, phiw_, num1_, num2_;  // q_: the input as given
+  FeatureMap::ClipStats clip_;
+  long double den1_ = 0, den2_ = 0;
+  uint64_t events_ = 0;  // the state it belongs to: events() when prepared
+  bool prepared_ = false;
+  bool readout_ = false;  // num and den hold the full (d_v) readout's half sums
+};
+
 class SauEstimator {
  public:
   // Resolves defaults, validates (INVALID_ARGUMENT naming the field) and draws W (and U).
@@ -115,6 +140,15 @@ class SauEstimator {
 
   // REQUIRES: CheckQuery(q).ok(); low_rank only when spec().r_v > 0.
   QueryResult Query(std::span<const double> q, ReadoutPath path, bool low_rank) const;
+
+  // The fused step's pair (PreparedQuery above). Prepare: REQUIRES CheckQuery(q).ok(). Query:
+  // the stabilized readout at the prepared q (low_rank as above). Ingest: the prepared q as the
+  // key; REQUIRES CheckEvent(q, v).ok(). A PreparedQuery from before another Ingest (or from
+  // another estimator's events count) is prepared again, so a stale one costs time, not
+  // correctness.
+  void Prepare(std::span<const double> q, PreparedQuery* p) const;
+  QueryResult Query(PreparedQuery* p, bool low_rank) const;
+  EventDiagnostics Ingest(PreparedQuery& p, std::span<const double> v);
 
   const SauSpec& spec() const { return params_->spec; }
   const FeatureMap& features() const { return params_->features; }
@@ -153,6 +187,19 @@ class SauEstimator {
   };
   SauEstimator(std::shared_ptr<const Params> params, SauState state)
       : params_(std::move(params)), state_(std::move(state)) {}
+
+  // Ingest of a conditioned key whose phi and whitened phi are given. With `readout` the
+  // prequential readout's half sums at k are given too (num1, num2: d_v each; den1, den2);
+  // without, they are computed here, fused with the update of R.
+  EventDiagnostics IngestFeatures(const double* phi, const double* phiw,
+                                  const FeatureMap::ClipStats& clip, bool readout, double* num1,
+                                  double* num2, long double den1, long double den2,
+                                  std::span<const double> v);
+  // The readout's end, shared by both Query forms: y_hat, den, rj_gap, shr and ||f||_1 from
+  // the half sums of the feature vector f (phi or the whitened phi).
+  QueryResult FinishQuery(const double* f, const double* num1, const double* num2,
+                          long double den1, long double den2, bool stabilized,
+                          bool low_rank) const;
 
   std::shared_ptr<const Params> params_;
   SauState state_;
