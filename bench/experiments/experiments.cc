@@ -490,7 +490,7 @@ void RunClipAblation(const Settings& s, std::ofstream& csv) {
     }
   }
   struct Row {
-    double c_hi = 0, err = 0, clip_rate = 0;
+    double c_hi = 0, err = 0, clip_rate = 0, max_exponent = 0;
   };
   std::vector<Row> rows(jobs.size());
   ParallelFor(static_cast<int>(jobs.size()), s.threads, "clipping ablation", [&](int i) {
@@ -505,16 +505,19 @@ void RunClipAblation(const Settings& s, std::ofstream& csv) {
     Tracked run = MakeTracked(spec, {.kind = Dgp::Kind::kA, .d = s.d, .d_v = s.d_v}, s.a_probes,
                               s.seed * 1000 + 700 + j.seed);
     Row& row = rows[i];
-    run.Feed(s.a_events, [&](const EventDiagnostics& d) { row.clip_rate = d.clip_rate; });
+    run.Feed(s.a_events, [&](const EventDiagnostics& d) {
+      row.clip_rate = d.clip_rate;
+      row.max_exponent = d.max_exponent;  // the largest log-feature before clipping, so far
+    });
     row.c_hi = spec.c_hi;
     row.err = run.Error();
   });
-  csv << "input_scale,c_sd,c_hi,r,seed,rel_error,clip_rate\n";
+  csv << "input_scale,c_sd,c_hi,r,seed,rel_error,clip_rate,max_exponent\n";
   char buf[256];
   for (size_t i = 0; i < jobs.size(); ++i) {
-    std::snprintf(buf, sizeof buf, "%g,%s,%.6g,%d,%d,%.6g,%.6g\n", jobs[i].a,
+    std::snprintf(buf, sizeof buf, "%g,%s,%.6g,%d,%d,%.6g,%.6g,%.6g\n", jobs[i].a,
                   std::isinf(jobs[i].c) ? "off" : absl::StrCat(jobs[i].c).c_str(), rows[i].c_hi,
-                  r, jobs[i].seed, rows[i].err, rows[i].clip_rate);
+                  r, jobs[i].seed, rows[i].err, rows[i].clip_rate, rows[i].max_exponent);
     csv << buf;
   }
 }
