@@ -155,17 +155,36 @@ absl::Status LmuTable::FinishRebuild() {
   std::shared_ptr<const LmuBase> base = *std::move(built_);
   built_ = nullptr;
   std::shared_ptr<CuckooDelta> delta = NewDelta(base->generation());
-  bool tripwire = false;
+  bool tripwire = false, full = false;
   for (const BaseEntry& e : since_snapshot_) {
     const CuckooDelta::InsertResult r = delta->Insert(e.id, e.slot);
     tripwire |= r.where == CuckooDelta::Where::kEmergency || r.where == CuckooDelta::Where::kFull;
+    full = r.where == CuckooDelta::Where::kFull;
+    if (full) break;
+  }
+  if (full) {
+    // The ids that arrived during the rebuild do not all fit the fresh delta (its salts put
+    // too many of them in one place): build once more, here, over them as well, and start
+    // from an empty delta, so that no id is lost (docs/LMU.md, "The tripwire").
+    std::vector<BaseEntry> all(base->entries().begin(), base->entries().end());
+    all.insert(all.end(), since_snapshot_.begin(), since_snapshot_.end());
+    absl::StatusOr<std::shared_ptr<const LmuBase>> rebuilt =
+        LmuBase::Build(all, secret_, base->generation());
+    if (!rebuilt.ok()) {
+      MutexLock lock(&stats_mu_);
+      stats_.rebuild_running = false;
+      return absl::InternalError(
+          absl::StrFormat("LMU rebuild failed: %s", rebuilt.status().message()));
+    }
+    base = *std::move(rebuilt);
+    delta = NewDelta(base->generation());
   }
   since_snapshot_.clear();
   Generation* next = cell_.BeginWrite();
   next->base = std::move(base);
   next->delta = std::move(delta);
   cell_.Publish(next);
-  frozen_ = tripwire;
+  frozen_ = tripwire && !full;  // after the synchronous build the delta is empty
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                                        rebuild_started_).count();
   {
@@ -178,7 +197,7 @@ absl::Status LmuTable::FinishRebuild() {
   }
   // Ids that arrived during a long rebuild may already fill the new delta past tau_low.
   const CuckooDelta& fresh = *cell_.Current().delta;
-  if (tripwire || fresh.load() >= tau_low() || fresh.ring_used() > 0) MaybeStartRebuild();
+  if (frozen_ || fresh.load() >= tau_low() || fresh.ring_used() > 0) MaybeStartRebuild();
   return absl::OkStatus();
 }
 

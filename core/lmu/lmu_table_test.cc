@@ -119,6 +119,63 @@ TEST(LmuTable, TripwireFreezesInsertsRebuildsAndLosesNothing) {
   EXPECT_FALSE(end.frozen);
 }
 
+// The ids inserted while a background rebuild runs move into the fresh delta when it
+// publishes. Ids aimed (with the secret) at one bucket of that delta's salts cannot all fit
+// there: the publish must put them in the base rather than drop them.
+TEST(LmuTable, IdsThatDoNotFitTheFreshDeltaGoIntoTheBase) {
+  LmuSpec spec = SmallTableSpec(true);
+  spec.delta_buckets = 16;  // C = 64
+  spec.stash = 0;
+  spec.ring = 0;            // room for an aimed id: its bucket (4) and the emergency slot
+  LmuTable table(spec, Secret(3));
+  sau::CounterRng rng(21, 1);
+  std::unordered_map<uint64_t, uint64_t> slot_of;
+  const auto insert = [&](uint64_t id) {
+    LmuTable::Probes p;
+    absl::StatusOr<uint64_t> slot = table.LocateOrInsert(id, &p);
+    ASSERT_TRUE(slot.ok()) << slot.status();
+    slot_of[id] = *slot;
+  };
+  // Fill to tau_low: the first rebuild starts (it builds generation 1) and stays unpublished
+  // until the table is polled.
+  while (!table.Stats().rebuild_running) insert(rng.NextU64());
+  // Ids whose two buckets under generation 1's delta salts are both bucket 0.
+  const HashKey ka = DeriveHashKey(Secret(3), HashPurpose::kCuckooA, 1);
+  const HashKey kb = DeriveHashKey(Secret(3), HashPurpose::kCuckooB, 1);
+  int aimed = 0;
+  while (aimed < 8) {
+    const uint64_t id = rng.NextU64();
+    if ((SipHash13(ka, id) & 15) != 0 || (SipHash13(kb, id) & 15) != 0) continue;
+    insert(id);
+    ++aimed;
+  }
+  ASSERT_EQ(table.Stats().ver_base, 0u);  // still unpublished: the aimed ids wait in the delta
+  ASSERT_TRUE(table.WaitForRebuild().ok());
+  const LmuTableStats st = table.Stats();
+  std::printf("%zu ids, generation %llu, tripwires %llu, frozen %d\n", slot_of.size(),
+              static_cast<unsigned long long>(st.ver_base),
+              static_cast<unsigned long long>(st.tripwires), st.frozen);
+  EXPECT_GE(st.tripwires, 1u);
+  EXPECT_FALSE(st.frozen);
+  const LmuTable::Reader reader = table.Pin();
+  for (const auto& [id, slot] : slot_of) {
+    uint64_t got = 0;
+    int probes = 0;
+    ASSERT_TRUE(reader.Locate(id, &got, &probes)) << id;
+    ASSERT_EQ(got, slot);
+  }
+  // And the table goes on: more ids, more rebuilds, nothing lost.
+  for (int i = 0; i < 2000; ++i) insert(rng.NextU64());
+  ASSERT_TRUE(table.WaitForRebuild().ok());
+  const LmuTable::Reader after = table.Pin();
+  for (const auto& [id, slot] : slot_of) {
+    uint64_t got = 0;
+    int probes = 0;
+    ASSERT_TRUE(after.Locate(id, &got, &probes)) << id;
+    ASSERT_EQ(got, slot);
+  }
+}
+
 // One writer inserting and updating through repeated background rebuilds while readers look
 // ids up and read weights: no lost update, no torn read, and readers never wait for the
 // writer (the longest single lookup is reported). At every Poll the writer waits for the
