@@ -92,16 +92,15 @@ absl::StatusOr<std::vector<Digest>> ShardChain::ConsistencyProof(uint64_t first,
 
 absl::StatusOr<uint64_t> ShardChain::Archive(uint64_t live_records,
                                              uint64_t segment_records) const {
+  // One pass at a time: a snapshot's pass and the background thread's would otherwise both
+  // count (and log) the segments only one of them wrote.
+  MutexLock archive_lock(&archive_mu_);
   ASSIGN_OR_RETURN(const uint64_t committed, TreeSize(0, "tree size"));
-  // The tree cache keeps, for the archived prefix, only subtrees of a segment's size and more
-  // (a proof into a segment recomputes the rest from it): bounded by the live tail.
-  const int keep_level = std::bit_width(segment_records) - 1;
-  if (committed <= live_records) {
-    tree_->Forget(store_->ArchivedBelow(), keep_level);
-    return 0;
-  }
-  const uint64_t target = (committed - live_records) / segment_records * segment_records;
   const uint64_t start = store_->ArchivedBelow();
+  const uint64_t target =
+      committed <= live_records
+          ? start
+          : std::max(start, (committed - live_records) / segment_records * segment_records);
   uint64_t archived = start;
   while (archived < target) {
     // One file per segment, ending on a multiple of segment_records (with a power of two, a
@@ -116,7 +115,9 @@ absl::StatusOr<uint64_t> ShardChain::Archive(uint64_t live_records,
           model_, shard_, end - 1, archived));
     }
   }
-  tree_->Forget(archived, keep_level);
+  // The tree cache keeps, for the archived prefix, only subtrees of a segment's size and more
+  // (a proof into a segment recomputes the rest from it): bounded by the live tail.
+  tree_->Forget(archived, std::bit_width(segment_records) - 1);
   return archived - start;
 }
 

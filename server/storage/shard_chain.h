@@ -135,7 +135,7 @@ class ShardChain {
   // FAILED_PRECONDITION without a store; the store's errors (UNIMPLEMENTED when it keeps no
   // archive) otherwise. Runs beside commits (it reads only committed records).
   absl::StatusOr<uint64_t> Archive(uint64_t live_records, uint64_t segment_records) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(mu_, archive_mu_);
   const std::string& model() const { return model_; }
   uint32_t shard() const { return shard_; }
   ShardStore* store() const { return store_; }
@@ -151,6 +151,7 @@ class ShardChain {
   const Ed25519PrivateKey key_;  // signs tree heads
   // Reads only committed, immutable lines; null without a store.
   std::unique_ptr<MerkleTreeCache> tree_;
+  mutable Mutex archive_mu_;  // one Archive pass at a time; taken before mu_
   mutable Mutex mu_;
   AuditLogWriter writer_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);  // scratch
