@@ -28,6 +28,17 @@ LmuSpec SmallTableSpec(bool background) {
   return spec;
 }
 
+// Every id of `slot_of` found by `reader` at its slot.
+void ExpectEveryIdAtItsSlot(const LmuTable::Reader& reader,
+                            const std::unordered_map<uint64_t, uint64_t>& slot_of) {
+  for (const auto& [id, slot] : slot_of) {
+    uint64_t got = 0;
+    int probes = 0;
+    ASSERT_TRUE(reader.Locate(id, &got, &probes)) << id;
+    ASSERT_EQ(got, slot) << id;
+  }
+}
+
 // docs/LMU.md, "Addressing": Keys_base prevents ghost collisions. Every id outside the set lands on
 // some member's position; it must be reported absent, never given that member's slot.
 TEST(LmuTable, IdsOutsideTheSetNeverReadAnotherIdsSlot) {
@@ -45,12 +56,7 @@ TEST(LmuTable, IdsOutsideTheSetNeverReadAnotherIdsSlot) {
   ASSERT_GE(table.Stats().rebuilds, 10u);
   ASSERT_GT(table.Stats().base_keys, 40000u);
   const LmuTable::Reader reader = table.Pin();
-  for (const auto& [id, slot] : slot_of) {
-    uint64_t got = 0;
-    int probes = 0;
-    ASSERT_TRUE(reader.Locate(id, &got, &probes));
-    ASSERT_EQ(got, slot);
-  }
+  ExpectEveryIdAtItsSlot(reader, slot_of);
   int false_hits = 0;
   for (int i = 0; i < 1000000; ++i) {
     const uint64_t id = rng.NextU64() | 1;  // fresh ids (members are random too; check)
@@ -106,13 +112,7 @@ TEST(LmuTable, TripwireFreezesInsertsRebuildsAndLosesNothing) {
   }
   // Whatever rebuild the last inserts started, let it publish: inserts are then unfrozen.
   ASSERT_TRUE(table.WaitForRebuild().ok());
-  const LmuTable::Reader reader = table.Pin();
-  for (const auto& [id, slot] : slot_of) {
-    uint64_t got = 0;
-    int probes = 0;
-    ASSERT_TRUE(reader.Locate(id, &got, &probes)) << id;
-    ASSERT_EQ(got, slot);
-  }
+  ExpectEveryIdAtItsSlot(table.Pin(), slot_of);
   const LmuTableStats end = table.Stats();
   EXPECT_LE(end.max_locate_probes, end.locate_bound);
   EXPECT_LE(end.max_insert_probes, end.insert_bound);
@@ -157,23 +157,11 @@ TEST(LmuTable, IdsThatDoNotFitTheFreshDeltaGoIntoTheBase) {
               static_cast<unsigned long long>(st.tripwires), st.frozen);
   EXPECT_GE(st.tripwires, 1u);
   EXPECT_FALSE(st.frozen);
-  const LmuTable::Reader reader = table.Pin();
-  for (const auto& [id, slot] : slot_of) {
-    uint64_t got = 0;
-    int probes = 0;
-    ASSERT_TRUE(reader.Locate(id, &got, &probes)) << id;
-    ASSERT_EQ(got, slot);
-  }
+  ExpectEveryIdAtItsSlot(table.Pin(), slot_of);
   // And the table goes on: more ids, more rebuilds, nothing lost.
   for (int i = 0; i < 2000; ++i) insert(rng.NextU64());
   ASSERT_TRUE(table.WaitForRebuild().ok());
-  const LmuTable::Reader after = table.Pin();
-  for (const auto& [id, slot] : slot_of) {
-    uint64_t got = 0;
-    int probes = 0;
-    ASSERT_TRUE(after.Locate(id, &got, &probes)) << id;
-    ASSERT_EQ(got, slot);
-  }
+  ExpectEveryIdAtItsSlot(table.Pin(), slot_of);
 }
 
 // One writer inserting and updating through repeated background rebuilds while readers look
