@@ -1367,7 +1367,11 @@ void WriteRunJson(const Settings& s, const std::vector<std::pair<std::string, do
       << "},\n";
   out << "  \"machine\": {\"cpu\": " << JsonString(CpuModel())
       << ", \"cores\": " << std::thread::hardware_concurrency()
-      << ", \"system\": " << JsonString(std::string(u.sysname) + " " + u.release + " " + u.machine)
+      // The kernel's version number, not its build tag (which names the host's build).
+      << ", \"system\": "
+      << JsonString(std::string(u.sysname) + " " +
+                    std::string(u.release).substr(0, std::string(u.release).find('-')) + " " +
+                    u.machine)
       << ", \"threads_used\": " << s.threads << "},\n";
   out << "  \"seconds\": {";
   for (size_t i = 0; i < seconds.size(); ++i) {
