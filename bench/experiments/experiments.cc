@@ -23,7 +23,6 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -40,7 +39,7 @@
 #include "core/lmu/lmu_learner.h"
 #include "core/sau/exact_attention.h"
 #include "core/sau/kernels.h"
-#include "core/sau/ridge_memory.h"
+#include "core/sau/memory.h"
 #include "core/sau/sau_estimator.h"
 #include "core/sau/vla_memory.h"
 #include "core/workloads/dgp.h"
@@ -639,43 +638,23 @@ size_t Nearest(const std::vector<double>& y, const std::vector<std::vector<doubl
   return best;
 }
 
-// One engine behind one interface: write a binding, read at a key.
-class Memory {
- public:
-  Memory(const std::string& engine, int d, int dv, uint64_t seed) : engine_(engine) {
-    if (engine == "ridge") {
-      ridge_.emplace(*RidgeMemory::Create({.d = static_cast<uint32_t>(d),
-                                           .d_v = static_cast<uint32_t>(dv)}));
-    } else if (engine == "vla") {
-      vla_.emplace(*VlaMemory::Create({.d = static_cast<uint32_t>(d),
-                                       .d_v = static_cast<uint32_t>(dv)}));
-    } else {
-      SauSpec spec;
-      spec.d = d;
-      spec.d_v = dv;
-      spec.r = 256;
-      spec.gamma = 1.0;
-      spec.seed = seed;
-      prf_.emplace(MakeEstimator(spec));
-    }
+// One engine behind the SAU's own engine interface (core/sau/memory.h): prf at r = 256 with
+// no decay, ridge and vla at their defaults.
+sau::Memory MakeMemory(const std::string& engine, int d, int dv, uint64_t seed) {
+  SauSpec spec;
+  spec.engine = engine == "ridge" ? Engine::kRidge : engine == "vla" ? Engine::kVla : Engine::kPrf;
+  spec.d = d;
+  spec.d_v = dv;
+  spec.r = 256;
+  spec.gamma = 1.0;
+  spec.seed = seed;
+  absl::StatusOr<sau::Memory> m = sau::Memory::Create(spec);
+  if (!m.ok()) {
+    std::fprintf(stderr, "experiments: bad spec: %s\n", std::string(m.status().message()).c_str());
+    std::exit(2);
   }
-  void Write(const std::vector<double>& k, const std::vector<double>& v) {
-    if (ridge_) ridge_->Write(k, v);
-    if (vla_) vla_->Write(k, v);
-    if (prf_) prf_->Ingest(k, v);
-  }
-  std::vector<double> Read(const std::vector<double>& q) const {
-    if (ridge_) return ridge_->Read(q).y;
-    if (vla_) return vla_->Read(q);
-    return prf_->Query(q, ReadoutPath::kCorrectness, false).y_hat;
-  }
-
- private:
-  std::string engine_;
-  std::optional<RidgeMemory> ridge_;
-  std::optional<VlaMemory> vla_;
-  std::optional<SauEstimator> prf_;
-};
+  return *std::move(m);
+}
 
 void RunEngines(const Settings& s, std::ofstream& recall_csv, std::ofstream& norm_csv,
                 std::string* summary) {
@@ -706,12 +685,15 @@ void RunEngines(const Settings& s, std::ofstream& recall_csv, std::ofstream& nor
     const std::vector<std::vector<double>> filler = CorrelatedKeys(g, 4, d, j.c);
     std::vector<std::vector<double>> values;
     for (int x = 0; x < j.n; ++x) values.push_back(UnitGaussian(g, dv));
-    Memory m(j.engine, d, dv, s.seed * 1000 + 900 + j.seed);
-    for (int x = 0; x < j.n; ++x) m.Write(keys[x], values[x]);
+    sau::Memory m = MakeMemory(j.engine, d, dv, s.seed * 1000 + 900 + j.seed);
+    for (int x = 0; x < j.n; ++x) m.Ingest(keys[x], values[x]);
     const std::vector<double> zero(dv, 0.0);
-    for (int x = 0; x < j.gap; ++x) m.Write(filler[x % 4], zero);
+    for (int x = 0; x < j.gap; ++x) m.Ingest(filler[x % 4], zero);
     int hits = 0;
-    for (int x = 0; x < j.n; ++x) hits += Nearest(m.Read(keys[x]), values) == static_cast<size_t>(x);
+    for (int x = 0; x < j.n; ++x) {
+      const std::vector<double> y = m.Query(keys[x], ReadoutPath::kCorrectness, false).y_hat;
+      hits += Nearest(y, values) == static_cast<size_t>(x);
+    }
     recall[i] = static_cast<double>(hits) / j.n;
   });
   recall_csv << "sweep,engine,key_corr,n,gap,seed,recall\n";
