@@ -509,13 +509,22 @@ TEST_F(ServerE2eTest, EngineSpecsThatMixEnginesAreRefusedNamingTheField) {
       {"unknown engine",
        [](v1::ModelSpec* s) { s->mutable_sau()->set_engine(static_cast<v1::Engine>(9)); },
        "unknown Engine value 9"},
-      {"fuse over ridge",
+      {"fuse over ridge, read low rank",
        [](v1::ModelSpec* s) {
          s->clear_sau();
          s->mutable_fuse()->mutable_sau()->set_d(8);
          s->mutable_fuse()->mutable_sau()->set_engine(v1::ENGINE_RIDGE);
+         s->mutable_fuse()->set_low_rank(true);
        },
-       "fuse.sau.engine = ridge"},
+       "low_rank = true needs the prf engine"},
+      {"fuse over vla, bad lambda0",
+       [](v1::ModelSpec* s) {
+         s->clear_sau();
+         s->mutable_fuse()->mutable_sau()->set_d(8);
+         s->mutable_fuse()->mutable_sau()->set_engine(v1::ENGINE_VLA);
+         s->mutable_fuse()->mutable_sau()->mutable_vla()->set_lambda0(-1);
+       },
+       "fuse.sau.vla: lambda0"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -136,10 +136,13 @@ bool SameBits(double a, double b) {
   return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);
 }
 
+// A record's number; 0 when absent, as the server's health reads it (the ridge and vla
+// engines' records have no margin, RJ, den, beta_floor or lambda_star); NaN if not a number.
 double NumberOf(const AuditRecord& r, std::string_view key) {
   double x = 0;
   const AuditValue* v = r.Find(key);
-  return v != nullptr && v->AsNumber(&x) ? x : kNaN;
+  if (v == nullptr) return 0.0;
+  return v->AsNumber(&x) ? x : kNaN;
 }
 
 // Streams `batches` through `session` (all sent before the first ack is taken) and checks
@@ -684,6 +687,93 @@ TEST_F(FuseDurableTest, RestartSnapshotAndRecoveryAreBitIdenticalAndAudited) {
     EXPECT_EQ(kinds["fuse_learn"], 1300);
     EXPECT_EQ(kinds["snapshot"], 1);
     VerifyChain(*server, name, 1 - shard);  // genesis and its snapshot record
+    server->Shutdown(absl::Seconds(5));
+  }
+}
+
+// A fused model over the ridge or vla engine (docs/FUSE.md, "Other engines") is served like one
+// over prf: every ack equals a local FuseUnit's step, the state survives a restart (log replay)
+// and a snapshot bit for bit, and its audit chain verifies (no prf rules apply to it).
+TEST_F(FuseDurableTest, FuseOverRidgeAndVlaIsServedRecoveredAndAuditedLikePrf) {
+  struct Engine {
+    const char* name;
+    v1::Engine wire;
+  };
+  const Engine engines[] = {{"ridge", v1::ENGINE_RIDGE}, {"vla", v1::ENGINE_VLA}};
+  const std::string key = "user-7";
+  std::map<std::string, std::unique_ptr<fuse::FuseUnit>> units;
+  std::map<std::string, std::string> digests;
+  std::map<std::string, fuse::FuseDgp> streams;
+  uint32_t shard = 0;
+  {
+    std::unique_ptr<Server> server = Start();
+    std::unique_ptr<Client> client = Connect(*server);
+    ASSERT_NE(client, nullptr);
+    for (const Engine& e : engines) {
+      SCOPED_TRACE(e.name);
+      const std::string name = absl::StrCat("fused_", e.name);
+      v1::ModelSpec spec = FusedSpec(name, v1::FUSE_PATTERN_META_LINEAR);
+      v1::SauSpec* sau = spec.mutable_fuse()->mutable_sau();
+      sau->set_engine(e.wire);
+      sau->clear_r();  // prf parameters: refused for the other engines
+      sau->clear_tau();
+      sau->clear_seed();
+      absl::StatusOr<v1::ModelInfo> info = client->CreateModel(spec);
+      ASSERT_TRUE(info.ok()) << info.status();
+      EXPECT_EQ(info->spec().fuse().sau().engine(), e.wire);
+      units[name] = ReferenceUnit(*info);
+      ASSERT_NE(units[name], nullptr);
+      ASSERT_EQ(units[name]->sau().engine(), e.wire == v1::ENGINE_RIDGE ? sau::Engine::kRidge
+                                                                         : sau::Engine::kVla);
+      streams.emplace(name, fuse::FuseDgp(Stream(/*drift_at=*/-1), 31));
+      absl::StatusOr<std::unique_ptr<FuseLearnSession>> s = client->OpenFuseLearn(name, key);
+      ASSERT_TRUE(s.ok());
+      shard = (*s)->shard();
+      EXPECT_EQ(LearnAndCompare(**s, *units[name], Batches(streams.at(name), 1, 400, 40)), 0u);
+      ASSERT_TRUE((*s)->Finish().ok());
+      digests[name] = FuseShardOf(*client->GetModel(name), shard).state_digest();
+      EXPECT_EQ(digests[name], ToHex(units[name]->StateDigest()));
+      // Admin.Snapshot covers it; more samples follow the snapshot.
+      auto admin = v1::Admin::NewStub(ChannelTo(*server));
+      v1::SnapshotRequest sreq;
+      sreq.set_name(name);
+      v1::SnapshotResponse sresp;
+      grpc::ClientContext sctx;
+      ASSERT_TRUE(admin->Snapshot(&sctx, sreq, &sresp).ok());
+      s = client->OpenFuseLearn(name, key);
+      ASSERT_TRUE(s.ok());
+      LearnAndCompare(**s, *units[name], Batches(streams.at(name), 401, 100, 25));
+      ASSERT_TRUE((*s)->Finish().ok());
+      digests[name] = FuseShardOf(*client->GetModel(name), shard).state_digest();
+      EXPECT_EQ(digests[name], ToHex(units[name]->StateDigest()));
+    }
+    server->Shutdown(absl::Seconds(5));
+  }
+  {
+    // Recovery: the snapshot plus the batches logged after it.
+    std::unique_ptr<Server> server = Start();
+    std::unique_ptr<Client> client = Connect(*server);
+    ASSERT_NE(client, nullptr);
+    for (const Engine& e : engines) {
+      SCOPED_TRACE(e.name);
+      const std::string name = absl::StrCat("fused_", e.name);
+      absl::StatusOr<v1::ModelInfo> info = client->GetModel(name);
+      ASSERT_TRUE(info.ok()) << info.status();
+      EXPECT_EQ(FuseShardOf(*info, shard).state_digest(), digests[name]);
+      EXPECT_EQ(FuseShardOf(*info, shard).steps(), 500u);
+      absl::StatusOr<std::unique_ptr<FuseLearnSession>> s = client->OpenFuseLearn(name, key);
+      ASSERT_TRUE(s.ok());
+      LearnAndCompare(**s, *units[name], Batches(streams.at(name), 501, 60, 30));
+      ASSERT_TRUE((*s)->Finish().ok());
+      fuse::FuseEvent ev = streams.at(name).Next();
+      absl::StatusOr<v1::FusePredictResponse> p = client->FusePredict(name, key, ev.x, ev.q);
+      ASSERT_TRUE(p.ok()) << p.status();
+      EXPECT_TRUE(SameBits(p->y_hat(), units[name]->Predict(ev.x, ev.q)->y_hat));
+      std::map<std::string, int> kinds = VerifyChain(*server, name, shard);
+      EXPECT_EQ(kinds["fuse_learn"], 560);
+      EXPECT_EQ(kinds["fuse_control"], 0);
+      EXPECT_EQ(kinds["snapshot"], 1);
+    }
     server->Shutdown(absl::Seconds(5));
   }
 }

@@ -71,6 +71,14 @@ absl::StatusOr<LmuRuleParams> LmuParams(const AuditRecord& lmu, std::string_view
                        .insert_bound = lmu::LmuTable::InsertBound(o)};
 }
 
+// Whether an SAU part (the model's or the fuse part's) is the prf engine: no engine field, or
+// the wire enum's prf or unspecified name.
+bool IsPrf(const AuditRecord& sau) {
+  const AuditValue* engine = sau.Find("engine");
+  const std::string* name = engine == nullptr ? nullptr : engine->get_if<std::string>();
+  return name == nullptr || *name == "ENGINE_PRF" || *name == "ENGINE_UNSPECIFIED";
+}
+
 }  // namespace
 
 absl::StatusOr<SpecRules> SpecRulesFromModelSpec(std::string_view model_spec) {
@@ -80,17 +88,16 @@ absl::StatusOr<SpecRules> SpecRulesFromModelSpec(std::string_view model_spec) {
                                                    spec.status().message()));
   }
   SpecRules rules;
-  if (const AuditRecord* sau = Part(*spec, "sau")) {
-    const AuditValue* engine = sau->Find("engine");
-    const std::string* name = engine == nullptr ? nullptr : engine->get_if<std::string>();
-    if (name == nullptr || *name == "ENGINE_PRF" || *name == "ENGINE_UNSPECIFIED") {
-      absl::StatusOr<SauRuleParams> p = SauParams(*sau, "sau");
-      if (!p.ok()) return p.status();
-      rules.sau = *p;
-    }
+  if (const AuditRecord* sau = Part(*spec, "sau"); sau != nullptr && IsPrf(*sau)) {
+    absl::StatusOr<SauRuleParams> p = SauParams(*sau, "sau");
+    if (!p.ok()) return p.status();
+    rules.sau = *p;
   }
+  // A fused model over the ridge or vla engine has no prf rules: its fuse_learn records carry
+  // the engine's diagnostics instead (docs/FUSE.md, "Other engines").
   const AuditRecord* fuse = Part(*spec, "fuse");
-  if (const AuditRecord* fsau = fuse == nullptr ? nullptr : Part(*fuse, "sau")) {
+  if (const AuditRecord* fsau = fuse == nullptr ? nullptr : Part(*fuse, "sau");
+      fsau != nullptr && IsPrf(*fsau)) {
     absl::StatusOr<SauRuleParams> p = SauParams(*fsau, "fuse.sau");
     if (!p.ok()) return p.status();
     rules.fuse_sau = *p;

@@ -32,7 +32,7 @@ struct FusedLog {
 FusedLog FusedRun(FusePattern pattern) {
   FusedLog run;
   auto u = MakeUnit(TestSpec(pattern));
-  run.w_digest = u->sau().w_digest();
+  run.w_digest = u->sau().prf()->w_digest();
   FuseDgp dgp(TestStream(/*drift_at=*/2000), 10);
   for (uint64_t t = 1; t <= 3200; ++t) {
     FuseEvent e = dgp.Next();

@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/byte_codec.h"
 #include "core/lmu/lmu_snapshot.h"
-#include "core/sau/sau_snapshot.h"
+#include "core/sau/memory.h"
 
 namespace streamlearn::fuse {
 
@@ -27,7 +27,7 @@ struct FuseSnapshotAccess {
 
     SnapshotBuilder b(kFuseSnapshotKind);
     b.AddSection(kFuseSectionUnit, unit.Take());
-    b.AddSection(kFuseSectionSau, sau::SerializeSauState(u.sau_));
+    b.AddSection(kFuseSectionSau, u.sau_.Serialize());  // prf: SerializeSauState's bytes
     b.AddSection(kFuseSectionMainLmu, lmu::SerializeLmu(*u.main_));
     b.AddSection(kFuseSectionGateLmu, lmu::SerializeLmu(*u.gate_));
     b.AddSection(kFuseSectionControl, control.Take());
@@ -73,7 +73,7 @@ struct FuseSnapshotAccess {
       return absl::DataLossError("fuse snapshot: malformed unit section");
     }
 
-    absl::StatusOr<sau::SauEstimator> est = sau::RestoreSau(spec->sau, sec[1]);
+    absl::StatusOr<sau::Memory> est = sau::RestoreMemory(spec->sau, sec[1]);
     if (!est.ok()) return est.status();
     absl::StatusOr<std::unique_ptr<lmu::LmuLearner>> main = lmu::RestoreLmu(spec->lmu, secret, sec[2]);
     if (!main.ok()) return main.status();
@@ -96,8 +96,10 @@ struct FuseSnapshotAccess {
     u->y_ms_ = y_ms;
     // The parts' snapshots carry the control inputs too; they must be the control plane's.
     const control::Controls want = u->control_.controls();
-    if (!(u->sau_.lambda_nudge().factor == want.lambda.factor &&
-          u->sau_.lambda_nudge().increment == want.lambda.increment &&
+    // (The ridge and vla engines take no control input: docs/FUSE.md, "Other engines".)
+    const sau::SauEstimator* prf = u->sau_.prf();
+    if (!((prf == nullptr || (prf->lambda_nudge().factor == want.lambda.factor &&
+                              prf->lambda_nudge().increment == want.lambda.increment)) &&
           u->main_->lr_scale() == want.lmu_lr_scale &&
           u->main_->tau_low_override() == want.lmu_tau_low)) {
       return absl::DataLossError(

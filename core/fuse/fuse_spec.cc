@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
+#include "core/sau/memory.h"
 
 namespace streamlearn::fuse {
 
@@ -41,8 +42,13 @@ absl::StatusOr<FuseSpec> ResolveFuseSpec(const FuseSpec& raw) {
         "pattern = %d is out of range; allowed meta_linear, attention_as_feature, linear_as_gate",
         static_cast<int>(s.pattern)));
   }
-  s.sau = sau::ResolveDefaults(s.sau);
-  RETURN_IF_ERROR(sau::ValidateSpec(s.sau));
+  if (s.sau.engine == sau::Engine::kPrf) {
+    s.sau = sau::ResolveDefaults(s.sau);
+    RETURN_IF_ERROR(sau::ValidateSpec(s.sau));
+  } else {
+    // ridge or vla (docs/FUSE.md, "Other engines"): their own fields; the prf ones are unused.
+    RETURN_IF_ERROR(sau::Memory::Validate(s.sau));
+  }
   RETURN_IF_ERROR(lmu::ValidateLmuSpec(s.lmu));
   RETURN_IF_ERROR(control::ValidateControlSpec(s.control));
   if (s.sau.d_v != s.lmu.m) {
@@ -70,6 +76,11 @@ absl::StatusOr<FuseSpec> ResolveFuseSpec(const FuseSpec& raw) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "control.warn_tau_low = %g is out of range; allowed (0, lmu.tau_low = %g] (a warning "
         "lowers tau_low)", s.control.warn_tau_low, s.lmu.tau_low));
+  }
+  if (s.low_rank && s.sau.engine != sau::Engine::kPrf) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "low_rank = true needs the prf engine; sau.engine = ", sau::EngineName(s.sau.engine),
+        " has one readout"));
   }
   if (s.low_rank && s.sau.r_v <= 0) {
     return absl::InvalidArgumentError("low_rank = true needs sau.r_v > 0");

@@ -67,9 +67,9 @@ struct FuseUnit::Forward {
   std::vector<lmu::Feature> z;       // z_gate (gate) or z_meta (meta-linear)
   std::vector<lmu::Feature> main_x;  // attention-as-feature: x ++ z_attn
   std::vector<double> y_meta;        // meta-linear: the meta learner's output
-  // q prepared once for the SAU's readout (step 2) and its ingest as the key (step 4):
+  // prf: q prepared once for the SAU's readout (step 2) and its ingest as the key (step 4):
   // the feature map and the readout are not computed twice (SauEstimator::Prepare). The
-  // thread's own, so a step allocates nothing for it once warm.
+  // thread's own, so a step allocates nothing for it once warm. Null for ridge and vla.
   sau::PreparedQuery* prepared = nullptr;
 };
 
@@ -84,12 +84,12 @@ absl::StatusOr<std::unique_ptr<FuseUnit>> FuseUnit::Create(const FuseSpec& raw,
                                                            const lmu::HashSecret& secret) {
   absl::StatusOr<FuseSpec> spec = ResolveFuseSpec(raw);
   if (!spec.ok()) return spec.status();
-  absl::StatusOr<sau::SauEstimator> sau = sau::SauEstimator::Create(spec->sau);
+  absl::StatusOr<sau::Memory> sau = sau::Memory::Create(spec->sau);
   if (!sau.ok()) return sau.status();
   return std::unique_ptr<FuseUnit>(new FuseUnit(*spec, secret, *std::move(sau)));
 }
 
-FuseUnit::FuseUnit(const FuseSpec& spec, const lmu::HashSecret& secret, sau::SauEstimator sau)
+FuseUnit::FuseUnit(const FuseSpec& spec, const lmu::HashSecret& secret, sau::Memory sau)
     : spec_(spec),
       sau_(std::move(sau)),
       main_(std::make_unique<lmu::LmuLearner>(spec.lmu, secret)),
@@ -118,11 +118,21 @@ void FuseUnit::RunForward(std::span<const lmu::Feature> x, std::span<const doubl
                           const control::Controls& c, Forward* f) const {
   const int m = spec_.lmu.m;
   FusePrediction& p = f->p;
-  // y_hat_sau with the stabilized readout (docs/SAU.md (12)-(13), (20)-(21)).
-  f->prepared = &ThreadPrepared();
-  sau_.Prepare(q, f->prepared);
-  sau::QueryResult qr = sau_.Query(f->prepared, spec_.low_rank);
-  f->health = ScaleHealth(qr, sau_.spec(), sau_.events(), sau_.state().median_den.value());
+  // y_hat_sau: prf with the stabilized readout (docs/SAU.md (12)-(13), (20)-(21)) and its
+  // health signals; ridge and vla with their one readout and no health signal (docs/FUSE.md,
+  // "Other engines": the health features stay 0).
+  sau::QueryResult qr;
+  f->prepared = nullptr;
+  f->health = HealthFeatures{};
+  if (const sau::SauEstimator* prf = sau_.prf()) {
+    f->prepared = &ThreadPrepared();
+    prf->Prepare(q, f->prepared);
+    qr = prf->Query(f->prepared, spec_.low_rank);
+    f->health = ScaleHealth(qr, prf->spec(), prf->events(), prf->state().median_den.value());
+  } else {
+    qr = sau_.Query(q, sau::ReadoutPath::kStabilized, /*low_rank=*/false);
+  }
+  p.engine = qr.engine;
   p.y_hat_sau = std::move(qr.y_hat);
   p.rj_gap = qr.rj_gap;
   p.margin = qr.margin;
@@ -203,8 +213,9 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
   //    SAU's lambda nudge and the LMU's lr scale and tau_low), and their actions.
   const control::Controls c = control_.controls();
   std::vector<control::ControlAction> actions = control_.TakePending();
-  const double floor_used = sau_.state().floor.floor();
-  const double lambda_used = sau_.effective_lambda();
+  const sau::SauEstimator* prf = sau_.prf();  // null for ridge and vla
+  const double floor_used = prf != nullptr ? prf->state().floor.floor() : 0.0;
+  const double lambda_used = prf != nullptr ? prf->effective_lambda() : 0.0;
 
   // 2. Predict.
   Forward f;
@@ -262,7 +273,9 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
   }
 
   // 4. SAU.ingest(k_t = q, v_t = y) (docs/DECISIONS.md 7).
-  const sau::EventDiagnostics diag = sau_.Ingest(*f.prepared, y);
+  const sau::EventDiagnostics diag = f.prepared != nullptr
+                                         ? sau_.mutable_prf()->Ingest(*f.prepared, y)
+                                         : sau_.Ingest(q, y);
 
   // Rolling errors for z_gate, after their use at this step.
   const double e_sau = Norm2(y, p.y_hat_sau), e_lmu = Norm2(y, p.y_hat_lmu);
@@ -282,10 +295,15 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
     y_ms_ += spec_.gate.scale_rate * (y2 - y_ms_);
   }
 
-  // 5. Control: observe this step, set the controls of the next.
-  control_.Observe(control::ObservationOf(diag, floor_used, sau_.state().median_den.value()),
-                   &actions);
-  ApplyControls();
+  // 5. Control: observe this step, set the controls of the next. The control plane reads the
+  //    prf estimator's health (margin, alarm, RJ level, denominator); the ridge and vla
+  //    engines have none of it, so with them it observes nothing and its controls stay at
+  //    their defaults (docs/FUSE.md, "Other engines").
+  if (prf != nullptr) {
+    control_.Observe(control::ObservationOf(diag, floor_used, prf->state().median_den.value()),
+                     &actions);
+    ApplyControls();
+  }
   ++steps_;
   has_last_t_ = true;
   last_t_ = t;
@@ -314,17 +332,34 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
       .Set("y_hat_lmu", Doubles(p.y_hat_lmu))
       .Set("gate", p.gate)
       .Set("g_min", p.g_min)
-      .Set("g_max", p.g_max)
-      .Set("margin", diag.margin)
-      .Set("rj_gap", diag.rj_gap)
-      .Set("rj_threshold", diag.rj_threshold)
-      .Set("rj_exceeded", diag.rj_gap > diag.rj_threshold)
-      .Set("rj_level", LevelName(diag.rj_level))
-      .Set("den", diag.den)
-      .Set("beta_floor", floor_used)
-      .Set("lambda_star", lambda_used)
-      .Set("clip_rate", diag.clip_rate)
-      .Set("c_lookup_p100", step->max_locate_probes)
+      .Set("g_max", p.g_max);
+  if (prf != nullptr) {
+    r.Set("margin", diag.margin)
+        .Set("rj_gap", diag.rj_gap)
+        .Set("rj_threshold", diag.rj_threshold)
+        .Set("rj_exceeded", diag.rj_gap > diag.rj_threshold)
+        .Set("rj_level", LevelName(diag.rj_level))
+        .Set("den", diag.den)
+        .Set("beta_floor", floor_used)
+        .Set("lambda_star", lambda_used)
+        .Set("clip_rate", diag.clip_rate);
+  } else if (sau_.engine() == sau::Engine::kRidge) {
+    // The readout's diagnostics at q before the write, and the write's (docs/ENGINES.md).
+    r.Set("engine", sau::EngineName(sau::Engine::kRidge))
+        .Set("condition", p.engine.condition)
+        .Set("residual", p.engine.residual)
+        .Set("jitter", p.engine.jitter)
+        .Set("key_norm2", diag.ridge.key_norm2)
+        .Set("scale", diag.ridge.scale);
+  } else {
+    r.Set("engine", sau::EngineName(sau::Engine::kVla))
+        .Set("residual_norm", diag.vla.residual_norm)
+        .Set("alpha_dot_k", diag.vla.alpha_dot_k)
+        .Set("refreshed", diag.vla.refreshed)
+        .Set("skipped", diag.vla.skipped)
+        .Set("s_norm", sau_.vla()->s_norm());
+  }
+  r.Set("c_lookup_p100", step->max_locate_probes)
       .Set("locate_bound", stats.locate_bound)
       .Set("c_insert_p100", step->max_insert_probes)
       .Set("insert_bound", stats.insert_bound)
@@ -341,7 +376,7 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
 
 void FuseUnit::ApplyControls() {
   const control::Controls c = control_.controls();
-  sau_.SetLambdaNudge(c.lambda);
+  if (sau::SauEstimator* prf = sau_.mutable_prf()) prf->SetLambdaNudge(c.lambda);
   main_->SetLrScale(c.lmu_lr_scale);
   main_->SetTauLowOverride(c.lmu_tau_low);
 }

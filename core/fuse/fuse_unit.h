@@ -1,4 +1,5 @@
-// FuseUnit: one shard's fused learner (docs/FUSE.md): an SauEstimator, an LmuLearner for
+// FuseUnit: one shard's fused learner (docs/FUSE.md): an attention memory (sau::Memory: the
+// prf estimator by default, or the ridge or vla engine, docs/ENGINES.md), an LmuLearner for
 // the main sparse linear model, an LmuLearner for the gate / meta weights (so those are exact
 // and inspectable too), and a ControlPlane, run sample by sample with the algorithm of
 // docs/FUSE.md, "One step".
@@ -16,7 +17,9 @@
 //      the fused loss (fuse_unit.cc);
 //   4. the SAU ingests (k = q, v = y) (docs/DECISIONS.md 7);
 //   5. the control plane observes the step and sets the controls of step t+1 (the SAU's lambda
-//      nudge, the LMU's lr scale and tau_low override, the gate clamp);
+//      nudge, the LMU's lr scale and tau_low override, the gate clamp); it reads the prf
+//      estimator's health, so over the ridge or vla engine it observes nothing and its controls
+//      stay at their defaults (docs/FUSE.md, "Other engines");
 //   6. the audit body of the step.
 // Same spec, same secret, same samples in the same order => bit-identical state (with
 // lmu.background_rebuild = false the records are bit-identical too; with background rebuilds
@@ -40,6 +43,7 @@
 #include "core/fuse/fuse_spec.h"
 #include "core/lmu/keyed_hash.h"
 #include "core/lmu/lmu_learner.h"
+#include "core/sau/memory.h"
 #include "core/sau/sau_estimator.h"
 
 namespace streamlearn::fuse {
@@ -56,6 +60,9 @@ struct FusePrediction {
   double rj_gap = 0;
   double margin = 0;  // m_{t-1}
   double den = 0;     // raw whitened denominator phi_w(q)^T s
+  // The ridge and vla engines' readout diagnostics (zero for prf, whose are the three above,
+  // which stay zero for ridge and vla).
+  sau::EngineReadout engine;
   // Versions read.
   uint64_t ver_sau = 0;   // SAU events
   uint64_t ver_base = 0;  // main LMU base generation
@@ -90,7 +97,7 @@ class FuseUnit {
                                          std::span<const double> q) const;
 
   const FuseSpec& spec() const { return spec_; }
-  const sau::SauEstimator& sau() const { return sau_; }
+  const sau::Memory& sau() const { return sau_; }
   const lmu::LmuLearner& main_lmu() const { return *main_; }
   const lmu::LmuLearner& gate_lmu() const { return *gate_; }
   const control::ControlPlane& control() const { return control_; }
@@ -107,13 +114,13 @@ class FuseUnit {
 
   struct Forward;
 
-  FuseUnit(const FuseSpec& spec, const lmu::HashSecret& secret, sau::SauEstimator sau);
+  FuseUnit(const FuseSpec& spec, const lmu::HashSecret& secret, sau::Memory sau);
   void RunForward(std::span<const lmu::Feature> x, std::span<const double> q,
                   const control::Controls& c, Forward* f) const;
   void ApplyControls();
 
   FuseSpec spec_;
-  sau::SauEstimator sau_;
+  sau::Memory sau_;
   std::unique_ptr<lmu::LmuLearner> main_;
   std::unique_ptr<lmu::LmuLearner> gate_;
   control::ControlPlane control_;

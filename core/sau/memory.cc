@@ -80,6 +80,25 @@ double FrobeniusNorm(const std::vector<double>& xs) {
 
 }  // namespace
 
+absl::Status Memory::Validate(const SauSpec& spec) {
+  absl::Status st;
+  switch (spec.engine) {
+    case Engine::kPrf:
+      return ValidateSpec(ResolveDefaults(spec));
+    case Engine::kRidge:
+      st = RidgeMemory::Validate(RidgeSpecOf(spec));
+      break;
+    case Engine::kVla:
+      st = VlaMemory::Validate(VlaSpecOf(spec));
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("sau.engine: unknown engine ", static_cast<int>(spec.engine)));
+  }
+  if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat("sau.", st.message()));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Memory> Memory::Create(const SauSpec& spec) {
   switch (spec.engine) {
     case Engine::kPrf: {

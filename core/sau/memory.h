@@ -53,6 +53,8 @@ class Memory {
   // Validates the engine's fields (INVALID_ARGUMENT naming them, "sau.<field>") and builds an
   // empty memory. The prf engine resolves its defaults as SauEstimator::Create does.
   static absl::StatusOr<Memory> Create(const SauSpec& spec);
+  // Create's checks without building the state (the prf engine's defaults resolved first).
+  static absl::Status Validate(const SauSpec& spec);
   // A prf memory around an existing estimator.
   explicit Memory(SauEstimator prf);
 

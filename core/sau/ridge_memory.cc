@@ -43,7 +43,7 @@ class RidgeMemory::FactorCache {
 };
 
 
-absl::StatusOr<RidgeMemory> RidgeMemory::Create(const RidgeSpec& spec) {
+absl::Status RidgeMemory::Validate(const RidgeSpec& spec) {
   if (spec.d < 1 || spec.d > 4096) {
     return absl::InvalidArgumentError(absl::StrCat("ridge: d = ", spec.d, " outside 1..4096"));
   }
@@ -62,6 +62,11 @@ absl::StatusOr<RidgeMemory> RidgeMemory::Create(const RidgeSpec& spec) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ridge: filter_order = ", spec.filter_order, " above ", kMaxFilterOrder));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RidgeMemory> RidgeMemory::Create(const RidgeSpec& spec) {
+  if (absl::Status st = Validate(spec); !st.ok()) return st;
   auto params = std::make_shared<Params>();
   params->spec = spec;
   return RidgeMemory(std::move(params));

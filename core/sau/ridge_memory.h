@@ -72,7 +72,9 @@ class RidgeMemory {
  public:
   static constexpr uint32_t kMaxFilterOrder = 8;
 
-  // Validates (INVALID_ARGUMENT naming the field).
+  // The checks of Create, without building the state (INVALID_ARGUMENT naming the field).
+  static absl::Status Validate(const RidgeSpec& spec);
+  // Validates and builds an empty memory.
   static absl::StatusOr<RidgeMemory> Create(const RidgeSpec& spec);
 
   // Dimensions and finiteness, naming the field and index.

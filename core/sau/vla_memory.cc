@@ -10,7 +10,7 @@
 
 namespace streamlearn::sau {
 
-absl::StatusOr<VlaMemory> VlaMemory::Create(const VlaSpec& spec) {
+absl::Status VlaMemory::Validate(const VlaSpec& spec) {
   if (spec.d < 1 || spec.d > 4096) {
     return absl::InvalidArgumentError(absl::StrCat("vla: d = ", spec.d, " outside 1..4096"));
   }
@@ -29,6 +29,11 @@ absl::StatusOr<VlaMemory> VlaMemory::Create(const VlaSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("vla: key_eps = ", spec.key_eps, " outside (0, 1)"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VlaMemory> VlaMemory::Create(const VlaSpec& spec) {
+  if (absl::Status st = Validate(spec); !st.ok()) return st;
   auto params = std::make_shared<Params>();
   params->spec = spec;
   return VlaMemory(std::move(params));

@@ -51,6 +51,8 @@ struct VlaWrite {
 
 class VlaMemory {
  public:
+  // The checks of Create, without building the state (INVALID_ARGUMENT naming the field).
+  static absl::Status Validate(const VlaSpec& spec);
   static absl::StatusOr<VlaMemory> Create(const VlaSpec& spec);
 
   // Dimensions and finiteness, naming the field and index.

@@ -8,11 +8,27 @@ namespace {
 
 constexpr double kKiB = 1024.0;
 
+// The prf engine's feature matrix, shared by the shards; the ridge and vla engines share none.
 double SauModelBytes(const sau::SauSpec& s) {
+  if (s.engine != sau::Engine::kPrf) return 64 * kKiB;
   return 16.0 * s.r * s.d + 64 * kKiB;
 }
 
 double SauShardBytes(const sau::SauSpec& s) {
+  const double d = s.d, d_v = s.d_v;
+  switch (s.engine) {
+    case sau::Engine::kRidge: {
+      // G and C with their compensation terms, the cached Cholesky factor of G~ and a
+      // workspace of its size; with the filter, M and its compensation and the last key.
+      double doubles = 6 * d * d + 2 * d * d_v;
+      if (s.ridge_engine.filter_order > 0) doubles += 2 * d * d + d;
+      return 1.25 * 8 * doubles + 32 * kKiB;
+    }
+    case sau::Engine::kVla:
+      return 1.25 * 8 * (d * d + d * d_v + 2 * d) + 32 * kKiB;  // A, S, workspace
+    case sau::Engine::kPrf:
+      break;
+  }
   return 1.25 * (16.0 * s.r * (double(s.d_v) + s.r_v + 1) + 32.0 * s.d) + 32 * kKiB;
 }
 

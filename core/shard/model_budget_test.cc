@@ -62,6 +62,30 @@ TEST(ModelBudgetTest, TheEstimateBoundsWhatCreatingAModelAllocates) {
         }
       }
     }
+    // The ridge and vla engines: d^2 state, no feature matrix (with and without ridge's filter).
+    for (sau::Engine engine : {sau::Engine::kRidge, sau::Engine::kVla}) {
+      for (int d : {8, 64, 256}) {
+        for (int d_v : {1, 64}) {
+          for (uint32_t filter : {0u, 2u}) {
+            if (engine == sau::Engine::kVla && filter > 0) continue;
+            ModelSpec s;
+            s.name = "e";
+            s.shards = shards;
+            s.sau.engine = engine;
+            s.sau.d = d;
+            s.sau.d_v = d_v;
+            s.sau.ridge_engine.filter_order = filter;
+            const size_t measured = Measured(s);
+            const uint64_t estimate = EstimateModelBytes(s);
+            SCOPED_TRACE(absl::StrCat(sau::EngineName(engine), " shards=", shards, " d=", d,
+                                      " d_v=", d_v, " filter=", filter, ": measured ", measured,
+                                      ", estimate ", estimate));
+            EXPECT_GE(estimate, measured);
+            EXPECT_LE(estimate, 4 * measured + 256 * 1024);
+          }
+        }
+      }
+    }
     for (uint32_t buckets : {256u, 65536u}) {
       for (int b : {2, 8}) {
         ModelSpec s;
@@ -81,20 +105,24 @@ TEST(ModelBudgetTest, TheEstimateBoundsWhatCreatingAModelAllocates) {
         EXPECT_LE(estimate, 4 * measured + 256 * 1024);
       }
     }
-    ModelSpec f;
-    f.name = "f";
-    f.shards = shards;
-    f.has_sau = false;
-    f.has_fuse = true;
-    f.fuse.lmu.lambda_max = 1;
-    f.fuse.lmu.margin = 16;
-    f.fuse.lmu.delta_buckets = 256;
-    const size_t measured = Measured(f);
-    const uint64_t estimate = EstimateModelBytes(f);
-    SCOPED_TRACE(absl::StrCat("fuse shards=", shards, ": measured ", measured, ", estimate ",
-                              estimate));
-    EXPECT_GE(estimate, measured);
-    EXPECT_LE(estimate, 4 * measured + 256 * 1024);
+    for (sau::Engine engine : {sau::Engine::kPrf, sau::Engine::kRidge, sau::Engine::kVla}) {
+      ModelSpec f;
+      f.name = "f";
+      f.shards = shards;
+      f.has_sau = false;
+      f.has_fuse = true;
+      f.fuse.sau.engine = engine;
+      f.fuse.sau.d = engine == sau::Engine::kPrf ? f.fuse.sau.d : 128;
+      f.fuse.lmu.lambda_max = 1;
+      f.fuse.lmu.margin = 16;
+      f.fuse.lmu.delta_buckets = 256;
+      const size_t measured = Measured(f);
+      const uint64_t estimate = EstimateModelBytes(f);
+      SCOPED_TRACE(absl::StrCat("fuse over ", sau::EngineName(engine), " shards=", shards,
+                                ": measured ", measured, ", estimate ", estimate));
+      EXPECT_GE(estimate, measured);
+      EXPECT_LE(estimate, 4 * measured + 256 * 1024);
+    }
   }
 }
 

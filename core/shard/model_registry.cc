@@ -24,13 +24,6 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
           " part; a fused model has the fuse part alone (it holds its own SAU and LMU: set "
           "fuse.sau and fuse.lmu)"));
     }
-    if (spec.fuse.sau.engine != sau::Engine::kPrf) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "fuse.sau.engine = ", sau::EngineName(spec.fuse.sau.engine),
-          ": a fused model's attention part is the prf engine for now (docs/ENGINES.md, "
-          "\"Fuse\"); use the ", sau::EngineName(spec.fuse.sau.engine),
-          " engine in an sau model"));
-    }
     absl::StatusOr<fuse::FuseSpec> resolved = fuse::ResolveFuseSpec(spec.fuse);
     if (!resolved.ok()) {
       return absl::Status(resolved.status().code(),
@@ -73,7 +66,7 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Create(ModelSpec spec,
           fuse::FuseUnit::Create(spec.fuse, secret);
       if (!unit.ok()) return unit.status();  // validated above: not expected
       if (i == 0) {
-        m->w_digest_ = (*unit)->sau().w_digest();
+        if (const sau::SauEstimator* prf = (*unit)->sau().prf()) m->w_digest_ = prf->w_digest();
         m->state_bytes_ = (*unit)->sau().state_bytes();
       }
       m->slots_[Slot(i, PartKind::kFuse)] = std::make_unique<FuseShard>(*std::move(unit));
