@@ -68,6 +68,26 @@ void HealthToProto(const FuseLearnOutcome& o, v1::FuseHealth* out) {
   }
   out->set_lmu_tau_low(h.lmu_tau_low);
   out->set_lmu_lr_scale(h.lmu_lr_scale);
+  switch (h.engine) {
+    case sau::Engine::kPrf:
+      out->set_engine(v1::ENGINE_PRF);
+      break;
+    case sau::Engine::kRidge:
+      out->set_engine(v1::ENGINE_RIDGE);
+      out->mutable_ridge()->set_key_norm2(h.ridge.key_norm2);
+      out->mutable_ridge()->set_scale(h.ridge.scale);
+      out->set_condition(h.condition);
+      out->set_residual(h.residual);
+      break;
+    case sau::Engine::kVla:
+      out->set_engine(v1::ENGINE_VLA);
+      out->mutable_vla()->set_skipped(h.vla.skipped);
+      out->mutable_vla()->set_residual_norm(h.vla.residual_norm);
+      out->mutable_vla()->set_alpha_dot_k(h.vla.alpha_dot_k);
+      out->mutable_vla()->set_refreshed(h.vla.refreshed);
+      out->mutable_vla()->set_s_norm(h.s_norm);
+      break;
+  }
 }
 
 }  // namespace

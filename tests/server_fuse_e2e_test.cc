@@ -191,6 +191,16 @@ uint64_t LearnAndCompare(FuseLearnSession& session, fuse::FuseUnit& unit,
     EXPECT_TRUE(SameBits(h.lambda_star(), NumberOf(last.record, "lambda_star")));
     EXPECT_TRUE(SameBits(h.delta_load(), NumberOf(last.record, "delta_load")));
     EXPECT_EQ(h.lmu_lr_scale(), unit.control().controls().lmu_lr_scale);
+    // The engine and its diagnostics (zero for prf).
+    EXPECT_EQ(static_cast<int>(h.engine()), static_cast<int>(unit.sau().engine()));
+    EXPECT_TRUE(SameBits(h.condition(), last.prediction.engine.condition));
+    EXPECT_TRUE(SameBits(h.residual(), last.prediction.engine.residual));
+    EXPECT_TRUE(SameBits(h.ridge().scale(), NumberOf(last.record, "scale")));
+    EXPECT_TRUE(SameBits(h.ridge().key_norm2(), NumberOf(last.record, "key_norm2")));
+    EXPECT_TRUE(SameBits(h.vla().residual_norm(), NumberOf(last.record, "residual_norm")));
+    EXPECT_TRUE(SameBits(h.vla().s_norm(), NumberOf(last.record, "s_norm")));
+    if (unit.sau().engine() == sau::Engine::kRidge) EXPECT_GE(h.condition(), 1.0);
+    if (unit.sau().engine() == sau::Engine::kVla) EXPECT_GT(h.vla().s_norm(), 0.0);
     EXPECT_EQ(ack.ver_sau(), unit.sau().events());
     EXPECT_EQ(ack.ver_base(), unit.main_lmu().TableStats().ver_base);
     EXPECT_EQ(ack.ver_delta(), unit.main_lmu().TableStats().ver_delta);

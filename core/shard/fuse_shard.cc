@@ -29,6 +29,12 @@ double NumberOf(const AuditRecord& r, std::string_view key) {
   return x;
 }
 
+bool BoolOf(const AuditRecord& r, std::string_view key) {
+  const AuditValue* v = r.Find(key);
+  const bool* b = v != nullptr ? v->get_if<bool>() : nullptr;
+  return b != nullptr && *b;
+}
+
 int LevelOf(const AuditRecord& r) {
   const AuditValue* v = r.Find("rj_level");
   const std::string* s = v != nullptr ? v->get_if<std::string>() : nullptr;
@@ -244,6 +250,19 @@ absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView
     err2 += (y[o] - p.y_hat[o]) * (y[o] - p.y_hat[o]);
   }
   h.y_err_abs = std::sqrt(err2);
+  h.engine = unit.sau().engine();
+  if (h.engine == sau::Engine::kRidge) {
+    h.condition = p.engine.condition;
+    h.residual = p.engine.residual;
+    h.ridge.key_norm2 = NumberOf(r, "key_norm2");
+    h.ridge.scale = NumberOf(r, "scale");
+  } else if (h.engine == sau::Engine::kVla) {
+    h.vla.residual_norm = NumberOf(r, "residual_norm");
+    h.vla.alpha_dot_k = NumberOf(r, "alpha_dot_k");
+    h.vla.refreshed = BoolOf(r, "refreshed");
+    h.vla.skipped = BoolOf(r, "skipped");
+    h.s_norm = NumberOf(r, "s_norm");
+  }
   const control::Controls c = unit.control().controls();
   h.lmu_tau_low = c.lmu_tau_low.value_or(unit.spec().lmu.tau_low);
   h.lmu_lr_scale = c.lmu_lr_scale;

@@ -89,6 +89,14 @@ struct FuseShardHealth {
   double y_err_abs = 0;  // ||y - y_hat|| of the last applied sample
   double lmu_tau_low = 0;   // in force for the next step
   double lmu_lr_scale = 1;
+  // The attention part's engine; for ridge and vla its diagnostics (docs/FUSE.md, "Other
+  // engines"): the readout's (condition, residual; vla s_norm after the write) and the
+  // write's.
+  sau::Engine engine = sau::Engine::kPrf;
+  double condition = 0, residual = 0;
+  sau::RidgeWrite ridge;
+  sau::VlaWrite vla;
+  double s_norm = 0;
 };
 
 struct FuseLearnOutcome {
