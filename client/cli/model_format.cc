@@ -117,6 +117,17 @@ std::string PatternName(v1::FusePattern p) {
   }
 }
 
+// A ridge or vla engine and its parameters.
+std::string EngineDescription(const v1::SauSpec& s) {
+  if (s.engine() == v1::ENGINE_RIDGE) {
+    return fmt::format("ridge recall: gamma={:g}  eps={:g} (x max |k|^2)  filter K={}",
+                       s.ridge().gamma(), s.ridge().eps(), s.ridge().filter_order());
+  }
+  return fmt::format("vla: lambda0={:g}  refresh every {} writes (+{:g} I)  key_eps={:g}",
+                     s.vla().lambda0(), s.vla().refresh_period(), s.vla().refresh_eta(),
+                     s.vla().key_eps());
+}
+
 // The fuse part: its pattern, its SAU and LMU in short, the gate and control settings, and per
 // shard: steps, versions, control actions, the controls in force, state digest.
 std::string DescribeFuse(const v1::ModelInfo& info) {
@@ -130,9 +141,14 @@ std::string DescribeFuse(const v1::ModelInfo& info) {
     out += fmt::format("  {:<13} {}\n", label, value);
   };
   row("pattern", PatternName(f.pattern()) + (f.low_rank() ? " (low-rank SAU readout)" : ""));
-  row("fuse sau", fmt::format("d={}  m=d_v={}  r={}  r_v={}  tau={:g}  gamma={:g}  {}, seed {}",
-                              s.d(), s.d_v(), s.r(), s.r_v(), s.tau(), s.gamma(),
-                              FeatureName(s.features()), s.seed()));
+  const bool prf = s.engine() == v1::ENGINE_PRF;
+  if (prf) {
+    row("fuse sau", fmt::format("d={}  m=d_v={}  r={}  r_v={}  tau={:g}  gamma={:g}  {}, seed {}",
+                                s.d(), s.d_v(), s.r(), s.r_v(), s.tau(), s.gamma(),
+                                FeatureName(s.features()), s.seed()));
+  } else {
+    row("fuse sau", fmt::format("d={}  m=d_v={}  {}", s.d(), s.d_v(), EngineDescription(s)));
+  }
   row("fuse lmu", fmt::format("m={}  lr={:g}  l2={:g}  C={}  tau_low={:g}  tau_high={:g}  ({})",
                               l.m(), l.lr(), l.l2(),
                               static_cast<uint64_t>(l.delta_buckets()) * l.bucket_size(),
@@ -149,7 +165,12 @@ std::string DescribeFuse(const v1::ModelInfo& info) {
                       c.lambda_factor(), c.lambda_factor_max(), c.den_lambda_frac(),
                       c.warn_persist(), c.margin_thin(), c.warn_tau_low(), c.warn_lr_scale(),
                       c.warn_window()));
-  row("W digest", info.w_digest());
+  if (prf) {
+    row("W digest", info.w_digest());
+  } else {
+    row("", "idle over this engine: the control plane reads the prf estimator's health "
+            "(docs/FUSE.md)");
+  }
   for (const v1::FuseShardInfo& sh : info.fuse_shards()) {
     out += fmt::format(
         "  fuse shard {:<3} steps {}  last_t {}  log_seq {}  ver_sau {}  ver_base {}  "
@@ -177,15 +198,7 @@ std::string DescribeModel(const v1::ModelInfo& info) {
   if (spec.has_sau() && spec.sau().engine() != v1::ENGINE_PRF) {
     const v1::SauSpec& s = spec.sau();
     row("dimensions", fmt::format("d={}  d_v={}", s.d(), s.d_v()));
-    if (s.engine() == v1::ENGINE_RIDGE) {
-      row("engine", fmt::format("ridge recall: gamma={:g}  eps={:g} (x max |k|^2)  filter K={}",
-                                s.ridge().gamma(), s.ridge().eps(), s.ridge().filter_order()));
-    } else {
-      row("engine", fmt::format("vla: lambda0={:g}  refresh every {} writes (+{:g} I)  "
-                                "key_eps={:g}",
-                                s.vla().lambda0(), s.vla().refresh_period(),
-                                s.vla().refresh_eta(), s.vla().key_eps()));
-    }
+    row("engine", EngineDescription(s));
     row("state", fmt::format("{} per shard", Bytes(info.state_bytes())));
     out += SauShardTable(info);
   } else if (spec.has_sau()) {
