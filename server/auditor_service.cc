@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/audit/append_body.h"
+#include "core/common/status_macros.h"
 #include "server/status_conversion.h"
 
 namespace streamlearn::server {
@@ -18,9 +19,8 @@ constexpr size_t kReadChunkBytes = 1 << 20;
 
 }  // namespace
 
-absl::StatusOr<storage::ShardWriter*> AuditorService::FindShard(
-    const std::string& model, uint32_t shard, std::shared_ptr<storage::ModelWriters>* keep,
-    storage::ModelWriters::Use* use) const {
+absl::Status AuditorService::FindShard(const std::string& model, uint32_t shard,
+                                      ShardChain* out) const {
   absl::StatusOr<std::shared_ptr<Model>> m = registry_->Find(model);
   if (!m.ok()) return m.status();
   if (shard >= (*m)->num_shards()) {
@@ -28,13 +28,16 @@ absl::StatusOr<storage::ShardWriter*> AuditorService::FindShard(
         "shard %d is out of range: model '%s' has %d shard(s)", shard, model,
         (*m)->num_shards()));
   }
-  *keep = persistence_->Find(model);
-  if (*keep == nullptr) {
+  out->keep = persistence_->Find(model);
+  if (out->keep == nullptr) {
     return absl::InternalError(absl::StrCat("model '", model, "' has no audit chains"));
   }
   // Cluster mode: a shard's chain is read and written where the shard is served.
-  if (!persistence_->TryUseShard(**keep, shard, use)) return persistence_->NotServed(model, shard);
-  return &(*keep)->shard(shard);
+  if (!persistence_->TryUseShard(*out->keep, shard, &out->use)) {
+    return persistence_->NotServed(model, shard);
+  }
+  out->writer = &out->keep->shard(shard);
+  return absl::OkStatus();
 }
 
 grpc::Status AuditorService::Append(grpc::ServerContext* context,
@@ -148,15 +151,13 @@ absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,
     return absl::InvalidArgumentError(absl::StrFormat(
         "json has %d bytes; the limit is %d", request.json().size(), kAuditAppendMaxBytes));
   }
-  std::shared_ptr<storage::ModelWriters> keep;
-  storage::ModelWriters::Use use;
-  absl::StatusOr<storage::ShardWriter*> shard = FindShard(request.model(), request.shard(), &keep, &use);
-  if (!shard.ok()) return shard.status();
+  ShardChain shard;
+  RETURN_IF_ERROR(FindShard(request.model(), request.shard(), &shard));
   absl::StatusOr<std::string> body = EncodeAppendBody(request.json());
   if (!body.ok()) return body.status();
   storage::Bodies bodies;
   bodies.Add()->append(*body);
-  absl::StatusOr<storage::Receipt> r = (*shard)->chain().Commit(bodies, nullptr);
+  absl::StatusOr<storage::Receipt> r = shard->chain().Commit(bodies, nullptr);
   if (!r.ok()) return r.status();
   response->set_index(r->first_index);
   response->set_merkle_curr(ToHex(r->first_curr));
@@ -168,11 +169,9 @@ absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,
 
 absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::ReadRequest& request,
                                     grpc::ServerWriter<v1::ReadResponse>* writer) {
-  std::shared_ptr<storage::ModelWriters> keep;
-  storage::ModelWriters::Use use;
-  absl::StatusOr<storage::ShardWriter*> shard = FindShard(request.model(), request.shard(), &keep, &use);
-  if (!shard.ok()) return shard.status();
-  const storage::ShardStore* store = (*shard)->store();
+  ShardChain shard;
+  RETURN_IF_ERROR(FindShard(request.model(), request.shard(), &shard));
+  const storage::ShardStore* store = shard->store();
   if (store == nullptr) {
     return absl::FailedPreconditionError(
         "this server has no data_dir: audit records are not kept (use Head, or start the "
@@ -181,7 +180,7 @@ absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::Read
   // Read up to the head as of now; records appended meanwhile belong to a later Read. Every
   // chunk names that head, so a client can tell how far this read goes and check the last
   // record against it, whatever was appended since it asked Head.
-  const storage::ChainHead head = (*shard)->chain().head();
+  const storage::ChainHead head = shard->chain().head();
   const uint64_t end = head.next_index;
   const std::string head_hex = ToHex(head.head);
   const uint64_t limit = request.limit() == 0 ? UINT64_MAX : request.limit();
@@ -228,11 +227,9 @@ absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::Read
 }
 
 absl::Status AuditorService::DoHead(const v1::HeadRequest& request, v1::HeadResponse* response) {
-  std::shared_ptr<storage::ModelWriters> keep;
-  storage::ModelWriters::Use use;
-  absl::StatusOr<storage::ShardWriter*> shard = FindShard(request.model(), request.shard(), &keep, &use);
-  if (!shard.ok()) return shard.status();
-  const storage::ChainHead h = (*shard)->chain().head();
+  ShardChain shard;
+  RETURN_IF_ERROR(FindShard(request.model(), request.shard(), &shard));
+  const storage::ChainHead h = shard->chain().head();
   response->set_next_index(h.next_index);
   response->set_merkle_curr(ToHex(h.head));
   absl::StatusOr<std::string> pem = persistence_->public_key().ToPem();
@@ -241,19 +238,16 @@ absl::Status AuditorService::DoHead(const v1::HeadRequest& request, v1::HeadResp
   response->set_key_fingerprint(persistence_->public_key().fingerprint());
   response->set_checkpoint_every(persistence_->options().checkpoint_every);
   response->set_durable(persistence_->durable());
-  response->set_shards(keep->num_shards());
+  response->set_shards(shard.keep->num_shards());
   response->set_model(request.model());
   return absl::OkStatus();
 }
 
 absl::Status AuditorService::DoTreeHead(const v1::TreeHeadRequest& request,
                                         v1::TreeHeadResponse* response) {
-  std::shared_ptr<storage::ModelWriters> keep;
-  storage::ModelWriters::Use use;
-  absl::StatusOr<storage::ShardWriter*> shard =
-      FindShard(request.model(), request.shard(), &keep, &use);
-  if (!shard.ok()) return shard.status();
-  absl::StatusOr<storage::SignedTreeHead> sth = (*shard)->chain().SignedHead(request.size());
+  ShardChain shard;
+  RETURN_IF_ERROR(FindShard(request.model(), request.shard(), &shard));
+  absl::StatusOr<storage::SignedTreeHead> sth = shard->chain().SignedHead(request.size());
   if (!sth.ok()) return sth.status();
   response->set_note(sth->note);
   response->set_origin(sth->head.origin);
@@ -264,15 +258,12 @@ absl::Status AuditorService::DoTreeHead(const v1::TreeHeadRequest& request,
 
 absl::Status AuditorService::DoInclusionProof(const v1::InclusionProofRequest& request,
                                               v1::InclusionProofResponse* response) {
-  std::shared_ptr<storage::ModelWriters> keep;
-  storage::ModelWriters::Use use;
-  absl::StatusOr<storage::ShardWriter*> shard =
-      FindShard(request.model(), request.shard(), &keep, &use);
-  if (!shard.ok()) return shard.status();
+  ShardChain shard;
+  RETURN_IF_ERROR(FindShard(request.model(), request.shard(), &shard));
   uint64_t size = request.tree_size();
   std::string line;
   absl::StatusOr<std::vector<Digest>> path =
-      (*shard)->chain().InclusionProof(request.index(), &size, &line);
+      shard->chain().InclusionProof(request.index(), &size, &line);
   if (!path.ok()) return path.status();
   response->set_index(request.index());
   response->set_tree_size(size);
@@ -283,14 +274,11 @@ absl::Status AuditorService::DoInclusionProof(const v1::InclusionProofRequest& r
 
 absl::Status AuditorService::DoConsistencyProof(const v1::ConsistencyProofRequest& request,
                                                 v1::ConsistencyProofResponse* response) {
-  std::shared_ptr<storage::ModelWriters> keep;
-  storage::ModelWriters::Use use;
-  absl::StatusOr<storage::ShardWriter*> shard =
-      FindShard(request.model(), request.shard(), &keep, &use);
-  if (!shard.ok()) return shard.status();
+  ShardChain shard;
+  RETURN_IF_ERROR(FindShard(request.model(), request.shard(), &shard));
   uint64_t second = request.second_size();
   absl::StatusOr<std::vector<Digest>> proof =
-      (*shard)->chain().ConsistencyProof(request.first_size(), &second);
+      shard->chain().ConsistencyProof(request.first_size(), &second);
   if (!proof.ok()) return proof.status();
   response->set_first_size(request.first_size());
   response->set_second_size(second);
