@@ -20,7 +20,7 @@ constexpr size_t kReadChunkBytes = 1 << 20;
 }  // namespace
 
 absl::Status AuditorService::FindShard(const std::string& model, uint32_t shard,
-                                      ShardChain* out) const {
+                                      FoundShard* out) const {
   absl::StatusOr<std::shared_ptr<Model>> m = registry_->Find(model);
   if (!m.ok()) return m.status();
   if (shard >= (*m)->num_shards()) {
@@ -151,7 +151,7 @@ absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,
     return absl::InvalidArgumentError(absl::StrFormat(
         "json has %d bytes; the limit is %d", request.json().size(), kAuditAppendMaxBytes));
   }
-  ShardChain shard;
+  FoundShard shard;
   RETURN_IF_ERROR(FindShard(request.model(), request.shard(), &shard));
   absl::StatusOr<std::string> body = EncodeAppendBody(request.json());
   if (!body.ok()) return body.status();
@@ -169,7 +169,7 @@ absl::Status AuditorService::DoAppend(const v1::AppendRequest& request,
 
 absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::ReadRequest& request,
                                     grpc::ServerWriter<v1::ReadResponse>* writer) {
-  ShardChain shard;
+  FoundShard shard;
   RETURN_IF_ERROR(FindShard(request.model(), request.shard(), &shard));
   const storage::ShardStore* store = shard->store();
   if (store == nullptr) {
@@ -227,7 +227,7 @@ absl::Status AuditorService::DoRead(grpc::ServerContext* context, const v1::Read
 }
 
 absl::Status AuditorService::DoHead(const v1::HeadRequest& request, v1::HeadResponse* response) {
-  ShardChain shard;
+  FoundShard shard;
   RETURN_IF_ERROR(FindShard(request.model(), request.shard(), &shard));
   const storage::ChainHead h = shard->chain().head();
   response->set_next_index(h.next_index);
@@ -245,7 +245,7 @@ absl::Status AuditorService::DoHead(const v1::HeadRequest& request, v1::HeadResp
 
 absl::Status AuditorService::DoTreeHead(const v1::TreeHeadRequest& request,
                                         v1::TreeHeadResponse* response) {
-  ShardChain shard;
+  FoundShard shard;
   RETURN_IF_ERROR(FindShard(request.model(), request.shard(), &shard));
   absl::StatusOr<storage::SignedTreeHead> sth = shard->chain().SignedHead(request.size());
   if (!sth.ok()) return sth.status();
@@ -258,31 +258,28 @@ absl::Status AuditorService::DoTreeHead(const v1::TreeHeadRequest& request,
 
 absl::Status AuditorService::DoInclusionProof(const v1::InclusionProofRequest& request,
                                               v1::InclusionProofResponse* response) {
-  ShardChain shard;
+  FoundShard shard;
   RETURN_IF_ERROR(FindShard(request.model(), request.shard(), &shard));
-  uint64_t size = request.tree_size();
-  std::string line;
-  absl::StatusOr<std::vector<Digest>> path =
-      shard->chain().InclusionProof(request.index(), &size, &line);
-  if (!path.ok()) return path.status();
+  absl::StatusOr<storage::ShardChain::Inclusion> proof =
+      shard->chain().InclusionProof(request.index(), request.tree_size());
+  if (!proof.ok()) return proof.status();
   response->set_index(request.index());
-  response->set_tree_size(size);
-  response->set_line(std::move(line));
-  for (const Digest& d : *path) response->add_hashes(ToHex(d));
+  response->set_tree_size(proof->tree_size);
+  response->set_line(std::move(proof->line));
+  for (const Digest& d : proof->path) response->add_hashes(ToHex(d));
   return absl::OkStatus();
 }
 
 absl::Status AuditorService::DoConsistencyProof(const v1::ConsistencyProofRequest& request,
                                                 v1::ConsistencyProofResponse* response) {
-  ShardChain shard;
+  FoundShard shard;
   RETURN_IF_ERROR(FindShard(request.model(), request.shard(), &shard));
-  uint64_t second = request.second_size();
-  absl::StatusOr<std::vector<Digest>> proof =
-      shard->chain().ConsistencyProof(request.first_size(), &second);
+  absl::StatusOr<storage::ShardChain::Consistency> proof =
+      shard->chain().ConsistencyProof(request.first_size(), request.second_size());
   if (!proof.ok()) return proof.status();
   response->set_first_size(request.first_size());
-  response->set_second_size(second);
-  for (const Digest& d : *proof) response->add_hashes(ToHex(d));
+  response->set_second_size(proof->second_size);
+  for (const Digest& d : proof->hashes) response->add_hashes(ToHex(d));
   return absl::OkStatus();
 }
 

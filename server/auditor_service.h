@@ -65,7 +65,7 @@ class AuditorService final : public v1::Auditor::Service {
  private:
   // A shard's chain writer, with what keeps it usable while a request runs: its model's
   // writers and, in cluster mode, the shard's gate held shared.
-  struct ShardChain {
+  struct FoundShard {
     std::shared_ptr<storage::ModelWriters> keep;
     storage::ModelWriters::Use use;
     storage::ShardWriter* writer = nullptr;
@@ -73,7 +73,7 @@ class AuditorService final : public v1::Auditor::Service {
   };
   // Fills `out` for the model's shard, or says why not (NOT_FOUND, INVALID_ARGUMENT for a
   // shard out of range, the not-served status in cluster mode).
-  absl::Status FindShard(const std::string& model, uint32_t shard, ShardChain* out) const;
+  absl::Status FindShard(const std::string& model, uint32_t shard, FoundShard* out) const;
   absl::Status DoAppend(const v1::AppendRequest& request, v1::AppendResponse* response);
   absl::Status DoRead(grpc::ServerContext* context, const v1::ReadRequest& request,
                       grpc::ServerWriter<v1::ReadResponse>* writer);

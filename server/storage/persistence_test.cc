@@ -498,20 +498,22 @@ TEST(PersistenceTest, ArchivedChainsReadVerifyProveReplayAndResumeAcrossSegments
     ASSERT_TRUE(after.ok()) << after.status();
     EXPECT_EQ(after->head.root, before->head.root);
     for (uint64_t index : {uint64_t{0}, uint64_t{3}, archived - 1, archived, n - 1}) {
-      uint64_t size = n;  // the tree before the snapshot's records
-      std::string line;
-      absl::StatusOr<std::vector<Digest>> proof = chain.InclusionProof(index, &size, &line);
+      // The tree before the snapshot's records.
+      absl::StatusOr<ShardChain::Inclusion> proof = chain.InclusionProof(index, n);
       ASSERT_TRUE(proof.ok()) << proof.status();
-      EXPECT_EQ(line, lines[index]);
-      EXPECT_TRUE(VerifyInclusion(LeafHash(line), index, size, *proof, before->head.root))
+      EXPECT_EQ(proof->tree_size, n);
+      EXPECT_EQ(proof->line, lines[index]);
+      EXPECT_TRUE(VerifyInclusion(LeafHash(proof->line), index, proof->tree_size, proof->path,
+                                  before->head.root))
           << index;
     }
-    uint64_t second = n;
-    absl::StatusOr<std::vector<Digest>> consistency = chain.ConsistencyProof(64, &second);
+    absl::StatusOr<ShardChain::Consistency> consistency = chain.ConsistencyProof(64, n);
     ASSERT_TRUE(consistency.ok()) << consistency.status();
+    EXPECT_EQ(consistency->second_size, n);
     absl::StatusOr<SignedTreeHead> at64 = chain.SignedHead(64);
     ASSERT_TRUE(at64.ok()) << at64.status();
-    EXPECT_TRUE(VerifyConsistency(64, n, at64->head.root, before->head.root, *consistency));
+    EXPECT_TRUE(
+        VerifyConsistency(64, n, at64->head.root, before->head.root, consistency->hashes));
     // One segment per 64 records, each whole and sealed by the tree head of its end.
     int segments = 0;
     for (const fs::directory_entry& e :

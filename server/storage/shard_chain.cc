@@ -58,18 +58,19 @@ absl::StatusOr<SignedTreeHead> ShardChain::SignedHead(uint64_t size) const {
   return out;
 }
 
-absl::StatusOr<std::vector<Digest>> ShardChain::InclusionProof(uint64_t index, uint64_t* size,
-                                                               std::string* line) const {
-  ASSIGN_OR_RETURN(*size, TreeSize(*size, "tree size"));
-  if (index >= *size) {
+absl::StatusOr<ShardChain::Inclusion> ShardChain::InclusionProof(uint64_t index,
+                                                                 uint64_t size) const {
+  Inclusion out;
+  ASSIGN_OR_RETURN(out.tree_size, TreeSize(size, "tree size"));
+  if (index >= out.tree_size) {
     return absl::OutOfRangeError(absl::StrFormat(
-        "index %d is not in the tree of %d record(s) of model '%s' shard %d", index, *size,
-        model_, shard_));
+        "index %d is not in the tree of %d record(s) of model '%s' shard %d", index,
+        out.tree_size, model_, shard_));
   }
   bool found = false;
   RETURN_IF_ERROR(store_->ScanAudit(index, [&](uint64_t at, std::string_view l) {
     found = at == index;
-    if (found) line->assign(l);
+    if (found) out.line.assign(l);
     return false;
   }));
   if (!found) {
@@ -77,17 +78,21 @@ absl::StatusOr<std::vector<Digest>> ShardChain::InclusionProof(uint64_t index, u
         "audit record %d of model '%s' shard %d is missing from the store", index, model_,
         shard_));
   }
-  return tree_->InclusionProof(index, *size);
+  ASSIGN_OR_RETURN(out.path, tree_->InclusionProof(index, out.tree_size));
+  return out;
 }
 
-absl::StatusOr<std::vector<Digest>> ShardChain::ConsistencyProof(uint64_t first,
-                                                                 uint64_t* second) const {
-  ASSIGN_OR_RETURN(*second, TreeSize(*second, "second tree size"));
-  if (first == 0 || first > *second) {
+absl::StatusOr<ShardChain::Consistency> ShardChain::ConsistencyProof(uint64_t first,
+                                                                     uint64_t second) const {
+  Consistency out;
+  ASSIGN_OR_RETURN(out.second_size, TreeSize(second, "second tree size"));
+  if (first == 0 || first > out.second_size) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "first_size must be in 1..%d (the second tree's size); got %d", *second, first));
+        "first_size must be in 1..%d (the second tree's size); got %d", out.second_size,
+        first));
   }
-  return tree_->ConsistencyProof(first, *second);
+  ASSIGN_OR_RETURN(out.hashes, tree_->ConsistencyProof(first, out.second_size));
+  return out;
 }
 
 absl::StatusOr<uint64_t> ShardChain::Archive(uint64_t live_records,

@@ -120,12 +120,20 @@ class ShardChain {
   // FAILED_PRECONDITION without a store (the lines are not kept); OUT_OF_RANGE for a size or
   // an index beyond the committed chain; INVALID_ARGUMENT for first size 0 or first > second.
   absl::StatusOr<SignedTreeHead> SignedHead(uint64_t size) const ABSL_LOCKS_EXCLUDED(mu_);
-  // PATH(index, D[size]); *line gets the record's line (the leaf).
-  absl::StatusOr<std::vector<Digest>> InclusionProof(uint64_t index, uint64_t* size,
-                                                     std::string* line) const
+  // PATH(index, D[size]) with the record's line (the leaf) and the size resolved.
+  struct Inclusion {
+    uint64_t tree_size = 0;
+    std::string line;
+    std::vector<Digest> path;
+  };
+  absl::StatusOr<Inclusion> InclusionProof(uint64_t index, uint64_t size) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  // PROOF(first, D[second]).
-  absl::StatusOr<std::vector<Digest>> ConsistencyProof(uint64_t first, uint64_t* second) const
+  // PROOF(first, D[second]) with the second size resolved.
+  struct Consistency {
+    uint64_t second_size = 0;
+    std::vector<Digest> hashes;
+  };
+  absl::StatusOr<Consistency> ConsistencyProof(uint64_t first, uint64_t second) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Bounded storage (audit_archive.h): while more than `live_records` committed records would
