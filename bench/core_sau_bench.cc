@@ -5,6 +5,7 @@
 //   b. Query latency against stream length n, beside exact attention over a cache of n keys.
 //   c. State bytes against r, r_v and n, beside the formula (printed before the benchmarks).
 //   d. Compensated beside plain decayed update; a VersionedCell publish beside one ingest.
+//   e. Drawing W (once per model) with SRHT blocks beside QR blocks, r = d (one block).
 //
 // The claims are ratios of medians, printed after the run (bench/ratio_reporter.h):
 //   core_sau_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -26,6 +27,7 @@
 #include "benchmark/benchmark.h"
 #include "core/workloads/dgp.h"
 #include "core/sau/exact_attention.h"
+#include "core/sau/feature_map.h"
 #include "core/sau/kernels.h"
 #include "core/sau/sau_estimator.h"
 #include "core/common/versioned_cell.h"
@@ -376,6 +378,19 @@ void BM_VersionedCellPublish(benchmark::State& state) {
 }
 BENCHMARK(BM_VersionedCellPublish);
 
+// Drawing W for r = d (one block) with the given feature kind (0 orthogonal, 1 srht).
+void BM_DrawW(benchmark::State& state) {
+  SauSpec spec = DefaultSpec(static_cast<int>(state.range(0)), 0);
+  spec.d = static_cast<int>(state.range(0));
+  spec.features = state.range(1) == 1 ? sau::FeatureKind::kSrht : sau::FeatureKind::kOrthogonal;
+  spec.tau = std::sqrt(static_cast<double>(spec.d));
+  for (auto _ : state) {
+    sau::FeatureMap m = sau::FeatureMap::Draw(spec);
+    benchmark::DoNotOptimize(m.w().data());
+  }
+}
+BENCHMARK(BM_DrawW)->ArgsProduct({{64, 256, 1024}, {0, 1}})->Unit(benchmark::kMillisecond);
+
 // ---------------------------------------------------------------------------------------
 
 void AddRatios(RatioReporter& rep) {
@@ -431,6 +446,13 @@ void AddRatios(RatioReporter& rep) {
                 {"BM_SauIngest/256/0"},
                 0,
                 Target::kNone});
+  for (const char* d : {"64", "256", "1024"}) {
+    rep.AddRatio({std::string("e. draw W: SRHT / QR blocks, r = d = ") + d,
+                  {std::string("BM_DrawW/") + d + "/1"},
+                  {std::string("BM_DrawW/") + d + "/0"},
+                  0,
+                  Target::kNone});
+  }
 }
 
 }  // namespace

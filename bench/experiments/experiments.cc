@@ -265,7 +265,7 @@ Tracked MakeTracked(const SauSpec& spec, const Dgp::Options& opt, int probes,
 
 struct AConfig {
   std::string sweep;
-  std::string features = "orthogonal";  // iid | orthogonal | orthogonal+antithetic
+  std::string features = "orthogonal";  // iid | orthogonal | srht | orthogonal+antithetic
   double gamma = 0.99;
   double input_scale = 1.0;
   double tau_mult = 1.0;  // tau = tau_mult * sqrt(d)
@@ -273,7 +273,7 @@ struct AConfig {
 
 std::vector<AConfig> AConfigs() {
   std::vector<AConfig> out;
-  for (const char* f : {"iid", "orthogonal", "orthogonal+antithetic"}) {
+  for (const char* f : {"iid", "orthogonal", "srht", "orthogonal+antithetic"}) {
     out.push_back({.sweep = "features", .features = f});
   }
   for (double g : {0.99, 0.995, 0.999, 1.0}) out.push_back({.sweep = "gamma", .gamma = g});
@@ -290,7 +290,9 @@ SauSpec ASpec(const Settings& s, const AConfig& c, int r, uint64_t seed) {
   spec.gamma = c.gamma;
   spec.input_scale = c.input_scale;
   spec.tau = c.tau_mult * std::sqrt(static_cast<double>(s.d));
-  spec.features = c.features == "iid" ? FeatureKind::kIid : FeatureKind::kOrthogonal;
+  spec.features = c.features == "iid"    ? FeatureKind::kIid
+                  : c.features == "srht" ? FeatureKind::kSrht
+                                         : FeatureKind::kOrthogonal;
   spec.antithetic = c.features == "orthogonal+antithetic";
   spec.seed = seed;
   return spec;
@@ -1063,7 +1065,7 @@ void RunLambdaStrategies(const Settings& s, std::ofstream& csv) {
 // behind the choice of the default (orthogonal rows; antithetic pairs are a spec option).
 
 void RunFeatureGrid(const Settings& s, std::ofstream& csv) {
-  const std::vector<const char*> kinds = {"iid", "orthogonal", "orthogonal+antithetic"};
+  const std::vector<const char*> kinds = {"iid", "orthogonal", "srht", "orthogonal+antithetic"};
   struct Job {
     int d;
     double a;
@@ -1073,7 +1075,7 @@ void RunFeatureGrid(const Settings& s, std::ofstream& csv) {
   for (int d : {16, 64, 128}) {
     for (double a : {0.5, 1.0, 2.0, 4.0}) {
       for (int r : s.grid_rs) {
-        for (int kind = 0; kind < 3; ++kind) {
+        for (int kind = 0; kind < static_cast<int>(kinds.size()); ++kind) {
           for (int k = 0; k < s.grid_seeds; ++k) jobs.push_back({d, a, r, kind, k});
         }
       }

@@ -31,7 +31,7 @@ Reads the CSV files the experiment program writes into OUT and writes PNGs next 
   ablation_numerics.png  Arithmetic error of the readout against t with compensated sums and
                   extended-precision denominators on and off, beside a quad-precision reference.
   ablation_lambda.png  The stabilized readout's error and shr for lambda calibration strategies.
-  feature_grid.png  The error of i.i.d. rows and of antithetic pairs relative to orthogonal
+  feature_grid.png  The error of i.i.d. rows, SRHT rows and antithetic pairs relative to orthogonal
                   rows, across d, the input scale a and r.
 
 A missing or empty CSV skips its figure with a note on stderr.
@@ -600,11 +600,12 @@ def plot_feature_grid(out):
             if "orthogonal" not in by:
                 continue
             a, base = by["orthogonal"]
-            for kind, style in (("iid", "--"), ("orthogonal+antithetic", "-")):
+            names = {"iid": "i.i.d.", "srht": "SRHT", "orthogonal+antithetic": "antithetic"}
+            for kind, style in (("iid", "--"), ("srht", ":"), ("orthogonal+antithetic", "-")):
                 if kind in by:
                     ax.plot(a, [x / b for x, b in zip(by[kind][1], base)], ls=style, marker="o",
                             markersize=3, color=colours[i % len(colours)],
-                            label=f"{'i.i.d.' if kind == 'iid' else 'antithetic'}, r={r:g}")
+                            label=f"{names[kind]}, r={r:g}")
         ax.axhline(1.0, color="grey", lw=1)
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -14,7 +14,7 @@ namespace {
 
 constexpr char kUsage[] =
     "streamlearn create --name NAME [--shards S] [--d D --dv DV --r R --gamma G --tau T\n"
-    "         --input-scale A --raw-inputs --iid --antithetic --seed N --rv RV ...]\n"
+    "         --input-scale A --raw-inputs --iid|--srht --antithetic --seed N --rv RV ...]\n"
     "         [--lmu [--m M --lr LR --l2 L2 --schedule constant|inverse-sqrt\n"
     "          --delta-buckets B --tau-low X --tau-high Y --lambda-max N --rebuild-seconds T\n"
     "          --margin K --inline-rebuild]] [--no-sau]\n"
@@ -41,7 +41,7 @@ struct CreateFlags {
   std::optional<std::string> engine;
   std::optional<double> ridge_gamma, ridge_eps, vla_lambda0;
   std::optional<uint64_t> filter_order;
-  bool raw_inputs = false, iid = false, antithetic = false, json = false;
+  bool raw_inputs = false, iid = false, srht = false, antithetic = false, json = false;
   // LMU part.
   bool lmu = false, no_sau = false, inline_rebuild = false;
   std::optional<uint64_t> m, delta_buckets;
@@ -53,7 +53,7 @@ struct CreateFlags {
 
   bool AnySauFlag() const {
     return d || dv || r || seed || rv || gamma || tau || input_scale || c_lo || c_hi || alpha ||
-           kappa || beta_floor || raw_inputs || iid || antithetic || engine || ridge_gamma ||
+           kappa || beta_floor || raw_inputs || iid || srht || antithetic || engine || ridge_gamma ||
            ridge_eps || vla_lambda0 || filter_order;
   }
   bool AnyLmuFlag() const {
@@ -92,6 +92,9 @@ void Register(ArgParser& p, CreateFlags& f) {
   p.AddDouble("--beta-floor", &f.beta_floor, "base denominator floor (default 1e-12)");
   p.AddBool("--raw-inputs", &f.raw_inputs, "use q and k as given (no L2 normalisation)");
   p.AddBool("--iid", &f.iid, "i.i.d. Gaussian features instead of orthogonal blocks");
+  p.AddBool("--srht", &f.srht,
+            "structured orthogonal features (Hadamard blocks with random signs, seed 001 R8) "
+            "instead of QR blocks");
   p.AddBool("--antithetic", &f.antithetic, "antithetic feature pairs (w, -w); r % 4 == 0");
   p.AddBool("--lmu", &f.lmu, "add an LMU part (exact sparse linear learner); LMU flags imply it");
   p.AddBool("--no-sau", &f.no_sau, "no SAU part: an LMU-only model");
@@ -165,7 +168,11 @@ absl::Status ApplySauFlags(const CreateFlags& f, v1::SauSpec* s) {
   if (f.kappa) s->set_kappa(*f.kappa);
   if (f.beta_floor) s->set_beta_floor(*f.beta_floor);
   if (f.raw_inputs) s->set_input_mode(v1::INPUT_MODE_RAW);
+  if (f.iid && f.srht) {
+    return absl::InvalidArgumentError("--iid and --srht are two feature kinds: give one");
+  }
   if (f.iid) s->set_features(v1::FEATURE_KIND_IID);
+  if (f.srht) s->set_features(v1::FEATURE_KIND_SRHT);
   if (f.antithetic) s->set_antithetic(true);
   return absl::OkStatus();
 }

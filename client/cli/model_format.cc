@@ -12,6 +12,8 @@ std::string FeatureName(v1::FeatureKind kind) {
   switch (kind) {
     case v1::FEATURE_KIND_IID:
       return "iid";
+    case v1::FEATURE_KIND_SRHT:
+      return "srht";
     case v1::FEATURE_KIND_ORTHOGONAL:
     case v1::FEATURE_KIND_UNSPECIFIED:
     default:

@@ -42,6 +42,7 @@ class CounterRng {
 inline constexpr uint64_t kStreamW = 1;         // Gaussian entries of W (or the QR blocks)
 inline constexpr uint64_t kStreamChiNorms = 2;  // Gaussian vectors whose norms are chi(d)
 inline constexpr uint64_t kStreamU = 3;         // Gaussian entries of U before orthonormalising
+inline constexpr uint64_t kStreamSrhtSigns = 4;  // Rademacher signs of the SRHT blocks' D1, D2, D3
 
 }  // namespace streamlearn::sau
 

@@ -28,8 +28,77 @@ void OrthonormaliseRows(std::vector<double>& g, int n) {
   }
 }
 
+// The normalised Walsh-Hadamard transform of v (length a power of two), in place:
+// v <- H v with H symmetric, H H = I.
+void Hadamard(std::vector<double>& v) {
+  const size_t n = v.size();
+  for (size_t h = 1; h < n; h *= 2) {
+    for (size_t i = 0; i < n; i += 2 * h) {
+      for (size_t j = i; j < i + h; ++j) {
+        const double a = v[j], b = v[j + h];
+        v[j] = a + b;
+        v[j + h] = a - b;
+      }
+    }
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(n));
+  for (double& x : v) x *= scale;
+}
+
+// The norm of a fresh N(0, I_d) vector: chi(d)-distributed.
+double ChiNorm(CounterRng& chi, int d) {
+  double norm2 = 0;
+  for (int l = 0; l < d; ++l) {
+    const double z = chi.NextNormal();
+    norm2 += z * z;
+  }
+  return std::sqrt(norm2);
+}
+
+// kSrht (feature_map.h): blocks M = H D3 H D2 H D1, rows cut to d and given chi(d) norms.
+std::vector<double> DrawSrhtRows(const SauSpec& spec, int rows) {
+  const int d = spec.d;
+  int n = 1;
+  while (n < d) n *= 2;
+  std::vector<double> w(static_cast<size_t>(rows) * d);
+  CounterRng signs(spec.seed, kStreamSrhtSigns);
+  CounterRng chi(spec.seed, kStreamChiNorms);
+  std::vector<double> m(static_cast<size_t>(n) * n);  // the block, row-major
+  std::vector<double> d123(3 * static_cast<size_t>(n));
+  std::vector<double> col(n);
+  for (int start = 0; start < rows; start += n) {
+    for (double& s : d123) s = (signs.NextU64() & 1) != 0 ? -1.0 : 1.0;
+    // Column l of M is M e_l.
+    for (int l = 0; l < n; ++l) {
+      std::fill(col.begin(), col.end(), 0.0);
+      col[l] = 1.0;
+      for (int round = 0; round < 3; ++round) {
+        for (int i = 0; i < n; ++i) col[i] *= d123[static_cast<size_t>(round) * n + i];
+        Hadamard(col);
+      }
+      for (int i = 0; i < n; ++i) m[static_cast<size_t>(i) * n + l] = col[i];
+    }
+    const int take = std::min(n, rows - start);
+    for (int i = 0; i < take; ++i) {
+      const double* row = &m[static_cast<size_t>(i) * n];
+      double cut2 = 0;
+      for (int l = 0; l < d; ++l) cut2 += row[l] * row[l];
+      const double norm = ChiNorm(chi, d);
+      double* out = &w[static_cast<size_t>(start + i) * d];
+      if (cut2 > 0) {
+        const double scale = norm / std::sqrt(cut2);
+        for (int l = 0; l < d; ++l) out[l] = scale * row[l];
+      } else {
+        out[i % d] = norm;  // the cut row is zero (possible only when d < d'): an axis
+      }
+    }
+  }
+  return w;
+}
+
 std::vector<double> DrawRows(const SauSpec& spec, int rows) {
   const int d = spec.d;
+  if (spec.features == FeatureKind::kSrht) return DrawSrhtRows(spec, rows);
   std::vector<double> w(static_cast<size_t>(rows) * d);
   CounterRng gauss(spec.seed, kStreamW);
   if (spec.features == FeatureKind::kIid) {
@@ -43,12 +112,7 @@ std::vector<double> DrawRows(const SauSpec& spec, int rows) {
     OrthonormaliseRows(block, d);
     const int take = std::min(d, rows - start);
     for (int i = 0; i < take; ++i) {
-      double norm2 = 0;
-      for (int l = 0; l < d; ++l) {
-        const double z = chi.NextNormal();
-        norm2 += z * z;
-      }
-      const double norm = std::sqrt(norm2);
+      const double norm = ChiNorm(chi, d);
       for (int l = 0; l < d; ++l) {
         w[static_cast<size_t>(start + i) * d + l] = norm * block[static_cast<size_t>(i) * d + l];
       }

@@ -11,6 +11,15 @@
 //                row-major) orthonormalised by modified Gram-Schmidt (two passes), row i then
 //                scaled by the norm of a fresh N(0, I_d) vector (stream kStreamChiNorms), so
 //                its norm is chi(d)-distributed as for a Gaussian row; the last block may be cut.
+//   kSrht:       blocks of d' rows, d' the smallest power of two >= d: each block is
+//                M = H D3 H D2 H D1 with H the normalised d' x d' Walsh-Hadamard matrix and
+//                D1, D2, D3 diagonal random signs (stream kStreamSrhtSigns: D1, D2, D3 of a block
+//                in turn, one NextU64 per sign, its low bit 1 => -1); row i of M, cut to its first
+//                d coordinates, is scaled to the norm of a fresh N(0, I_d) vector (stream
+//                kStreamChiNorms) as for kOrthogonal; the last block may be cut. Seed 001 R8's
+//                structured features: rows orthogonal when d is a power of two (nearly so when
+//                cut), drawn in O(d'^2 log d') a block instead of QR's O(d^3). W is stored
+//                dense, so reading it costs as the other kinds do (docs/SAU.md, "SRHT").
 //   antithetic:  the draw above makes r/2 rows w_j, laid out as adjacent pairs (w_j, -w_j).
 //
 // Immutable after Draw; thread-safe for concurrent use.

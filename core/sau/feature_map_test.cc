@@ -37,6 +37,7 @@ TEST(FeatureMap, KernelEstimateIsUnbiasedOverDrawsOfW) {
   };
   for (const Case& c : {Case{FeatureKind::kIid, false, "iid"},
                         Case{FeatureKind::kOrthogonal, false, "orthogonal"},
+                        Case{FeatureKind::kSrht, false, "srht"},
                         Case{FeatureKind::kIid, true, "iid antithetic"}}) {
     SCOPED_TRACE(c.name);
     const int draws = 4000;
@@ -73,6 +74,68 @@ TEST(FeatureMap, OrthogonalBlocksHaveOrthogonalRowsAndChiNorms) {
   for (int i = 0; i < 4096; ++i)
     mean_norm += std::sqrt(Dot(&big.w()[i * 8], &big.w()[i * 8], 8)) / 4096;
   EXPECT_NEAR(mean_norm, 2.7360, 0.03);
+}
+
+// SRHT blocks (feature_map.h): for d a power of two, each block's rows are orthogonal, and every
+// row's norm is chi(d) as for a Gaussian row.
+TEST(FeatureMap, SrhtBlocksHaveOrthogonalRowsAndChiNorms) {
+  SauSpec s = UnclippedSpec(FeatureKind::kSrht, false, 3);
+  s.r = 16;  // two blocks of d = 8
+  FeatureMap m = FeatureMap::Draw(s);
+  const double* w = m.w().data();
+  for (int block = 0; block < 2; ++block) {
+    for (int i = 0; i < 8; ++i) {
+      for (int j = 0; j < i; ++j) {
+        EXPECT_NEAR(Dot(w + (8 * block + i) * 8, w + (8 * block + j) * 8, 8), 0.0, 1e-12);
+      }
+    }
+  }
+  // The two blocks are drawn independently: a row of the second is not one of the first.
+  EXPECT_GT(std::abs(Dot(w, w + 8 * 8, 8)), 1e-6);
+  s.r = 4096;
+  FeatureMap big = FeatureMap::Draw(s);
+  double mean_norm = 0;
+  for (int i = 0; i < 4096; ++i)
+    mean_norm += std::sqrt(Dot(&big.w()[i * 8], &big.w()[i * 8], 8)) / 4096;
+  EXPECT_NEAR(mean_norm, 2.7360, 0.03);
+  EXPECT_NE(big.digest(), FeatureMap::Draw([&] {
+                            SauSpec o = s;
+                            o.features = FeatureKind::kOrthogonal;
+                            return o;
+                          }()).digest());
+}
+
+// For d not a power of two the block is d' = 8 wide for d = 6 and its rows are cut to 6
+// coordinates: no longer exactly orthogonal, but still an unbiased kernel estimate (to the
+// test's resolution) with chi(6) norms.
+TEST(FeatureMap, SrhtRowsCutToDimensionsThatAreNotPowersOfTwoStayUnbiased) {
+  std::vector<double> q = {0.3, -0.5, 0.2, 0.1, 0.4, -0.2};
+  std::vector<double> k = {0.1, 0.4, -0.3, 0.5, 0.2, 0.1};
+  const double target = std::exp(Dot(q.data(), k.data(), 6) / std::sqrt(8.0));
+  const int draws = 4000;
+  double sum = 0, sum2 = 0, mean_norm = 0;
+  std::vector<double> pq(16), pk(16);
+  for (int s = 0; s < draws; ++s) {
+    SauSpec spec = UnclippedSpec(FeatureKind::kSrht, false, 1 + s);
+    spec.d = 6;
+    FeatureMap m = FeatureMap::Draw(spec);
+    for (int i = 0; i < 16; ++i) {
+      const double n2 = Dot(&m.w()[i * 6], &m.w()[i * 6], 6);
+      ASSERT_GT(n2, 0.0);
+      mean_norm += std::sqrt(n2) / (16.0 * draws);
+    }
+    m.Features(q.data(), pq.data());
+    m.Features(k.data(), pk.data());
+    const double est = Dot(pq.data(), pk.data(), 16);
+    sum += est;
+    sum2 += est * est;
+  }
+  const double mean = sum / draws;
+  const double se = std::sqrt((sum2 / draws - mean * mean) / draws);
+  std::printf("srht d=6: mean %.5f target %.5f (standard error %.5f); mean row norm %.4f\n",
+              mean, target, se, mean_norm);
+  EXPECT_NEAR(mean, target, 4 * se);
+  EXPECT_NEAR(mean_norm, 2.3500, 0.03);  // E chi(6) = sqrt(2) Gamma(3.5) / Gamma(3)
 }
 
 TEST(FeatureMap, AntitheticRowsComeInNegatedPairs) {

@@ -14,7 +14,7 @@
 
 namespace streamlearn::sau {
 
-enum class FeatureKind { kIid, kOrthogonal };
+enum class FeatureKind { kIid, kOrthogonal, kSrht };
 enum class InputMode { kL2Scaled, kRaw };
 enum class ReadoutPath { kStabilized, kCorrectness };
 enum class RjLevel { kGreen = 0, kYellow = 1, kRed = 2 };

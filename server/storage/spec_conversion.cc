@@ -34,6 +34,8 @@ absl::StatusOr<sau::FeatureKind> FeatureKindFromProto(v1::FeatureKind wire,
       return sau::FeatureKind::kOrthogonal;
     case v1::FEATURE_KIND_IID:
       return sau::FeatureKind::kIid;
+    case v1::FEATURE_KIND_SRHT:
+      return sau::FeatureKind::kSrht;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat(part, ".features: unknown FeatureKind value ", static_cast<int>(wire)));
@@ -59,6 +61,8 @@ v1::FeatureKind FeatureKindToProto(sau::FeatureKind kind) {
       return v1::FEATURE_KIND_IID;
     case sau::FeatureKind::kOrthogonal:
       return v1::FEATURE_KIND_ORTHOGONAL;
+    case sau::FeatureKind::kSrht:
+      return v1::FEATURE_KIND_SRHT;
   }
   return v1::FEATURE_KIND_UNSPECIFIED;
 }
