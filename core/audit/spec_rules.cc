@@ -71,12 +71,20 @@ absl::StatusOr<LmuRuleParams> LmuParams(const AuditRecord& lmu, std::string_view
                        .insert_bound = lmu::LmuTable::InsertBound(o)};
 }
 
-// Whether an SAU part (the model's or the fuse part's) is the prf engine: no engine field, or
-// the wire enum's prf or unspecified name.
-bool IsPrf(const AuditRecord& sau) {
+// The engine of an SAU part (the model's or the fuse part's) as its records name it: "prf" for
+// no engine field or the wire enum's prf or unspecified name, "ridge", "vla"; INVALID_ARGUMENT
+// for anything else.
+absl::StatusOr<std::string> EngineOf(const AuditRecord& sau, std::string_view part) {
   const AuditValue* engine = sau.Find("engine");
-  const std::string* name = engine == nullptr ? nullptr : engine->get_if<std::string>();
-  return name == nullptr || *name == "ENGINE_PRF" || *name == "ENGINE_UNSPECIFIED";
+  if (engine == nullptr) return std::string("prf");
+  const std::string* name = engine->get_if<std::string>();
+  if (name != nullptr) {
+    if (*name == "ENGINE_PRF" || *name == "ENGINE_UNSPECIFIED") return std::string("prf");
+    if (*name == "ENGINE_RIDGE") return std::string("ridge");
+    if (*name == "ENGINE_VLA") return std::string("vla");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("the genesis model_spec's ", std::string(part), ".engine is not a known engine"));
 }
 
 }  // namespace
@@ -88,19 +96,28 @@ absl::StatusOr<SpecRules> SpecRulesFromModelSpec(std::string_view model_spec) {
                                                    spec.status().message()));
   }
   SpecRules rules;
-  if (const AuditRecord* sau = Part(*spec, "sau"); sau != nullptr && IsPrf(*sau)) {
-    absl::StatusOr<SauRuleParams> p = SauParams(*sau, "sau");
-    if (!p.ok()) return p.status();
-    rules.sau = *p;
+  if (const AuditRecord* sau = Part(*spec, "sau")) {
+    absl::StatusOr<std::string> engine = EngineOf(*sau, "sau");
+    if (!engine.ok()) return engine.status();
+    rules.sau_engine = *engine;
+    if (*engine == "prf") {
+      absl::StatusOr<SauRuleParams> p = SauParams(*sau, "sau");
+      if (!p.ok()) return p.status();
+      rules.sau = *p;
+    }
   }
   // A fused model over the ridge or vla engine has no prf rules: its fuse_learn records carry
   // the engine's diagnostics instead (docs/FUSE.md, "Other engines").
   const AuditRecord* fuse = Part(*spec, "fuse");
-  if (const AuditRecord* fsau = fuse == nullptr ? nullptr : Part(*fuse, "sau");
-      fsau != nullptr && IsPrf(*fsau)) {
-    absl::StatusOr<SauRuleParams> p = SauParams(*fsau, "fuse.sau");
-    if (!p.ok()) return p.status();
-    rules.fuse_sau = *p;
+  if (const AuditRecord* fsau = fuse == nullptr ? nullptr : Part(*fuse, "sau")) {
+    absl::StatusOr<std::string> engine = EngineOf(*fsau, "fuse.sau");
+    if (!engine.ok()) return engine.status();
+    rules.fuse_engine = *engine;
+    if (*engine == "prf") {
+      absl::StatusOr<SauRuleParams> p = SauParams(*fsau, "fuse.sau");
+      if (!p.ok()) return p.status();
+      rules.fuse_sau = *p;
+    }
   }
   const AuditRecord* lmu = Part(*spec, "lmu");
   std::string_view lmu_name = "lmu";

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -50,6 +51,11 @@ struct SpecRules {
   std::optional<SauRuleParams> sau;  // a prf SAU part (the ridge and vla engines have none)
   std::optional<SauRuleParams> fuse_sau;  // a fused model's SAU (its threshold only)
   std::optional<LmuRuleParams> lmu;  // an LMU part, plain or fused
+  // The engine of the SAU part and of the fused model's SAU ("prf", "ridge" or "vla"), when
+  // the spec has the part: each of the part's records must name the same (rule "engine"; no
+  // name means prf), so that no record escapes the prf rules by naming another.
+  std::optional<std::string> sau_engine;
+  std::optional<std::string> fuse_engine;
 };
 
 // INVALID_ARGUMENT naming what is missing or malformed: the spec is not a JSON object, or a

@@ -85,6 +85,7 @@ std::string_view AuditRuleName(AuditRule rule) {
     case AuditRule::kEpoch: return "epoch";
     case AuditRule::kBetaFloor: return "beta_floor";
     case AuditRule::kSaturation: return "saturation";
+    case AuditRule::kEngine: return "engine";
   }
   return "unknown";
 }
@@ -263,6 +264,25 @@ absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& pre
     }
   }
 
+  // engine: a part's records name the engine its genesis spec gives (no name: prf), so that
+  // no record escapes the prf rules below by naming another engine.
+  if (kind != nullptr) {
+    const std::optional<std::string>* want = *kind == "sau_event"    ? &rules_.sau_engine
+                                             : *kind == "fuse_learn" ? &rules_.fuse_engine
+                                                                     : nullptr;
+    if (want != nullptr && want->has_value()) {
+      const AuditValue* e = body.Find("engine");
+      const std::string* named = e != nullptr ? e->get_if<std::string>() : nullptr;
+      const std::string got = e == nullptr ? "prf" : named != nullptr ? *named : "(not a string)";
+      if (got != **want) {
+        return Fail(at, AuditRule::kEngine,
+                    absl::StrFormat("a %s record names engine %s; the genesis spec's %s is %s",
+                                    *kind, e == nullptr ? "none (prf)" : got,
+                                    *kind == "sau_event" ? "sau.engine" : "fuse.sau.engine",
+                                    **want));
+      }
+    }
+  }
   const bool prf_event = rules_.sau.has_value() && IsPrfSauEvent(body, kind);
   if (prf_event) {
     ++sau_.events;

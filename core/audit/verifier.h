@@ -91,6 +91,7 @@ enum class AuditRule {
   kEpoch,
   kBetaFloor,
   kSaturation,
+  kEngine,
 };
 
 std::string_view AuditRuleName(AuditRule rule);

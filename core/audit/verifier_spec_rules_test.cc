@@ -145,9 +145,18 @@ TEST(VerifierSpecRules, SpecRulesComeFromTheGenesisSpec) {
   EXPECT_EQ(rules->sau->r, 64);
   EXPECT_EQ(rules->lmu->locate_bound, s.locate_bound);
   // A ridge model has no prf rules; a spec without a field a rule needs is refused, naming it.
+  EXPECT_EQ(rules->sau_engine, "prf");
+  EXPECT_FALSE(rules->fuse_engine.has_value());
   rules = SpecRulesFromModelSpec(R"({"sau":{"engine":"ENGINE_RIDGE","d":4}})");
   ASSERT_TRUE(rules.ok());
   EXPECT_FALSE(rules->sau.has_value());
+  EXPECT_EQ(rules->sau_engine, "ridge");
+  rules = SpecRulesFromModelSpec(R"({"fuse":{"sau":{"engine":"ENGINE_VLA","d":4}}})");
+  ASSERT_TRUE(rules.ok());
+  EXPECT_FALSE(rules->fuse_sau.has_value());
+  EXPECT_EQ(rules->fuse_engine, "vla");
+  rules = SpecRulesFromModelSpec(R"({"sau":{"engine":"ENGINE_WARP","d":4}})");
+  EXPECT_EQ(rules.status().message(), "the genesis model_spec's sau.engine is not a known engine");
   rules = SpecRulesFromModelSpec(R"({"sau":{"r":64,"alpha":0.05,"beta_floor":1e-12}})");
   EXPECT_EQ(rules.status().message(), "the genesis model_spec has no numeric sau.c_rj");
   EXPECT_FALSE(SpecRulesFromModelSpec("sau:r=64").ok());
@@ -268,6 +277,18 @@ std::vector<Forgery> Forgeries() {
            if (f.key != "clipped") without.Set(f.key, f.value);
          }
          (*b)[i] = Canon(without);
+         return i;
+       }},
+      {"a prf record with a wrong margin that names another engine, so that no prf rule would "
+       "check it",
+       AuditRule::kEngine,
+       [](const Stream& s, std::vector<std::string>* b) {
+         const size_t i = FirstWhere(s, [](const AuditRecord& r) {
+           return Kind(r, "sau_event") && Number(r, "epoch") >= 1 && Number(r, "margin") > 1;
+         });
+         AuditRecord r = Parse((*b)[i]);
+         r.Set("margin", Number(r, "margin") + 0.5).Set("engine", "ridge");
+         (*b)[i] = Canon(r);
          return i;
        }},
       {"an alarm's control record with another floor", AuditRule::kBetaFloor,
