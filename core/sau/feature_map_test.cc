@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <vector>
 
 #include "core/sau/counter_rng.h"
 #include "core/sau/kernels.h"
@@ -25,6 +27,32 @@ SauSpec UnclippedSpec(FeatureKind kind, bool antithetic, uint64_t seed) {
   return s;
 }
 
+// The kernel estimate phi(q)^T phi(k) over `draws` draws of W, spec_of(1), ..., spec_of(draws),
+// each with r = 16: its mean, the standard error of the mean, and the mean norm of W's rows.
+struct OverDraws {
+  double mean = 0, se = 0, mean_row_norm = 0;
+};
+OverDraws KernelOverDraws(const std::function<SauSpec(uint64_t)>& spec_of,
+                          const std::vector<double>& q, const std::vector<double>& k, int draws) {
+  double sum = 0, sum2 = 0, norms = 0;
+  std::vector<double> pq(16), pk(16);
+  const int d = static_cast<int>(q.size());
+  for (int s = 0; s < draws; ++s) {
+    FeatureMap m = FeatureMap::Draw(spec_of(1 + s));
+    for (int i = 0; i < 16; ++i) norms += std::sqrt(Dot(&m.w()[i * d], &m.w()[i * d], d));
+    m.Features(q.data(), pq.data());
+    m.Features(k.data(), pk.data());
+    const double est = Dot(pq.data(), pk.data(), 16);
+    sum += est;
+    sum2 += est * est;
+  }
+  OverDraws out;
+  out.mean = sum / draws;
+  out.se = std::sqrt((sum2 / draws - out.mean * out.mean) / draws);
+  out.mean_row_norm = norms / (16.0 * draws);
+  return out;
+}
+
 // docs/SAU.md Thm 3.1: E_W[phi(q)^T phi(k)] = exp(q^T k / tau), for every way of drawing W.
 TEST(FeatureMap, KernelEstimateIsUnbiasedOverDrawsOfW) {
   std::vector<double> q = {0.3, -0.5, 0.2, 0.1, 0.4, -0.2, 0.0, 0.6};
@@ -40,21 +68,11 @@ TEST(FeatureMap, KernelEstimateIsUnbiasedOverDrawsOfW) {
                         Case{FeatureKind::kSrht, false, "srht"},
                         Case{FeatureKind::kIid, true, "iid antithetic"}}) {
     SCOPED_TRACE(c.name);
-    const int draws = 4000;
-    double sum = 0, sum2 = 0;
-    std::vector<double> pq(16), pk(16);
-    for (int s = 0; s < draws; ++s) {
-      FeatureMap m = FeatureMap::Draw(UnclippedSpec(c.kind, c.antithetic, 1 + s));
-      m.Features(q.data(), pq.data());
-      m.Features(k.data(), pk.data());
-      const double est = Dot(pq.data(), pk.data(), 16);
-      sum += est;
-      sum2 += est * est;
-    }
-    const double mean = sum / draws;
-    const double se = std::sqrt((sum2 / draws - mean * mean) / draws);
-    std::printf("%s: mean %.5f target %.5f (standard error %.5f)\n", c.name, mean, target, se);
-    EXPECT_NEAR(mean, target, 4 * se);
+    const OverDraws o = KernelOverDraws(
+        [&](uint64_t seed) { return UnclippedSpec(c.kind, c.antithetic, seed); }, q, k, 4000);
+    std::printf("%s: mean %.5f target %.5f (standard error %.5f)\n", c.name, o.mean, target,
+                o.se);
+    EXPECT_NEAR(o.mean, target, 4 * o.se);
   }
 }
 
@@ -112,30 +130,17 @@ TEST(FeatureMap, SrhtRowsCutToDimensionsThatAreNotPowersOfTwoStayUnbiased) {
   std::vector<double> q = {0.3, -0.5, 0.2, 0.1, 0.4, -0.2};
   std::vector<double> k = {0.1, 0.4, -0.3, 0.5, 0.2, 0.1};
   const double target = std::exp(Dot(q.data(), k.data(), 6) / std::sqrt(8.0));
-  const int draws = 4000;
-  double sum = 0, sum2 = 0, mean_norm = 0;
-  std::vector<double> pq(16), pk(16);
-  for (int s = 0; s < draws; ++s) {
-    SauSpec spec = UnclippedSpec(FeatureKind::kSrht, false, 1 + s);
-    spec.d = 6;
-    FeatureMap m = FeatureMap::Draw(spec);
-    for (int i = 0; i < 16; ++i) {
-      const double n2 = Dot(&m.w()[i * 6], &m.w()[i * 6], 6);
-      ASSERT_GT(n2, 0.0);
-      mean_norm += std::sqrt(n2) / (16.0 * draws);
-    }
-    m.Features(q.data(), pq.data());
-    m.Features(k.data(), pk.data());
-    const double est = Dot(pq.data(), pk.data(), 16);
-    sum += est;
-    sum2 += est * est;
-  }
-  const double mean = sum / draws;
-  const double se = std::sqrt((sum2 / draws - mean * mean) / draws);
+  const OverDraws o = KernelOverDraws(
+      [](uint64_t seed) {
+        SauSpec spec = UnclippedSpec(FeatureKind::kSrht, false, seed);
+        spec.d = 6;
+        return spec;
+      },
+      q, k, 4000);
   std::printf("srht d=6: mean %.5f target %.5f (standard error %.5f); mean row norm %.4f\n",
-              mean, target, se, mean_norm);
-  EXPECT_NEAR(mean, target, 4 * se);
-  EXPECT_NEAR(mean_norm, 2.3500, 0.03);  // E chi(6) = sqrt(2) Gamma(3.5) / Gamma(3)
+              o.mean, target, o.se, o.mean_row_norm);
+  EXPECT_NEAR(o.mean, target, 4 * o.se);
+  EXPECT_NEAR(o.mean_row_norm, 2.3500, 0.03);  // E chi(6) = sqrt(2) Gamma(3.5) / Gamma(3)
 }
 
 TEST(FeatureMap, AntitheticRowsComeInNegatedPairs) {
