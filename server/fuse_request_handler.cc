@@ -168,7 +168,12 @@ absl::Status FuseRequestHandler::LearnBatch(const v1::LearnRequest& request,
                                     .beta_floor = h.beta_floor,
                                     .lambda_star = h.lambda_star,
                                     .den = h.den,
-                                    .actions = outcome->actions_total});
+                                    .actions = outcome->actions_total,
+                                    .engine = h.engine,
+                                    .key_scale = h.ridge.scale,
+                                    .condition = h.condition,
+                                    .residual_norm = h.vla.residual_norm,
+                                    .s_norm = h.s_norm});
   }
   return absl::OkStatus();
 }

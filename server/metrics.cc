@@ -520,6 +520,17 @@ void Metrics::RecordFuse(const std::string& model, uint32_t shard, const FuseHea
   f.abs_error->Set(h.y_err_abs);
   f.actions.Advance(shard, h.actions);
 
+  if (h.engine != sau::Engine::kPrf) {
+    EngineSeries& e = EngineSeriesFor(model, shard);
+    if (h.engine == sau::Engine::kRidge) {
+      e.key_scale->Set(h.key_scale);
+      e.condition->Set(h.condition);
+    } else {
+      e.residual_norm->Set(h.residual_norm);
+      e.s_norm->Set(h.s_norm);
+    }
+    return;
+  }
   ShardSeries& s = SeriesFor(model, shard);
   s.margin->Set(h.margin);
   s.rj_gap->Set(h.rj_gap);

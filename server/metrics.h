@@ -106,6 +106,12 @@ struct FuseHealth {
   double lambda_star = 0;
   double den = 0;
   uint64_t actions = 0;    // control actions the shard has taken so far (a running total)
+  // Over the ridge or vla engine (docs/FUSE.md, "Other engines") the prf fields above are 0
+  // and their series are not written; the engine's are: ridge its scale (max ||k||^2) and the
+  // condition number of its last readout, vla ||e|| of its last write and ||S||_F.
+  sau::Engine engine = sau::Engine::kPrf;
+  double key_scale = 0, condition = 0;
+  double residual_norm = 0, s_norm = 0;
 };
 
 class Metrics final : public storage::StorageObserver {

@@ -743,6 +743,18 @@ TEST_F(FuseDurableTest, FuseOverRidgeAndVlaIsServedRecoveredAndAuditedLikePrf) {
       ASSERT_TRUE((*s)->Finish().ok());
       digests[name] = FuseShardOf(*client->GetModel(name), shard).state_digest();
       EXPECT_EQ(digests[name], ToHex(units[name]->StateDigest()));
+      // Prometheus: the engine's series, not the prf ones.
+      const sau::Memory& mem = units[name]->sau();
+      if (mem.engine() == sau::Engine::kRidge) {
+        EXPECT_EQ(SeriesValue(*server, "streamlearn_sau_engine_key_scale", name, shard),
+                  mem.ridge()->scale());
+        EXPECT_GE(SeriesValue(*server, "streamlearn_sau_engine_condition", name, shard), 1.0);
+      } else {
+        EXPECT_EQ(SeriesValue(*server, "streamlearn_sau_engine_s_norm", name, shard),
+                  mem.vla()->s_norm());
+        EXPECT_GT(SeriesValue(*server, "streamlearn_sau_engine_residual_norm", name, shard), 0.0);
+      }
+      EXPECT_TRUE(std::isnan(SeriesValue(*server, "streamlearn_sau_margin", name, shard)));
       // Admin.Snapshot covers it; more samples follow the snapshot.
       auto admin = v1::Admin::NewStub(ChannelTo(*server));
       v1::SnapshotRequest sreq;
