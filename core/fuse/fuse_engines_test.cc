@@ -157,7 +157,9 @@ TEST(FuseEnginesTest, RecordsNameTheEngineAndTheControlPlaneStaysIdle) {
       if (engine == sau::Engine::kRidge && t > 1) {
         EXPECT_GE(s->prediction.engine.condition, 1.0);
       }
-      if (engine == sau::Engine::kVla && t > 1) EXPECT_GT(s->prediction.engine.s_norm, 0.0);
+      if (engine == sau::Engine::kVla && t > 1) {
+        EXPECT_GT(s->prediction.engine.s_norm, 0.0);
+      }
     }
     EXPECT_EQ(u->sau().events(), 500u);
     const control::Controls c = u->control().controls();
@@ -258,6 +260,65 @@ TEST(FuseEnginesTest, BadSamplesAreRefusedAndChangeNothing) {
   EXPECT_EQ(resolved.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(resolved.status().message().find("sau.ridge: eps"), std::string::npos)
       << resolved.status();
+}
+
+// A ridge readout that overflows (keys of norm 1e-150 make the scale tiny; a query of 1e100 is
+// then read out as inf) is refused with OUT_OF_RANGE by Learn and Predict, and the step changes
+// nothing: the inf never reaches the gate or meta learner (docs/FUSE.md, "Other engines").
+TEST(FuseEnginesTest, AnEngineReadoutThatOverflowsIsRefusedAndChangesNothing) {
+  for (FusePattern pattern : testing::kPatterns) {
+    SCOPED_TRACE(PatternName(pattern));
+    auto u = MakeUnit(EngineSpec(sau::Engine::kRidge, pattern));
+    ASSERT_NE(u, nullptr);
+    const std::vector<lmu::Feature> x = {{3, 1.0}};
+    const std::vector<double> tiny(kD, 1e-150), huge(kD, 1e100), y = {1.0};
+    ASSERT_TRUE(u->Learn(1, x, tiny, y).ok());
+    const Digest before = u->StateDigest();
+    absl::Status learn = u->Learn(2, x, huge, y).status();
+    EXPECT_EQ(learn.code(), absl::StatusCode::kOutOfRange) << learn;
+    EXPECT_NE(learn.message().find("ridge readout"), std::string::npos) << learn;
+    EXPECT_EQ(u->Predict(x, huge).status().code(), absl::StatusCode::kOutOfRange);
+    EXPECT_EQ(u->StateDigest(), before);
+    EXPECT_EQ(u->steps(), 1u);
+    EXPECT_EQ(u->sau().events(), 1u);
+    // The same t with a query the state can read out is applied, and its outputs are finite.
+    absl::StatusOr<FuseStep> next = u->Learn(2, x, tiny, y);
+    ASSERT_TRUE(next.ok()) << next.status();
+    for (double v : next->prediction.y_hat) EXPECT_TRUE(std::isfinite(v));
+    EXPECT_EQ(u->sau().events(), 2u);
+  }
+}
+
+// An engine run is taken step by step and adopted after its last step; adopting it early, or
+// a step beyond its end, is refused and changes nothing.
+TEST(FuseEnginesTest, AnEngineRunIsAdoptedOnlyWhole) {
+  const FuseSpec spec = EngineSpec(sau::Engine::kVla, FusePattern::kLinearAsGate);
+  auto u = MakeUnit(spec);
+  auto ref = MakeUnit(spec);
+  ASSERT_TRUE(u != nullptr && ref != nullptr);
+  RecallStream stream(9);
+  std::vector<RecallStream::Event> events;
+  for (int i = 0; i < 3; ++i) events.push_back(stream.Next());
+  EngineRun run(u->sau());
+  for (const RecallStream::Event& e : events) ASSERT_TRUE(run.Add(e.q, e.y).ok());
+  ASSERT_TRUE(run.Finish().ok());
+  ASSERT_TRUE(u->Learn(1, events[0].x, events[0].q, events[0].y, &run).ok());
+  EXPECT_EQ(u->AdoptEngine(&run).code(), absl::StatusCode::kFailedPrecondition);
+  for (uint64_t t = 2; t <= 3; ++t) {
+    const RecallStream::Event& e = events[t - 1];
+    ASSERT_TRUE(u->Learn(t, e.x, e.q, e.y, &run).ok());
+  }
+  const RecallStream::Event extra = stream.Next();
+  EXPECT_EQ(u->Learn(4, extra.x, extra.q, extra.y, &run).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(u->steps(), 3u);
+  EXPECT_EQ(u->sau().events(), 0u);  // the run's copy holds the writes until adopted
+  ASSERT_TRUE(u->AdoptEngine(&run).ok());
+  for (uint64_t t = 1; t <= 3; ++t) {
+    const RecallStream::Event& e = events[t - 1];
+    ASSERT_TRUE(ref->Learn(t, e.x, e.q, e.y).ok());
+  }
+  EXPECT_EQ(u->StateDigest(), ref->StateDigest());
 }
 
 }  // namespace

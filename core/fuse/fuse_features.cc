@@ -4,11 +4,22 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/lmu/lmu_learner.h"
+
 namespace streamlearn::fuse {
 
 namespace {
 double LogRatio(double num, double den) {  // clamp(ln(num / den), -5, 5) / 5
   return std::clamp(std::log(num / den), -5.0, 5.0) / 5.0;
+}
+
+// A fused feature within the LMU's input bound (docs/LMU.md, "Input bounds"), so that the
+// learner taking it stays finite as it does on a client's features. A readout over y_scale
+// reaches the bound only on adversarial streams (targets near 1e-100 beside a readout near
+// 1e50); below it the value passes unchanged.
+double Bounded(double v) {
+  constexpr double kBound = lmu::LmuLearner::kInputBound;
+  return std::clamp(v, -kBound, kBound);
 }
 }  // namespace
 
@@ -46,9 +57,9 @@ void MetaFeatures(std::span<const double> y_sau, std::span<const double> y_lmu, 
   const int m = static_cast<int>(y_sau.size());
   z->clear();
   for (int o = 0; o < m; ++o) {
-    z->push_back({kMetaSau + static_cast<uint64_t>(o), y_sau[o] / y_scale});
+    z->push_back({kMetaSau + static_cast<uint64_t>(o), Bounded(y_sau[o] / y_scale)});
   }
-  for (int o = 0; o < m; ++o) z->push_back({MetaLmuId(m, o), y_lmu[o] / y_scale});
+  for (int o = 0; o < m; ++o) z->push_back({MetaLmuId(m, o), Bounded(y_lmu[o] / y_scale)});
 }
 
 void AttentionFeatures(std::span<const lmu::Feature> x, std::span<const double> y_sau,
@@ -56,7 +67,7 @@ void AttentionFeatures(std::span<const lmu::Feature> x, std::span<const double> 
                        std::vector<lmu::Feature>* out) {
   out->assign(x.begin(), x.end());
   for (size_t o = 0; o < y_sau.size(); ++o) {
-    out->push_back({kAttnReadout + o, attention_weight * (y_sau[o] / y_scale)});
+    out->push_back({kAttnReadout + o, Bounded(attention_weight * (y_sau[o] / y_scale))});
   }
   out->push_back({kAttnRj, h.rj});
   out->push_back({kAttnMargin, h.margin});

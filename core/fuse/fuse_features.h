@@ -67,11 +67,11 @@ double Advantage(double e2_sau, double e2_lmu);
 void GateFeatures(const HealthFeatures& h, double advantage, std::vector<lmu::Feature>* z);
 // z_meta: y_sau[o] / y_scale, y_lmu[o] / y_scale (y_scale: the running RMS of the targets
 // before this step, so the features have about unit scale and one lr is stable for any target
-// scale).
+// scale); each clamped to the LMU's input bound +-1e50 (LmuLearner::kInputBound).
 void MetaFeatures(std::span<const double> y_sau, std::span<const double> y_lmu, double y_scale,
                   std::vector<lmu::Feature>* z);
 // x followed by z_attn; the readout values are y_sau[o] / y_scale times `attention_weight`
-// (the gate clamp in force, 1 normally).
+// (the gate clamp in force, 1 normally), clamped to +-1e50 as in MetaFeatures.
 void AttentionFeatures(std::span<const lmu::Feature> x, std::span<const double> y_sau,
                        double y_scale, const HealthFeatures& h, double attention_weight,
                        std::vector<lmu::Feature>* out);

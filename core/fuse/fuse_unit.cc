@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -78,7 +79,48 @@ sau::PreparedQuery& ThreadPrepared() {
   thread_local sau::PreparedQuery prepared;
   return prepared;
 }
+
+// The ridge or vla readout y_hat_sau predicts y, and the gate, meta and main learners take it
+// as a feature and its error as a gradient, so it must lie in the targets' range
+// (LmuLearner::kInputBound; docs/FUSE.md, "Other engines"). prf's readout is a weighted mean of
+// values within that range; ridge extrapolates, and tiny keys with a huge query overflow it.
+absl::Status ReadoutInRange(std::span<const double> y_hat, sau::Engine engine) {
+  constexpr double kBound = lmu::LmuLearner::kInputBound;
+  for (size_t o = 0; o < y_hat.size(); ++o) {
+    if (!(std::abs(y_hat[o]) <= kBound)) {
+      return absl::OutOfRangeError(absl::StrFormat(
+          "the %s readout at this q is %g at output %d, outside the targets' range [%g, %g] "
+          "(keys much shorter than q); nothing was applied: scale q down",
+          sau::EngineName(engine), y_hat[o], o, -kBound, kBound));
+    }
+  }
+  return absl::OkStatus();
+}
 }  // namespace
+
+EngineRun::EngineRun(const sau::Memory& engine) : memory_(engine) {
+  assert(memory_.engine() != sau::Engine::kPrf);
+}
+
+absl::Status EngineRun::Add(std::span<const double> q, std::span<const double> y) {
+  Step& s = steps_.emplace_back();
+  // The calls RunForward and Learn make on the unit's engine (docs/FUSE.md, "One step", 2, 4).
+  s.readout = memory_.Query(q, sau::ReadoutPath::kStabilized, /*low_rank=*/false);
+  RETURN_IF_ERROR(ReadoutInRange(s.readout.y_hat, memory_.engine()));
+  s.events_before = memory_.events();
+  s.diag = memory_.Ingest(q, y);
+  s.events_after = memory_.events();
+  if (const sau::VlaMemory* v = memory_.vla()) s.s_norm = v->s_norm();
+  return absl::OkStatus();
+}
+
+absl::Status EngineRun::Finish() const {
+  if (memory_.StateFinite()) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrFormat(
+      "the samples would leave the %s engine's state non-finite (an overflow); nothing was "
+      "applied: scale q and y down",
+      sau::EngineName(memory_.engine())));
+}
 
 absl::StatusOr<std::unique_ptr<FuseUnit>> FuseUnit::Create(const FuseSpec& raw,
                                                            const lmu::HashSecret& secret) {
@@ -115,7 +157,8 @@ absl::Status FuseUnit::CheckSample(std::span<const lmu::Feature> x,
 
 // docs/FUSE.md, "One step", up to y_hat.
 void FuseUnit::RunForward(std::span<const lmu::Feature> x, std::span<const double> q,
-                          const control::Controls& c, Forward* f) const {
+                          const control::Controls& c, const EngineRun::Step* engine,
+                          Forward* f) const {
   const int m = spec_.lmu.m;
   FusePrediction& p = f->p;
   // y_hat_sau: prf with the stabilized readout (docs/SAU.md (12)-(13), (20)-(21)) and its
@@ -129,6 +172,8 @@ void FuseUnit::RunForward(std::span<const lmu::Feature> x, std::span<const doubl
     prf->Prepare(q, f->prepared);
     qr = prf->Query(f->prepared, spec_.low_rank);
     f->health = ScaleHealth(qr, prf->spec(), prf->events(), prf->state().median_den.value());
+  } else if (engine != nullptr) {
+    qr = engine->readout;
   } else {
     qr = sau_.Query(q, sau::ReadoutPath::kStabilized, /*low_rank=*/false);
   }
@@ -137,7 +182,7 @@ void FuseUnit::RunForward(std::span<const lmu::Feature> x, std::span<const doubl
   p.rj_gap = qr.rj_gap;
   p.margin = qr.margin;
   p.den = qr.raw_den;
-  p.ver_sau = sau_.events();
+  p.ver_sau = engine != nullptr ? engine->events_before : sau_.events();
   p.g_min = c.g_min;
   p.g_max = c.g_max;
 
@@ -193,12 +238,14 @@ absl::StatusOr<FusePrediction> FuseUnit::Predict(std::span<const lmu::Feature> x
                                                  std::span<const double> q) const {
   RETURN_IF_ERROR(CheckSample(x, q));
   Forward f;
-  RunForward(x, q, control_.controls(), &f);
+  RunForward(x, q, control_.controls(), /*engine=*/nullptr, &f);
+  if (sau_.prf() == nullptr) RETURN_IF_ERROR(ReadoutInRange(f.p.y_hat_sau, sau_.engine()));
   return std::move(f.p);
 }
 
 absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Feature> x,
-                                         std::span<const double> q, std::span<const double> y) {
+                                         std::span<const double> q, std::span<const double> y,
+                                         EngineRun* run) {
   if (has_last_t_ && t <= last_t_) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "t = %d does not follow the last applied t = %d; t must increase", t, last_t_));
@@ -206,6 +253,23 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
   RETURN_IF_ERROR(CheckSample(x, q));
   RETURN_IF_ERROR(sau_.CheckEvent(q, y));
   RETURN_IF_ERROR(main_->CheckSample(x, y, kNoOverride, kNoOverride));
+  // Ridge and vla: the engine's part of the step (its readout at q, then the write of (q, y))
+  // runs first on a copy, so that an overflow refuses the step before anything changes.
+  std::optional<EngineRun> own;
+  const EngineRun::Step* engine = nullptr;
+  if (sau_.prf() == nullptr) {
+    if (run == nullptr) {
+      own.emplace(sau_);
+      RETURN_IF_ERROR(own->Add(q, y));
+      RETURN_IF_ERROR(own->Finish());
+      run = &*own;
+    }
+    if (run->next_ >= run->steps_.size()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the engine run holds %d steps, all taken; t = %d has none", run->steps_.size(), t));
+    }
+    engine = &run->steps_[run->next_];
+  }
   if (absl::Status s = main_->Poll(); !s.ok()) return s;  // publish a finished rebuild
 
   const int m = spec_.lmu.m;
@@ -219,7 +283,7 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
 
   // 2. Predict.
   Forward f;
-  RunForward(x, q, c, &f);
+  RunForward(x, q, c, engine, &f);
   const FusePrediction& p = f.p;
 
   // 3. Learn. The main LMU learns from its own residual y - y_hat_lmu: it stays an exact,
@@ -272,10 +336,10 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
       break;
   }
 
-  // 4. SAU.ingest(k_t = q, v_t = y) (docs/DECISIONS.md 7).
-  const sau::EventDiagnostics diag = f.prepared != nullptr
-                                         ? sau_.mutable_prf()->Ingest(*f.prepared, y)
-                                         : sau_.Ingest(q, y);
+  // 4. SAU.ingest(k_t = q, v_t = y) (docs/DECISIONS.md 7); ridge and vla wrote into the run.
+  const sau::EventDiagnostics diag =
+      f.prepared != nullptr ? sau_.mutable_prf()->Ingest(*f.prepared, y) : engine->diag;
+  const uint64_t ver_sau = engine != nullptr ? engine->events_after : sau_.events();
 
   // Rolling errors for z_gate, after their use at this step.
   const double e_sau = Norm2(y, p.y_hat_sau), e_lmu = Norm2(y, p.y_hat_lmu);
@@ -324,7 +388,7 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
       .Set("t", t)
       .Set("pattern", PatternName(spec_.pattern))
       .Set("input_digest", ToHex(InputDigest(t, x, q, y)))
-      .Set("ver_sau", sau_.events())
+      .Set("ver_sau", ver_sau)
       .Set("ver_base", stats.ver_base)
       .Set("ver_delta", stats.ver_delta)
       .Set("y_hat", Doubles(p.y_hat))
@@ -357,7 +421,7 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
         .Set("alpha_dot_k", diag.vla.alpha_dot_k)
         .Set("refreshed", diag.vla.refreshed)
         .Set("skipped", diag.vla.skipped)
-        .Set("s_norm", sau_.vla()->s_norm());
+        .Set("s_norm", engine->s_norm);
   }
   r.Set("c_lookup_p100", step->max_locate_probes)
       .Set("locate_bound", stats.locate_bound)
@@ -371,7 +435,32 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
       .Set("actions", std::move(list));
   out.actions = std::move(actions);
   out.prediction = std::move(f.p);
+  if (run != nullptr) {
+    ++run->next_;
+    if (own.has_value()) {
+      absl::Status adopted = AdoptEngine(&*own);
+      assert(adopted.ok());
+      (void)adopted;
+    }
+  }
   return out;
+}
+
+absl::Status FuseUnit::AdoptEngine(EngineRun* run) {
+  if (run->next_ != run->steps_.size()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the engine run holds %d steps and Learn took %d; the unit adopts it after its last",
+        run->steps_.size(), run->next_));
+  }
+  if (run->memory_.engine() != sau_.engine()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the engine run is a %s memory, the unit's a %s one",
+        sau::EngineName(run->memory_.engine()), sau::EngineName(sau_.engine())));
+  }
+  sau_ = std::move(run->memory_);
+  run->steps_.clear();
+  run->next_ = 0;
+  return absl::OkStatus();
 }
 
 void FuseUnit::ApplyControls() {

@@ -69,6 +69,49 @@ struct FusePrediction {
   uint64_t ver_delta = 0; // main LMU delta inserts
 };
 
+// The engine's part of a run of fused steps over ridge or vla (docs/FUSE.md, "Other engines"):
+// for each sample in order, the readout at q (the step's y_hat_sau) and then the write of
+// (k = q, v = y), on a copy of the unit's engine, so that an overflow is found before any step
+// of the run is applied. FuseUnit::Learn then takes each step's engine part from the run
+// instead of reading and writing its own engine, and the unit adopts the copy after the last
+// step (FuseUnit::AdoptEngine): the same calls in the same order on the same state, so the
+// result is bit-identical to stepping the unit's engine in place. Not for prf, whose input
+// bounds keep its state and readout finite (docs/SAU.md, "Input bounds").
+//
+//   fuse::EngineRun run(unit.sau());
+//   for (const Sample& s : batch) RETURN_IF_ERROR(run.Add(s.q, s.y));  // OUT_OF_RANGE: refuse
+//   RETURN_IF_ERROR(run.Finish());
+//   for (const Sample& s : batch) unit.Learn(s.t, s.x, s.q, s.y, &run);
+//   unit.AdoptEngine(&run);
+class EngineRun {
+ public:
+  // REQUIRES: engine is ridge or vla.
+  explicit EngineRun(const sau::Memory& engine);
+
+  // Reads out at q and writes (q, y). OUT_OF_RANGE when the readout is not finite (ridge: tiny
+  // keys make its scale tiny, and a huge q then reads out inf); the run is then unusable.
+  // REQUIRES: q and y passed the engine's CheckEvent.
+  absl::Status Add(std::span<const double> q, std::span<const double> y);
+  // OUT_OF_RANGE when the writes left the state non-finite (sau::Memory::StateFinite, one scan
+  // for the run: a non-finite entry persists through later writes).
+  absl::Status Finish() const;
+
+  size_t size() const { return steps_.size(); }
+
+ private:
+  friend class FuseUnit;
+  struct Step {
+    sau::QueryResult readout;  // at q, before the write
+    uint64_t events_before = 0;
+    sau::EventDiagnostics diag;  // of the write
+    uint64_t events_after = 0;
+    double s_norm = 0;  // vla: ||S||_F after the write
+  };
+  sau::Memory memory_;
+  std::vector<Step> steps_;
+  size_t next_ = 0;  // the next step Learn takes
+};
+
 struct FuseStep {
   FusePrediction prediction;                      // as Predict would have returned before the step
   std::vector<control::ControlAction> actions;    // also in the record
@@ -83,16 +126,27 @@ class FuseUnit {
 
   // Errors (nothing is applied): INVALID_ARGUMENT for a bad sample (dimensions, non-finite
   // values, empty x, reserved ids >= kReservedIdBase), FAILED_PRECONDITION when t does not
-  // exceed the last applied t, INTERNAL if an LMU rebuild fails (after a failed rebuild inside
-  // the step the unit may hold a partly applied step: restore it from a snapshot).
+  // exceed the last applied t, OUT_OF_RANGE when the ridge or vla engine would overflow (its
+  // readout at q or its state after the write; EngineRun), INTERNAL if an LMU rebuild fails
+  // (after a failed rebuild inside the step the unit may hold a partly applied step: restore
+  // it from a snapshot).
+  // `run` (ridge and vla only; null otherwise): the engine's part of this step was computed
+  // ahead in it; the step takes it from there and leaves the unit's engine as it is, for
+  // AdoptEngine after the run's last step. Without it a ridge or vla step runs a one-step
+  // EngineRun itself (a copy of the engine per step) and adopts it.
   absl::StatusOr<FuseStep> Learn(uint64_t t, std::span<const lmu::Feature> x,
-                                 std::span<const double> q, std::span<const double> y);
+                                 std::span<const double> q, std::span<const double> y,
+                                 EngineRun* run = nullptr);
+  // Takes the engine of a run whose every step Learn has taken. FAILED_PRECONDITION otherwise
+  // (the unit is unchanged).
+  absl::Status AdoptEngine(EngineRun* run);
 
   // The checks of (x, q) Predict and Learn make first: q's dimension and finiteness, finite
   // values and no reserved ids in x (INVALID_ARGUMENT naming the field).
   absl::Status CheckSample(std::span<const lmu::Feature> x, std::span<const double> q) const;
 
-  // Read-only; the same numbers Learn would compute for this (x, q) now.
+  // Read-only; the same numbers Learn would compute for this (x, q) now. OUT_OF_RANGE when the
+  // ridge or vla readout at q is not finite.
   absl::StatusOr<FusePrediction> Predict(std::span<const lmu::Feature> x,
                                          std::span<const double> q) const;
 
@@ -115,8 +169,10 @@ class FuseUnit {
   struct Forward;
 
   FuseUnit(const FuseSpec& spec, const lmu::HashSecret& secret, sau::Memory sau);
+  // `engine`: this step's engine part, computed ahead (ridge and vla), or null to read the
+  // unit's engine.
   void RunForward(std::span<const lmu::Feature> x, std::span<const double> q,
-                  const control::Controls& c, Forward* f) const;
+                  const control::Controls& c, const EngineRun::Step* engine, Forward* f) const;
   void ApplyControls();
 
   FuseSpec spec_;

@@ -215,6 +215,20 @@ RidgeReadout RidgeMemory::Read(std::span<const double> q) const {
       r2 += ri * ri;
     }
     out.residual = std::sqrt(r2) / bn;
+    if (!std::isfinite(out.residual)) {
+      // ||b||^2 overflowed (a query far longer than the keys): the same ratio with both sides
+      // divided by max |b_i|, so that a diagnostic of a finite readout is never NaN.
+      double bmax = 0;
+      for (double v : b) bmax = std::max(bmax, std::abs(v));
+      double r2s = 0, b2s = 0;
+      for (int i = 0; i < d; ++i) {
+        const double ri = Dot(&f->gs[static_cast<size_t>(i) * d], x.data(), d) / bmax -
+                          b[i] / bmax;
+        r2s += ri * ri;
+        b2s += (b[i] / bmax) * (b[i] / bmax);
+      }
+      out.residual = std::sqrt(r2s / b2s);
+    }
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -189,19 +190,39 @@ absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView
   RETURN_IF_ERROR(CheckTSteps(batch, "sample", unit.has_last_t(), unit.last_t(), limits));
 
   FuseLearnOutcome out;
-  TOrder order(unit.has_last_t(), unit.last_t());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const FuseSampleView& s = batch[i];
-    if (!order.Accept(s.t)) {
-      out.duplicates.push_back(s.t);
-      continue;
+  std::vector<size_t> fresh;
+  {
+    TOrder order(unit.has_last_t(), unit.last_t());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (order.Accept(batch[i].t)) {
+        fresh.push_back(i);
+      } else {
+        out.duplicates.push_back(batch[i].t);
+      }
     }
+  }
+  // Ridge and vla: the engine's part of every step first, on a copy, so that an overflow
+  // (a readout or a state out of double range) refuses the batch before anything changes.
+  std::optional<fuse::EngineRun> run;
+  if (unit.sau().prf() == nullptr && !fresh.empty()) {
+    run.emplace(unit.sau());
+    for (size_t i : fresh) {
+      if (absl::Status st = run->Add(batch[i].q, batch[i].y); !st.ok()) {
+        return absl::Status(st.code(), absl::StrFormat("sample %d (t=%d): %s", i, batch[i].t,
+                                                       st.message()));
+      }
+    }
+    RETURN_IF_ERROR(run->Finish());
+  }
+  for (size_t i : fresh) {
+    const FuseSampleView& s = batch[i];
     FuseApplied applied;
     applied.index = i;
     {
       // One sample at a time, so that a Predict waits for at most one step.
       WriterLock step_lock(&unit_mu_);
-      absl::StatusOr<fuse::FuseStep> step = unit_->Learn(s.t, s.x, s.q, s.y);
+      absl::StatusOr<fuse::FuseStep> step =
+          unit_->Learn(s.t, s.x, s.q, s.y, run.has_value() ? &*run : nullptr);
       if (!step.ok()) {
         // Checked above, so only a failed LMU rebuild: the unit may hold a partial step and
         // earlier samples that will never be acknowledged or logged (see the header).
@@ -221,6 +242,13 @@ absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView
     out.c_insert_p100 = std::max(out.c_insert_p100,
                                  static_cast<int>(NumberOf(applied.step.record, "c_insert_p100")));
     out.steps.push_back(std::move(applied));
+  }
+  if (run.has_value()) {
+    WriterLock adopt_lock(&unit_mu_);
+    if (absl::Status st = unit_->AdoptEngine(&*run); !st.ok()) {
+      fenced_ = st;  // not reached: every step took its engine part
+      return st;
+    }
   }
   out.table = unit.main_lmu().TableStats();
   out.ver_sau = unit.sau().events();

@@ -31,6 +31,10 @@
 // A Predict therefore waits for at most one sample step (about 20 us on the test stream)
 // instead of a whole batch, and may see a batch partly applied, or applied and not yet
 // committed (as LmuShard's predictions may); a Predict after an ack sees at least that batch.
+// Over the ridge or vla engine the engine's part of the whole batch runs first on a copy
+// (fuse::EngineRun, checked for overflow before any sample is applied), the samples' LMU parts
+// then apply one at a time, and the unit adopts the copy after the last: a Predict during such
+// a batch reads the engine as it was before the batch.
 // Measured figures: fuse_shard_test.cc ConcurrencyMeasurement, docs/FUSE.md "Service".
 // Writers (Learn, Snapshot, Stats) are serialised by a second mutex held for the whole batch,
 // hook included. Lock order: write_mu_, then unit_mu_ (both annotated, core/common/mutex.h).

@@ -143,6 +143,61 @@ TEST(FuseShardTest, BadSampleRejectsTheWholeBatch) {
             std::string::npos);
 }
 
+// Over ridge and vla the engine's part of a batch runs ahead on a copy (fuse::EngineRun): the
+// batches give the same records and state as a unit fed sample by sample; a sample whose ridge
+// readout overflows refuses the whole batch with OUT_OF_RANGE naming it, nothing changes, the
+// shard is not fenced, and the next batch applies.
+TEST(FuseShardTest, OverRidgeAndVlaABatchIsOneUnitAndAnOverflowRefusesIt) {
+  for (sau::Engine engine : {sau::Engine::kRidge, sau::Engine::kVla}) {
+    SCOPED_TRACE(sau::EngineName(engine));
+    fuse::FuseSpec spec = TestSpec(fuse::FusePattern::kMetaLinear);
+    spec.sau.engine = engine;
+    auto shard = std::make_unique<FuseShard>(MakeUnit(spec));
+    auto unit = MakeUnit(spec);
+    const Stream s = MakeStream(200, 1);
+    for (size_t at = 0; at < s.views.size(); at += 37) {
+      const size_t n = std::min<size_t>(37, s.views.size() - at);
+      absl::StatusOr<FuseLearnOutcome> out = shard->Learn(std::span(s.views).subspan(at, n), 64);
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ(out->applied, n);
+      for (size_t i = 0; i < n; ++i) {
+        const FuseSampleView& v = s.views[at + i];
+        absl::StatusOr<fuse::FuseStep> ref = unit->Learn(v.t, v.x, v.q, v.y);
+        ASSERT_TRUE(ref.ok());
+        EXPECT_EQ(Canonical(out->steps[i].step.record), Canonical(ref->record));
+      }
+      EXPECT_EQ(out->ver_sau, unit->sau().events());
+      EXPECT_EQ(shard->Stats().digest, unit->StateDigest());
+    }
+  }
+
+  fuse::FuseSpec spec = TestSpec(fuse::FusePattern::kLinearAsGate);
+  spec.sau.engine = sau::Engine::kRidge;
+  auto shard = std::make_unique<FuseShard>(MakeUnit(spec));
+  const std::vector<lmu::Feature> x = {{3, 1.0}};
+  const std::vector<double> tiny(spec.sau.d, 1e-150), huge(spec.sau.d, 1e100), y = {1.0};
+  const std::vector<FuseSampleView> first = {{.t = 1, .x = x, .q = tiny, .y = y}};
+  ASSERT_TRUE(shard->Learn(first, 64).ok());
+  const Digest before = shard->Stats().digest;
+  const std::vector<FuseSampleView> bad = {{.t = 2, .x = x, .q = tiny, .y = y},
+                                           {.t = 3, .x = x, .q = huge, .y = y},
+                                           {.t = 4, .x = x, .q = tiny, .y = y}};
+  absl::StatusOr<FuseLearnOutcome> out = shard->Learn(bad, 64);
+  ASSERT_EQ(out.status().code(), absl::StatusCode::kOutOfRange) << out.status();
+  std::printf("[fuse shard] refused: %s\n", std::string(out.status().message()).c_str());
+  EXPECT_NE(out.status().message().find("sample 1 (t=3): the ridge readout"), std::string::npos)
+      << out.status();
+  EXPECT_EQ(shard->Stats().digest, before);
+  EXPECT_EQ(shard->log_seq(), 1u);
+  EXPECT_FALSE(shard->fenced());
+  EXPECT_EQ(shard->Predict(x, huge).status().code(), absl::StatusCode::kOutOfRange);
+  const std::vector<FuseSampleView> good = {bad[0], bad[2]};
+  absl::StatusOr<FuseLearnOutcome> next = shard->Learn(good, 64);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->applied, 2u);
+  EXPECT_EQ(shard->log_seq(), 2u);
+}
+
 TEST(FuseShardTest, DuplicatesAreAcknowledgedNotApplied) {
   auto shard = MakeShard(fuse::FusePattern::kLinearAsGate);
   Stream s = MakeStream(6, 10);
