@@ -145,6 +145,7 @@ TEST_F(ServerE2eTest, CreateModelThenGetAndListReturnItWithDefaultsFilledIn) {
   expected.sau.d = kD;
   expected.sau.d_v = kDv;
   expected.sau.r = 64;
+  expected.sau.antithetic = true;  // unset in the request: the service pairs rows, r % 4 == 0
   expected.sau = sau::ResolveDefaults(expected.sau);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
       created.spec(), storage::ModelSpecToProto(expected)))

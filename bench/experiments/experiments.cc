@@ -1108,16 +1108,22 @@ void RunFeatureGrid(const Settings& s, std::ofstream& csv) {
 // ---------------------------------------------------------------------------------------
 // The e-process (seed 000 sec. 8-9): the level under no drift, the delay after a change.
 
-SauSpec SmallSpec(const Settings& s, uint64_t seed) {
+// `antithetic`: rows in pairs (w, -w), the service's default for r % 4 == 0 (admin.proto);
+// the level and the delays are measured with and without.
+SauSpec SmallSpec(const Settings& s, uint64_t seed, bool antithetic = false) {
   SauSpec spec;
   spec.d = 16;
   spec.d_v = 4;
   spec.r = 64;
   spec.gamma = 0.99;
   spec.alpha = s.alpha;
+  spec.antithetic = antithetic;
   spec.seed = seed;
   return spec;
 }
+
+// The two row layouts of the e-process runs, by the name the CSVs give them.
+constexpr const char* kRowLayouts[] = {"unpaired", "antithetic"};
 
 void RunStationary(const Settings& s, std::ofstream& csv, std::string* summary) {
   struct Row {
@@ -1125,11 +1131,14 @@ void RunStationary(const Settings& s, std::ofstream& csv, std::string* summary) 
     int first = -1;
     double min_margin = INFINITY;
   };
-  std::vector<Row> rows(s.fa_seeds);
-  ParallelFor(s.fa_seeds, s.threads, "stationary false alarms", [&](int k) {
-    SauEstimator est = MakeEstimator(SmallSpec(s, s.seed * 100000 + 1000 + k));
+  // Each seed twice, unpaired rows and antithetic pairs, on the same stream.
+  std::vector<Row> rows(2 * s.fa_seeds);
+  ParallelFor(2 * s.fa_seeds, s.threads, "stationary false alarms", [&](int job) {
+    const int k = job % s.fa_seeds;
+    SauEstimator est =
+        MakeEstimator(SmallSpec(s, s.seed * 100000 + 1000 + k, /*antithetic=*/job >= s.fa_seeds));
     Dgp dgp({.kind = Dgp::Kind::kA, .d = 16, .d_v = 4}, s.seed * 100000 + 5000 + k);
-    Row& row = rows[k];
+    Row& row = rows[job];
     for (int i = 0; i < s.fa_events; ++i) {
       DgpEvent e = dgp.Next();
       const EventDiagnostics d = est.Ingest(e.k, e.v);
@@ -1138,19 +1147,22 @@ void RunStationary(const Settings& s, std::ofstream& csv, std::string* summary) 
       if (d.epoch > 0) row.min_margin = std::min(row.min_margin, d.margin);
     }
   });
-  csv << "seed,events,alarmed,first_alarm,min_margin\n";
-  int ever = 0;
-  char buf[256];
-  for (int k = 0; k < s.fa_seeds; ++k) {
-    std::snprintf(buf, sizeof buf, "%d,%d,%d,%d,%.6g\n", k, s.fa_events, rows[k].alarmed ? 1 : 0,
-                  rows[k].first, rows[k].min_margin);
-    csv << buf;
-    ever += rows[k].alarmed;
-  }
-  std::snprintf(buf, sizeof buf, "  stationary: %d of %d seeds ever alarmed (alpha %.2f)\n", ever,
-                s.fa_seeds, s.alpha);
+  csv << "seed,rows,events,alarmed,first_alarm,min_margin\n";
   *summary += "The e-process:\n";
-  *summary += buf;
+  char buf[256];
+  for (int layout = 0; layout < 2; ++layout) {
+    int ever = 0;
+    for (int k = 0; k < s.fa_seeds; ++k) {
+      const Row& row = rows[layout * s.fa_seeds + k];
+      std::snprintf(buf, sizeof buf, "%d,%s,%d,%d,%d,%.6g\n", k, kRowLayouts[layout], s.fa_events,
+                    row.alarmed ? 1 : 0, row.first, row.min_margin);
+      csv << buf;
+      ever += row.alarmed;
+    }
+    std::snprintf(buf, sizeof buf, "  stationary, %s rows: %d of %d seeds ever alarmed (alpha %.2f)\n",
+                  kRowLayouts[layout], ever, s.fa_seeds, s.alpha);
+    *summary += buf;
+  }
 }
 
 const char* kTraceHeader =
@@ -1233,12 +1245,15 @@ void RunDrift(const Settings& s, std::ofstream& trace_csv, std::ofstream& delays
     int delay[kChanges] = {};
     int before[kChanges] = {};
   };
-  std::vector<Row> rows(s.drift_seeds);
-  ParallelFor(s.drift_seeds, s.threads, "drift detection delay", [&](int k) {
-    SauEstimator est = MakeEstimator(SmallSpec(s, s.seed * 100000 + 2000 + k));
+  // Each seed twice, unpaired rows and antithetic pairs, on the same stream.
+  std::vector<Row> rows(2 * s.drift_seeds);
+  ParallelFor(2 * s.drift_seeds, s.threads, "drift detection delay", [&](int job) {
+    const int k = job % s.drift_seeds;
+    SauEstimator est = MakeEstimator(
+        SmallSpec(s, s.seed * 100000 + 2000 + k, /*antithetic=*/job >= s.drift_seeds));
     Dgp dgp({.kind = Dgp::Kind::kC, .d = 16, .d_v = 4, .phase_length = s.phase},
             s.seed * 100000 + 9000 + k);
-    Row& row = rows[k];
+    Row& row = rows[job];
     for (int c = 0; c < kChanges; ++c) row.delay[c] = s.horizon + 1;
     for (int t = 0; t < (kChanges + 1) * s.phase; ++t) {
       DgpEvent e = dgp.Next();
@@ -1251,27 +1266,31 @@ void RunDrift(const Settings& s, std::ofstream& trace_csv, std::ofstream& delays
       }
     }
   });
-  delays_csv << "seed,change,change_at,delay,alarms_before\n";
-  std::vector<double> delays;
-  int seeds_before = 0;
+  delays_csv << "seed,rows,change,change_at,delay,alarms_before\n";
   char buf[256];
-  for (int k = 0; k < s.drift_seeds; ++k) {
-    bool any_before = false;
-    for (int c = 0; c < kChanges; ++c) {
-      std::snprintf(buf, sizeof buf, "%d,%d,%d,%d,%d\n", k, c + 1, (c + 1) * s.phase,
-                    rows[k].delay[c], rows[k].before[c]);
-      delays_csv << buf;
-      delays.push_back(rows[k].delay[c]);
-      any_before |= rows[k].before[c] > 0;
+  for (int layout = 0; layout < 2; ++layout) {
+    std::vector<double> delays;
+    int seeds_before = 0;
+    for (int k = 0; k < s.drift_seeds; ++k) {
+      const Row& row = rows[layout * s.drift_seeds + k];
+      bool any_before = false;
+      for (int c = 0; c < kChanges; ++c) {
+        std::snprintf(buf, sizeof buf, "%d,%s,%d,%d,%d,%d\n", k, kRowLayouts[layout], c + 1,
+                      (c + 1) * s.phase, row.delay[c], row.before[c]);
+        delays_csv << buf;
+        delays.push_back(row.delay[c]);
+        any_before |= row.before[c] > 0;
+      }
+      seeds_before += any_before;
     }
-    seeds_before += any_before;
+    std::snprintf(buf, sizeof buf,
+                  "  drift, %s rows: %d changes, delay median %.0f, p90 %.0f, max %.0f events "
+                  "(horizon %d); %d of %d seeds alarmed away from a change\n",
+                  kRowLayouts[layout], kChanges * s.drift_seeds, Quantile(delays, 0.5),
+                  Quantile(delays, 0.9), Quantile(delays, 1.0), s.horizon, seeds_before,
+                  s.drift_seeds);
+    *summary += buf;
   }
-  std::snprintf(buf, sizeof buf,
-                "  drift: %d changes, delay median %.0f, p90 %.0f, max %.0f events (horizon %d); "
-                "%d of %d seeds alarmed away from a change\n",
-                kChanges * s.drift_seeds, Quantile(delays, 0.5), Quantile(delays, 0.9),
-                Quantile(delays, 1.0), s.horizon, seeds_before, s.drift_seeds);
-  *summary += buf;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -253,11 +253,12 @@ def plot_drift(out):
 
 def plot_delays(out):
     empty = "leaving its panel of delays.png empty"
-    delays = read_csv(out, "dgp_c_delays.csv", ["seed", "delay", "alarms_before"], empty)
-    stationary = read_csv(out, "stationary.csv", ["seed", "alarmed"], empty)
+    delays = read_csv(out, "dgp_c_delays.csv", ["seed", "rows", "delay", "alarms_before"], empty)
+    stationary = read_csv(out, "stationary.csv", ["seed", "rows", "alarmed"], empty)
     if delays is None and stationary is None:
         note("so delays.png is skipped")
         return
+    layouts = [("unpaired", "tab:blue"), ("antithetic", "tab:orange")]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4),
                                       gridspec_kw={"width_ratios": [2, 1]})
     if delays is None:
@@ -266,36 +267,51 @@ def plot_delays(out):
     else:
         # delay = horizon + 1 means no alarm within the horizon: counted, not drawn.
         horizon = read_setting(out, ["e_process", "horizon"], math.inf)
-        d = sorted(num(row["delay"]) for row in delays)
-        found = [x for x in d if x <= horizon]
-        seeds = {row["seed"] for row in delays}
-        before = len({row["seed"] for row in delays if num(row["alarms_before"]) > 0})
-        if found:
-            lo, hi = int(found[0]), int(found[-1])
-            bins = [x - 0.5 for x in range(lo, hi + 2)] if hi - lo <= 60 else 30
-            left.hist(found, bins=bins, color="tab:blue", edgecolor="white")
-        left.set_title(f"DGP-C: {len(d)} changes over {len(seeds)} seeds, median delay"
-                       f" {d[len(d) // 2]:g}, {len(d) - len(found)} undetected;"
-                       f" {before} seeds alarmed away from a change", fontsize=9)
+        titles = []
+        for layout, color in layouts:
+            mine = [row for row in delays if row["rows"] == layout]
+            if not mine:
+                continue
+            d = sorted(num(row["delay"]) for row in mine)
+            found = [x for x in d if x <= horizon]
+            seeds = {row["seed"] for row in mine}
+            before = len({row["seed"] for row in mine if num(row["alarms_before"]) > 0})
+            if found:
+                lo, hi = int(found[0]), int(found[-1])
+                bins = [x - 0.5 for x in range(lo, hi + 2)] if hi - lo <= 60 else 30
+                left.hist(found, bins=bins, color=color, alpha=0.6, edgecolor="white",
+                          label=f"{layout} rows")
+            titles.append(f"{layout}: {len(d)} changes / {len(seeds)} seeds, median"
+                          f" {d[len(d) // 2]:g}, {len(d) - len(found)} undetected,"
+                          f" {before} seeds alarmed away")
+        left.set_title("DGP-C detection delays\n" + "\n".join(titles), fontsize=8)
         left.set_xlabel("delay (events after the regime change until the first alarm)")
         left.set_ylabel("changes")
+        left.legend(fontsize=8)
     if stationary is None:
         right.text(0.5, 0.5, "stationary.csv missing", transform=right.transAxes, ha="center")
         right.set_axis_off()
     else:
         alpha = read_setting(out, ["alpha"], 0.05)
-        alarmed = [num(row["alarmed"]) for row in stationary]
-        n, k = len(alarmed), int(sum(alarmed))
-        band = 3 * math.sqrt(alpha * (1 - alpha) / n)
-        right.bar([0], [k / n], width=0.5, color="tab:orange", label="measured")
+        top, labels = 0.0, []
+        for i, (layout, color) in enumerate(layouts):
+            alarmed = [num(row["alarmed"]) for row in stationary if row["rows"] == layout]
+            if not alarmed:
+                continue
+            n, k = len(alarmed), int(sum(alarmed))
+            band = 3 * math.sqrt(alpha * (1 - alpha) / n)
+            right.bar([i], [k / n], width=0.5, color=color)
+            top = max(top, alpha + 1.5 * band, k / n * 1.2)
+            labels.append(f"{layout}\n{k} of {n}")
         right.axhline(alpha, color="black", ls="--", lw=1, label=f"alpha = {alpha:g}")
-        right.errorbar([0], [alpha], yerr=[band], color="black", capsize=6,
+        right.errorbar([0.5], [alpha], yerr=[band], color="black", capsize=6,
                        label=f"alpha +/- 3 sd ({n} seeds)")
-        right.set_xlim(-0.6, 0.6)
-        right.set_ylim(0, max(alpha + 1.5 * band, k / n * 1.2))
-        right.set_xticks([])
+        right.set_xlim(-0.6, 1.6)
+        right.set_ylim(0, top)
+        right.set_xticks(range(len(labels)))
+        right.set_xticklabels(labels, fontsize=8)
         right.set_ylabel("fraction of stationary seeds alarmed")
-        right.set_title(f"stationary: {k} of {n} seeds alarmed", fontsize=10)
+        right.set_title("stationary streams", fontsize=10)
         right.legend(fontsize=8)
     fig.tight_layout()
     save(fig, out, "delays.png")

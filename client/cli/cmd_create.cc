@@ -41,7 +41,8 @@ struct CreateFlags {
   std::optional<std::string> engine;
   std::optional<double> ridge_gamma, ridge_eps, vla_lambda0;
   std::optional<uint64_t> filter_order;
-  bool raw_inputs = false, iid = false, srht = false, antithetic = false, json = false;
+  bool raw_inputs = false, iid = false, srht = false, antithetic = false, no_antithetic = false,
+       json = false;
   // LMU part.
   bool lmu = false, no_sau = false, inline_rebuild = false;
   std::optional<uint64_t> m, delta_buckets;
@@ -53,7 +54,8 @@ struct CreateFlags {
 
   bool AnySauFlag() const {
     return d || dv || r || seed || rv || gamma || tau || input_scale || c_lo || c_hi || alpha ||
-           kappa || beta_floor || raw_inputs || iid || srht || antithetic || engine || ridge_gamma ||
+           kappa || beta_floor || raw_inputs || iid || srht || antithetic || no_antithetic || engine ||
+           ridge_gamma ||
            ridge_eps || vla_lambda0 || filter_order;
   }
   bool AnyLmuFlag() const {
@@ -95,7 +97,9 @@ void Register(ArgParser& p, CreateFlags& f) {
   p.AddBool("--srht", &f.srht,
             "structured orthogonal features (Hadamard blocks with random signs, seed 001 R8) "
             "instead of QR blocks");
-  p.AddBool("--antithetic", &f.antithetic, "antithetic feature pairs (w, -w); r % 4 == 0");
+  p.AddBool("--antithetic", &f.antithetic,
+            "antithetic feature pairs (w, -w); needs r % 4 == 0 (the default when it holds)");
+  p.AddBool("--no-antithetic", &f.no_antithetic, "unpaired feature rows");
   p.AddBool("--lmu", &f.lmu, "add an LMU part (exact sparse linear learner); LMU flags imply it");
   p.AddBool("--no-sau", &f.no_sau, "no SAU part: an LMU-only model");
   p.AddUint("--m", &f.m, "LMU outputs per id, 1..256 (default 1)", kU32);
@@ -173,7 +177,11 @@ absl::Status ApplySauFlags(const CreateFlags& f, v1::SauSpec* s) {
   }
   if (f.iid) s->set_features(v1::FEATURE_KIND_IID);
   if (f.srht) s->set_features(v1::FEATURE_KIND_SRHT);
+  if (f.antithetic && f.no_antithetic) {
+    return absl::InvalidArgumentError("--antithetic and --no-antithetic contradict: give one");
+  }
   if (f.antithetic) s->set_antithetic(true);
+  if (f.no_antithetic) s->set_antithetic(false);
   return absl::OkStatus();
 }
 

@@ -144,6 +144,36 @@ TEST(SauAccuracy, OrthogonalRowsAndAntitheticPairsLowerTheError) {
   EXPECT_LT(srht2, 0.92 * iid2);
 }
 
+// The RJ diagnostic (docs/SAU.md (16a)) splits the rows into halves [0, r/2) and [r/2, r).
+// Antithetic pairs are adjacent rows and r % 4 == 0, so each half holds whole pairs and is
+// itself a paired estimator: the half-split gap still measures the readout's error, and falls
+// with it when rows are paired. Orthogonal rows, r = 64, a = 1, 16 draws of W over one stream.
+TEST(SauAccuracy, TheRjGapFollowsTheErrorWithAndWithoutPairs) {
+  const int draws = 16, r = 64;
+  double gap[2] = {0, 0}, err[2] = {0, 0};
+  for (int paired = 0; paired < 2; ++paired) {
+    for (int s = 0; s < draws; ++s) {
+      SauSpec spec = DgpASpec(r, 1.0, 1700 + s);
+      spec.antithetic = paired == 1;
+      StreamRun run = MakeRun(spec, {}, 32, 1900);
+      Feed(run, 1000);
+      for (size_t p = 0; p < run.exact.probes(); ++p) {
+        const QueryResult q = run.est.Query(run.exact.probe(p), ReadoutPath::kCorrectness, false);
+        gap[paired] += q.rj_gap / (draws * run.exact.probes());
+        err[paired] += RelativeError(q.y_hat, run.exact.Value(p)) / (draws * run.exact.probes());
+      }
+    }
+    std::printf("r=%d %s: mean RJ gap %.4f, mean relative error %.4f, gap / error %.2f\n", r,
+                paired == 1 ? "antithetic pairs" : "unpaired rows   ", gap[paired], err[paired],
+                gap[paired] / err[paired]);
+  }
+  for (int paired = 0; paired < 2; ++paired) {
+    EXPECT_GT(gap[paired], err[paired] / 3) << paired;
+    EXPECT_LT(gap[paired], err[paired] * 3) << paired;
+  }
+  EXPECT_LT(gap[1], 0.7 * gap[0]);
+}
+
 TEST(SauAccuracy, ErrorIsLengthFreeWithDecay) {
   double err_short = 0, err_long = 0;
   const int seeds = 2;

@@ -187,6 +187,7 @@ fuse::FuseSpec ScenarioFuseSpec(const ScenarioOptions& options) {
   s.sau.d_v = 1;
   s.sau.r = 512;
   s.sau.tau = 0.15;
+  s.sau.antithetic = true;  // the service's default for r % 4 == 0 (admin.proto)
   s.sau.seed = options.seed;
   s.lmu.m = 1;
   s.lmu.lr = 0.05;

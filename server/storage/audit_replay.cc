@@ -460,7 +460,7 @@ absl::StatusOr<std::shared_ptr<Model>> LoadModel(const StorageBackend& backend,
     if (!wire.ParseFromString(bytes)) {
       return absl::DataLossError(absl::StrCat("model '", name, "': the stored spec is unreadable"));
     }
-    absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
+    absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire, SpecOrigin::kStored);
     if (!spec.ok()) return spec.status();
     return Model::Create(*std::move(spec), secret);
   }

@@ -64,7 +64,7 @@ absl::Status CheckSpecSurvivesStore(const Model& model, const v1::ModelSpec& wir
         "model '", model.spec().name, "': the spec cannot be stored as given (a restart would "
         "rebuild it differently): ", why, "; give the parameters the ModelSpec message holds"));
   };
-  absl::StatusOr<ModelSpec> stored = ModelSpecFromProto(wire);
+  absl::StatusOr<ModelSpec> stored = ModelSpecFromProto(wire, SpecOrigin::kStored);
   if (!stored.ok()) return refuse(stored.status().message());
   for (const ShardPart* part : model.parts(0)) {
     absl::StatusOr<PartSnapshot> snap = part->TakeSnapshot();
@@ -296,7 +296,7 @@ absl::Status Persistence::RecoverModel(ModelRegistry* registry, const std::strin
   v1::ModelSpec wire;
   if (!wire.ParseFromString(spec_bytes))
     return absl::DataLossError("the stored spec is unreadable");
-  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
+  absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire, SpecOrigin::kStored);
   if (!spec.ok()) return spec.status();
   absl::StatusOr<std::shared_ptr<Model>> model = Model::Create(*spec, registry->secret());
   if (!model.ok()) return model.status();
@@ -330,7 +330,7 @@ absl::StatusOr<std::vector<std::string>> Persistence::RegisterStoredModels(
     if (!wire.ParseFromString(bytes)) {
       return absl::DataLossError(absl::StrCat("model '", name, "': the stored spec is unreadable"));
     }
-    absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire);
+    absl::StatusOr<ModelSpec> spec = ModelSpecFromProto(wire, SpecOrigin::kStored);
     if (!spec.ok()) return WithContext(spec.status(), absl::StrCat("model '", name, "'"));
     ASSIGN_OR_RETURN(std::shared_ptr<Model> model, Model::Create(*spec, registry->secret()));
     std::shared_ptr<ModelWriters> writers = MakeWriters(*model, /*serving=*/false);

@@ -116,7 +116,8 @@ absl::Status CheckEngineFields(const v1::SauSpec& wire, sau::Engine engine,
 }
 
 // `part` names the message in errors ("sau" or "fuse.sau").
-absl::StatusOr<sau::SauSpec> SauSpecFromProto(const v1::SauSpec& wire, absl::string_view part) {
+absl::StatusOr<sau::SauSpec> SauSpecFromProto(const v1::SauSpec& wire, absl::string_view part,
+                                              SpecOrigin origin) {
   sau::SauSpec s;  // core defaults
   RETURN_IF_ERROR(CopyInt(absl::StrCat(part, ".d"), wire.d(), &s.d));
   if (absl::Status st = CopyInt(absl::StrCat(part, ".d_v"), wire.d_v(), &s.d_v); !st.ok())
@@ -144,7 +145,10 @@ absl::StatusOr<sau::SauSpec> SauSpecFromProto(const v1::SauSpec& wire, absl::str
   absl::StatusOr<sau::FeatureKind> features = FeatureKindFromProto(wire.features(), part);
   if (!features.ok()) return features.status();
   s.features = *features;
-  s.antithetic = wire.antithetic();
+  // Unset: paired when the rows can be (docs/SAU.md R8) for a new spec; off for a stored one
+  // written before that default (every stored spec since says which).
+  s.antithetic = wire.has_antithetic() ? wire.antithetic()
+                                       : origin == SpecOrigin::kRequest && s.r % 4 == 0;
   if (wire.seed() != 0) s.seed = wire.seed();
   absl::StatusOr<sau::InputMode> mode = InputModeFromProto(wire.input_mode(), part);
   if (!mode.ok()) return mode.status();
@@ -357,7 +361,7 @@ void ControlSpecToProto(const control::ControlSpec& s, v1::ControlSpec* w) {
   w->set_warn_window(static_cast<uint32_t>(s.warn_window));
 }
 
-absl::StatusOr<fuse::FuseSpec> FuseSpecFromProto(const v1::FuseSpec& wire) {
+absl::StatusOr<fuse::FuseSpec> FuseSpecFromProto(const v1::FuseSpec& wire, SpecOrigin origin) {
   fuse::FuseSpec s;  // core defaults
   absl::StatusOr<fuse::FusePattern> pattern = FusePatternFromProto(wire.pattern());
   if (!pattern.ok()) return pattern.status();
@@ -365,7 +369,7 @@ absl::StatusOr<fuse::FuseSpec> FuseSpecFromProto(const v1::FuseSpec& wire) {
   absl::StatusOr<lmu::LmuSpec> lmu = LmuSpecFromProto(wire.lmu(), "fuse.lmu");
   if (!lmu.ok()) return lmu.status();
   s.lmu = *std::move(lmu);
-  absl::StatusOr<sau::SauSpec> sau = SauSpecFromProto(wire.sau(), "fuse.sau");
+  absl::StatusOr<sau::SauSpec> sau = SauSpecFromProto(wire.sau(), "fuse.sau", origin);
   if (!sau.ok()) return sau.status();
   s.sau = *std::move(sau);
   // d_v is the target's dimension m: zero takes lmu.m (1 by default).
@@ -408,14 +412,14 @@ v1::Engine EngineToProto(sau::Engine engine) {
   return v1::ENGINE_PRF;
 }
 
-absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire) {
+absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire, SpecOrigin origin) {
   ModelSpec spec;
   spec.name = wire.name();
   if (wire.shards() != 0) spec.shards = wire.shards();
   // A part is present when its message is (message-field presence), even if empty.
   spec.has_sau = wire.has_sau();
   if (spec.has_sau) {
-    absl::StatusOr<sau::SauSpec> sau = SauSpecFromProto(wire.sau(), "sau");
+    absl::StatusOr<sau::SauSpec> sau = SauSpecFromProto(wire.sau(), "sau", origin);
     if (!sau.ok()) return sau.status();
     spec.sau = *std::move(sau);
   }
@@ -427,7 +431,7 @@ absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire) {
   }
   spec.has_fuse = wire.has_fuse();
   if (spec.has_fuse) {
-    absl::StatusOr<fuse::FuseSpec> fuse = FuseSpecFromProto(wire.fuse());
+    absl::StatusOr<fuse::FuseSpec> fuse = FuseSpecFromProto(wire.fuse(), origin);
     if (!fuse.ok()) return fuse.status();
     spec.fuse = *std::move(fuse);
   }

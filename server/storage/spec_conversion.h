@@ -5,7 +5,8 @@
 // default is 0 (tau, c_lo, c_hi, c_rj) are resolved later by sau::ResolveDefaults exactly as
 // admin.proto documents. The dimensions d, d_v and r have no default (admin.proto: 1..4096,
 // 2..65536), so they are copied as given and a zero is rejected by validation, naming the
-// field. FEATURE_KIND_UNSPECIFIED => orthogonal, INPUT_MODE_UNSPECIFIED => L2_SCALED.
+// field. FEATURE_KIND_UNSPECIFIED => orthogonal, INPUT_MODE_UNSPECIFIED => L2_SCALED; an unset
+// sau.antithetic (proto3 optional) => on when r % 4 == 0 (SpecOrigin below).
 //
 // Parts: a model has an SAU part iff the wire spec has the `sau` message and an LMU part iff
 // it has the `lmu` message (message-field presence; an empty message is a part with every
@@ -35,8 +36,15 @@
 
 namespace streamlearn::storage {
 
+// Where a wire spec comes from. The two differ only where a default changed after specs were
+// stored: an unset sau.antithetic is on when r % 4 == 0 in a request (a client's spec, a
+// config file) and off in a stored spec (written before that default; every spec stored
+// since sets it).
+enum class SpecOrigin { kRequest, kStored };
+
 // Errors: INVALID_ARGUMENT naming the field (unknown enum value, integer out of range).
-absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire);
+absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire,
+                                             SpecOrigin origin = SpecOrigin::kRequest);
 
 // Every field set from `spec` (normally a resolved spec, so no zero means "default").
 v1::ModelSpec ModelSpecToProto(const ModelSpec& spec);
