@@ -14,7 +14,7 @@ namespace {
 
 constexpr char kUsage[] =
     "streamlearn create --name NAME [--shards S] [--d D --dv DV --r R --gamma G --tau T\n"
-    "         --input-scale A --raw-inputs --iid|--srht --antithetic --seed N --rv RV ...]\n"
+    "         --input-scale A --raw-inputs --iid|--srht --[no-]antithetic --seed N --rv RV ...]\n"
     "         [--lmu [--m M --lr LR --l2 L2 --schedule constant|inverse-sqrt\n"
     "          --delta-buckets B --tau-low X --tau-high Y --lambda-max N --rebuild-seconds T\n"
     "          --margin K --inline-rebuild]] [--no-sau]\n"
