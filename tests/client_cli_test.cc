@@ -76,9 +76,34 @@ TEST_F(ClientCliTest, CreateThenDescribeShowsTheEffectiveSpec) {
   EXPECT_EQ(info["shards"].size(), 2u);
   EXPECT_EQ(info["w_digest"].get<std::string>().size(), 64u);
 
+  EXPECT_EQ(info["spec"]["sau"]["antithetic"], true);  // the default for r % 4 == 0
+
   CommandResult list = Cli("list");
   ASSERT_EQ(list.exit_code, 0) << Describe(list);
   EXPECT_TRUE(Contains(list.out, "cli_desc")) << list.out;
+}
+
+// Rows are paired by default when r % 4 == 0; --no-antithetic keeps them unpaired, an r that
+// cannot pair gets unpaired rows, and the two flags together are a usage error.
+TEST_F(ClientCliTest, AntitheticPairsAreTheDefaultAndNoAntitheticTurnsThemOff) {
+  const auto antithetic_of = [&](const std::string& model) {
+    CommandResult json = Cli("describe " + model + " --json");
+    EXPECT_EQ(json.exit_code, 0) << Describe(json);
+    const nlohmann::json info = nlohmann::json::parse(json.out);
+    return info["spec"]["sau"].value("antithetic", false);
+  };
+  ASSERT_EQ(Cli("create --name cli_pairs --d 4 --dv 2 --r 64").exit_code, 0);
+  EXPECT_TRUE(antithetic_of("cli_pairs"));
+  ASSERT_EQ(Cli("create --name cli_unpaired --d 4 --dv 2 --r 64 --no-antithetic").exit_code, 0);
+  EXPECT_FALSE(antithetic_of("cli_unpaired"));
+  ASSERT_EQ(Cli("create --name cli_r66 --d 4 --dv 2 --r 66").exit_code, 0);
+  EXPECT_FALSE(antithetic_of("cli_r66"));
+  CommandResult r66 = Cli("create --name cli_r66_pairs --d 4 --dv 2 --r 66 --antithetic");
+  EXPECT_EQ(r66.exit_code, 1) << Describe(r66);
+  EXPECT_TRUE(Contains(r66.err, "multiple of 4")) << r66.err;
+  CommandResult both = Cli("create --name cli_both --d 4 --dv 2 --r 64 --antithetic --no-antithetic");
+  EXPECT_EQ(both.exit_code, 2) << Describe(both);
+  EXPECT_TRUE(Contains(both.err, "contradict")) << both.err;
 }
 
 TEST_F(ClientCliTest, ShardsShowsEveryShardServedHereInTheEmbeddedMode) {

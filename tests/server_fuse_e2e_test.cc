@@ -49,6 +49,7 @@
 #include "lmu.grpc.pb.h"
 #include "sau.grpc.pb.h"
 #include "server/server.h"
+#include "server/storage/store.h"
 #include "server/storage/spec_conversion.h"
 #include "tests/test_server.h"
 
@@ -704,6 +705,67 @@ TEST_F(FuseDurableTest, RestartSnapshotAndRecoveryAreBitIdenticalAndAudited) {
 // A fused model over the ridge or vla engine (docs/FUSE.md, "Other engines") is served like one
 // over prf: every ack equals a local FuseUnit's step, the state survives a restart (log replay)
 // and a snapshot bit for bit, and its audit chain verifies (no prf rules apply to it).
+// A spec stored before antithetic pairs became the default has no `antithetic` (it could not
+// tell false from unset): it still means unpaired rows, so a restart rebuilds the same W and
+// recovers the same state. The test writes such a spec over the stored one.
+TEST_F(FuseDurableTest, AStoredSpecWithoutAntitheticRecoversWithUnpairedRows) {
+  const std::string name = "fused_old_spec";
+  const std::string key = "user-1";
+  fuse::FuseDgp dgp(Stream(/*drift_at=*/-1), 23);
+  std::unique_ptr<fuse::FuseUnit> unit;
+  uint32_t shard = 0;
+  std::string digest;
+  {
+    std::unique_ptr<Server> server = Start();
+    std::unique_ptr<Client> client = Connect(*server);
+    ASSERT_NE(client, nullptr);
+    v1::ModelSpec spec = FusedSpec(name, v1::FUSE_PATTERN_META_LINEAR);
+    spec.mutable_fuse()->mutable_sau()->set_antithetic(false);
+    absl::StatusOr<v1::ModelInfo> info = client->CreateModel(spec);
+    ASSERT_TRUE(info.ok()) << info.status();
+    ASSERT_TRUE(info->spec().fuse().sau().has_antithetic());
+    EXPECT_FALSE(info->spec().fuse().sau().antithetic());
+    unit = ReferenceUnit(*info);
+    absl::StatusOr<std::unique_ptr<FuseLearnSession>> s = client->OpenFuseLearn(name, key);
+    ASSERT_TRUE(s.ok());
+    shard = (*s)->shard();
+    LearnAndCompare(**s, *unit, Batches(dgp, 1, 200, 40));
+    ASSERT_TRUE((*s)->Finish().ok());
+    digest = FuseShardOf(*client->GetModel(name), shard).state_digest();
+    server->Shutdown(absl::Seconds(5));
+  }
+  {
+    absl::StatusOr<std::unique_ptr<storage::Store>> store =
+        storage::Store::Open({.path = dir_ + "/db"});
+    ASSERT_TRUE(store.ok()) << store.status();
+    absl::StatusOr<std::vector<std::pair<std::string, std::string>>> specs =
+        (*store)->ListSpecs();
+    ASSERT_TRUE(specs.ok() && specs->size() == 1u) << specs.status();
+    v1::ModelSpec wire;
+    ASSERT_TRUE(wire.ParseFromString(specs->front().second));
+    wire.mutable_fuse()->mutable_sau()->clear_antithetic();
+    storage::StoreBatch batch;
+    batch.PutSpec(name, wire.SerializeAsString());
+    ASSERT_TRUE((*store)->Write(batch).ok());
+  }
+  {
+    std::unique_ptr<Server> server = Start();
+    std::unique_ptr<Client> client = Connect(*server);
+    ASSERT_NE(client, nullptr);
+    absl::StatusOr<v1::ModelInfo> info = client->GetModel(name);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_TRUE(info->spec().fuse().sau().has_antithetic());
+    EXPECT_FALSE(info->spec().fuse().sau().antithetic());
+    EXPECT_EQ(FuseShardOf(*info, shard).state_digest(), digest);
+    absl::StatusOr<std::unique_ptr<FuseLearnSession>> s = client->OpenFuseLearn(name, key);
+    ASSERT_TRUE(s.ok());
+    LearnAndCompare(**s, *unit, Batches(dgp, 201, 100, 50));
+    ASSERT_TRUE((*s)->Finish().ok());
+    VerifyChain(*server, name, shard);
+    server->Shutdown(absl::Seconds(5));
+  }
+}
+
 TEST_F(FuseDurableTest, FuseOverRidgeAndVlaIsServedRecoveredAndAuditedLikePrf) {
   struct Engine {
     const char* name;
