@@ -18,6 +18,7 @@ AuditRecord GenesisBody(std::string_view model_spec, const Digest& w_digest,
   body.Set("kind", kAuditKindGenesis).Set("model_spec", model_spec).Set("w_digest",
                                                                          ToHex(w_digest));
   if (id != nullptr) body.Set("model", id->model).Set("shard", uint64_t{id->shard});
+  body.Set("record_format", kAuditRecordFormat);
   return body;
 }
 

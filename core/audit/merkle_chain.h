@@ -45,6 +45,14 @@ struct ChainId {
 
 // {"kind":"genesis","model":...,"model_spec":...,"shard":...,"w_digest":hex}; without an id
 // (core tests, a chain of no server) "model" and "shard" are left out.
+// The record format of the chains this build writes, named by the genesis ("record_format").
+// 1 (a genesis without the field): chains written before prf events carried "clipped" (the
+// log-features an event clipped) and "median_den" (the floor policy's input on a trigger); the
+// verifier cannot recompute the clip rate or a triggered beta_floor from them and checks those
+// two by their bounds only (docs/AUDIT.md, "Record formats"). 2: with both.
+inline constexpr uint64_t kAuditRecordFormat = 2;
+
+// The genesis body; it names kAuditRecordFormat.
 AuditRecord GenesisBody(std::string_view model_spec, const Digest& w_digest,
                         const ChainId* id = nullptr);
 

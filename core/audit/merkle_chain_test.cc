@@ -27,8 +27,9 @@ TEST(MerkleChainTest, GenesisCommitsToSpecAndWDigest) {
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->index, 0u);
   EXPECT_EQ(g->merkle_prev, Digest{});
-  const std::string canon = "{\"kind\":\"genesis\",\"model_spec\":\"sau:r=256\",\"w_digest\":\"" +
-                            ToHex(WDigest()) + "\"}";
+  const std::string canon =
+      "{\"kind\":\"genesis\",\"model_spec\":\"sau:r=256\",\"record_format\":2,\"w_digest\":\"" +
+      ToHex(WDigest()) + "\"}";
   EXPECT_EQ(g->merkle_curr, MerkleStep(Digest{}, canon));
   EXPECT_EQ(chain.head(), g->merkle_curr);
 

@@ -58,13 +58,6 @@ bool Close(double got, double want, double floor_scale) {
          std::fabs(got - want) <= 1e-12 * std::max(std::fabs(want), floor_scale);
 }
 
-// A sau_event of a prf SAU part: the ridge and vla engines' records name their engine.
-bool IsPrfSauEvent(const AuditRecord& body, const std::string* kind) {
-  if (kind == nullptr || *kind != "sau_event") return false;
-  const std::string* engine = GetString(body, "engine");
-  return engine == nullptr || *engine == "prf";
-}
-
 }  // namespace
 
 std::string_view AuditRuleName(AuditRule rule) {
@@ -178,6 +171,16 @@ absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& pre
     const bool bound = model != nullptr && shard_v != nullptr && shard_v->AsUint64(&shard) &&
                        shard <= UINT32_MAX;
     if (bound) bound_ = ChainId{.model = *model, .shard = static_cast<uint32_t>(shard)};
+    if (const AuditValue* f = body.Find("record_format"); f != nullptr) {
+      uint64_t format = 0;
+      if (!f->AsUint64(&format) || format < 2 || format > kAuditRecordFormat) {
+        return Fail(at, AuditRule::kGenesis,
+                    absl::StrFormat("record_format must be an integer in 2..%d (this verifier's "
+                                    "newest; a chain of a later format needs a later verifier)",
+                                    kAuditRecordFormat));
+      }
+      record_format_ = format;
+    }
     if (absl::Status st = CheckGenesisSpec(*spec, bound); !st.ok()) return st;
     if (opt_.chain.has_value()) {
       if (!bound) {
@@ -283,7 +286,9 @@ absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& pre
       }
     }
   }
-  const bool prf_event = rules_.sau.has_value() && IsPrfSauEvent(body, kind);
+  // rules_.sau exists only for a prf genesis, and the engine rule above refused an event that
+  // names another engine: every sau_event here is a prf one.
+  const bool prf_event = rules_.sau.has_value() && kind != nullptr && *kind == "sau_event";
   if (prf_event) {
     ++sau_.events;
     if (absl::Status st = CheckSauThreshold(body, *rules_.sau, sau_.events); !st.ok()) return st;
@@ -474,12 +479,17 @@ absl::Status AuditVerifier::CheckSauPolicy(const AuditRecord& body, bool red) {
 
   // beta_floor
   double want_floor = sau_.floor;
+  bool floor_bounded_only = false;
   if (red || alarm) {
     double median = 0;
     if (!Num(body, "median_den", &median)) {
-      return Fail(at, AuditRule::kBetaFloor,
-                  "the floor policy triggered (RJ red or an alarm) but the record has no "
-                  "numeric \"median_den\"");
+      if (record_format_ >= 2) {
+        return Fail(at, AuditRule::kBetaFloor,
+                    "the floor policy triggered (RJ red or an alarm) but the record has no "
+                    "numeric \"median_den\"");
+      }
+      // Format 1 did not log the policy's input: the floor it set is only bounded below.
+      floor_bounded_only = true;
     }
     want_floor = std::max(2 * sau_.floor, p.red_floor_frac * median);
     if (median > 0) want_floor = std::min(want_floor, p.max_floor_frac * median);
@@ -491,7 +501,7 @@ absl::Status AuditVerifier::CheckSauPolicy(const AuditRecord& body, bool red) {
       want_floor = std::max(p.beta_floor, sau_.floor * p.floor_decay);
     }
   }
-  if (!Close(floor, want_floor, 0.0)) {
+  if (floor_bounded_only ? !(floor >= p.beta_floor) : !Close(floor, want_floor, 0.0)) {
     return Fail(at, AuditRule::kBetaFloor,
                 absl::StrFormat("beta_floor %.17g where the policy gives %.17g (previous floor "
                                 "%.17g, %s)",
@@ -517,7 +527,13 @@ absl::Status AuditVerifier::CheckSauPolicy(const AuditRecord& body, bool red) {
   sau_.clipped += static_cast<uint64_t>(clipped);
   const double want_rate = static_cast<double>(sau_.clipped) /
                            static_cast<double>(sau_.events * static_cast<uint64_t>(p.r));
-  if (!Close(clip_rate, want_rate, 0.0)) {
+  if (record_format_ < 2) {
+    // Format 1 did not log the events' clipped counts: the rate is only a fraction.
+    if (!(clip_rate >= 0 && clip_rate <= 1)) {
+      return Fail(at, AuditRule::kSaturation,
+                  absl::StrFormat("clip_rate %.17g is not a fraction in [0, 1]", clip_rate));
+    }
+  } else if (!Close(clip_rate, want_rate, 0.0)) {
     return Fail(at, AuditRule::kSaturation,
                 absl::StrFormat("clip_rate %.17g is not the %d clipped log-features logged so "
                                 "far over %d events of r = %d (%.17g)",

@@ -156,6 +156,7 @@ class AuditVerifier {
     double max_exponent = -HUGE_VAL;
   } sau_;
   uint64_t fuse_events_ = 0;  // fuse_learn records so far
+  uint64_t record_format_ = 1;  // the genesis's record_format (none: 1; merkle_chain.h)
   absl::Status status_;
   std::optional<ChainId> bound_;
   uint64_t bad_index_ = 0;

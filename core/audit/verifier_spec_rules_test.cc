@@ -4,8 +4,11 @@
 // green, a margin that does not follow from log E_mix and the epoch, an epoch that starts
 // early, a floor that did not decay as the policy says, a probe count above the spec's bound
 // beside a matching forged bound).
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -320,6 +323,80 @@ TEST(VerifierSpecRules, SelfConsistentButWrongRecordsAreCaughtAndNamed) {
 
 // A chain a server wrote (its genesis names model and shard) must carry a spec the rules can
 // be recomputed from.
+// A body without the named keys (what a format-1 server wrote).
+std::string Without(const std::string& body, std::initializer_list<std::string_view> keys) {
+  const AuditRecord r = Parse(body);
+  AuditRecord out;
+  for (const AuditField& f : r.fields()) {
+    if (std::find(keys.begin(), keys.end(), f.key) == keys.end()) out.Set(f.key, f.value);
+  }
+  return Canon(out);
+}
+
+// Chains `bodies` under a genesis that names `format` as its record_format (none: a format-1
+// genesis, as servers wrote before the field existed).
+absl::Status VerifyFormat(const Stream& s, const std::vector<std::string>& bodies,
+                          std::optional<uint64_t> format) {
+  const ChainId id{.model = "m", .shard = 0};
+  const AuditRecord current = GenesisBody(s.model_spec, Sha256Of("W"), &id);
+  AuditRecord genesis;
+  for (const AuditField& f : current.fields()) {
+    if (f.key != "record_format") genesis.Set(f.key, f.value);
+  }
+  if (format.has_value()) genesis.Set("record_format", *format);
+  MerkleChain chain;
+  AuditVerifier v({.chain = id});
+  absl::StatusOr<ChainEntry> g = chain.Append(genesis);
+  EXPECT_TRUE(g.ok());
+  absl::Status st = v.FeedEnvelope(g->envelope);
+  for (const std::string& body : bodies) {
+    if (!st.ok()) break;
+    st = v.Feed(chain.AppendCanonical(body));
+  }
+  return st.ok() ? v.Finish() : st;
+}
+
+// Record formats (merkle_chain.h kAuditRecordFormat): a chain written before events carried
+// "clipped" and "median_den" (its genesis names no record_format) still verifies, with the
+// clip rate and a triggered floor checked by their bounds only; the same records under a
+// format-2 genesis fail the rules that need those fields; a format this verifier does not know
+// fails the genesis; and a format-1 chain is still refused a clip rate or floor out of bounds.
+TEST(VerifierSpecRules, AFormatOneChainIsCheckedByWhatItLogged) {
+  const Stream& s = TheStream();
+  EXPECT_TRUE(VerifyFormat(s, s.bodies, kAuditRecordFormat).ok());
+  std::vector<std::string> old;
+  for (const std::string& b : s.bodies) old.push_back(Without(b, {"clipped", "median_den"}));
+  ASSERT_NE(old, s.bodies);
+  const absl::Status format1 = VerifyFormat(s, old, std::nullopt);
+  EXPECT_TRUE(format1.ok()) << format1;
+  const absl::Status format2 = VerifyFormat(s, old, 2);
+  EXPECT_FALSE(format2.ok());
+  EXPECT_TRUE(absl::StrContains(format2.message(), "saturation") ||
+              absl::StrContains(format2.message(), "beta_floor"))
+      << format2;
+  const absl::Status format3 = VerifyFormat(s, s.bodies, 3);
+  EXPECT_TRUE(absl::StrContains(format3.message(), "record_format must be an integer in 2..2"))
+      << format3;
+
+  const size_t event = FirstWhere(s, [](const AuditRecord& r) { return Kind(r, "sau_event"); });
+  std::vector<std::string> bad_rate = old;
+  AuditRecord r = Parse(bad_rate[event]);
+  r.Set("clip_rate", 1.5);
+  bad_rate[event] = Canon(r);
+  const absl::Status rate = VerifyFormat(s, bad_rate, std::nullopt);
+  EXPECT_TRUE(absl::StrContains(rate.message(), "not a fraction")) << rate;
+
+  const size_t red = FirstWhere(s, [](const AuditRecord& r) {
+    return Kind(r, "sau_event") && r.Find("median_den") != nullptr;
+  });
+  std::vector<std::string> bad_floor = old;
+  r = Parse(bad_floor[red]);
+  r.Set("beta_floor", 0.0);
+  bad_floor[red] = Canon(r);
+  const absl::Status floor = VerifyFormat(s, bad_floor, std::nullopt);
+  EXPECT_TRUE(absl::StrContains(floor.message(), "beta_floor")) << floor;
+}
+
 TEST(VerifierSpecRules, AServerChainWithoutAUsableSpecFailsItsGenesis) {
   MerkleChain chain;
   const ChainId id{.model = "m", .shard = 0};
