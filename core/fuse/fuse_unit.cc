@@ -68,10 +68,6 @@ struct FuseUnit::Forward {
   std::vector<lmu::Feature> z;       // z_gate (gate) or z_meta (meta-linear)
   std::vector<lmu::Feature> main_x;  // attention-as-feature: x ++ z_attn
   std::vector<double> y_meta;        // meta-linear: the meta learner's output
-  // prf: q prepared once for the SAU's readout (step 2) and its ingest as the key (step 4):
-  // the feature map and the readout are not computed twice (SauEstimator::Prepare). The
-  // thread's own, so a step allocates nothing for it once warm. Null for ridge and vla.
-  sau::PreparedQuery* prepared = nullptr;
 };
 
 namespace {
@@ -157,32 +153,34 @@ absl::Status FuseUnit::CheckSample(std::span<const lmu::Feature> x,
 
 // docs/FUSE.md, "One step", up to y_hat.
 void FuseUnit::RunForward(std::span<const lmu::Feature> x, std::span<const double> q,
-                          const control::Controls& c, const EngineRun::Step* engine,
-                          Forward* f) const {
+                          const control::Controls& c, SauPart* sau, Forward* f) const {
   const int m = spec_.lmu.m;
   FusePrediction& p = f->p;
   // y_hat_sau: prf with the stabilized readout (docs/SAU.md (12)-(13), (20)-(21)) and its
   // health signals; ridge and vla with their one readout and no health signal (docs/FUSE.md,
   // "Other engines": the health features stay 0).
-  sau::QueryResult qr;
-  f->prepared = nullptr;
-  f->health = HealthFeatures{};
-  if (const sau::SauEstimator* prf = sau_.prf()) {
-    f->prepared = &ThreadPrepared();
-    prf->Prepare(q, f->prepared);
-    qr = prf->Query(f->prepared, spec_.low_rank);
-    f->health = ScaleHealth(qr, prf->spec(), prf->events(), prf->state().median_den.value());
-  } else if (engine != nullptr) {
-    qr = engine->readout;
-  } else {
-    qr = sau_.Query(q, sau::ReadoutPath::kStabilized, /*low_rank=*/false);
+  SauPart own;
+  if (sau == nullptr) {
+    own.events_before = sau_.events();
+    if (const sau::SauEstimator* prf = sau_.prf()) {
+      sau::PreparedQuery& prepared = ThreadPrepared();
+      prf->Prepare(q, &prepared);
+      own.readout = prf->Query(&prepared, spec_.low_rank);
+      own.health = ScaleHealth(own.readout, prf->spec(), prf->events(),
+                               prf->state().median_den.value());
+    } else {
+      own.readout = sau_.Query(q, sau::ReadoutPath::kStabilized, /*low_rank=*/false);
+    }
+    sau = &own;
   }
+  sau::QueryResult& qr = sau->readout;
+  f->health = sau->health;
   p.engine = qr.engine;
   p.y_hat_sau = std::move(qr.y_hat);
   p.rj_gap = qr.rj_gap;
   p.margin = qr.margin;
   p.den = qr.raw_den;
-  p.ver_sau = engine != nullptr ? engine->events_before : sau_.events();
+  p.ver_sau = sau->events_before;
   p.g_min = c.g_min;
   p.g_max = c.g_max;
 
@@ -238,7 +236,7 @@ absl::StatusOr<FusePrediction> FuseUnit::Predict(std::span<const lmu::Feature> x
                                                  std::span<const double> q) const {
   RETURN_IF_ERROR(CheckSample(x, q));
   Forward f;
-  RunForward(x, q, control_.controls(), /*engine=*/nullptr, &f);
+  RunForward(x, q, control_.controls(), /*sau=*/nullptr, &f);
   if (sau_.prf() == nullptr) RETURN_IF_ERROR(ReadoutInRange(f.p.y_hat_sau, sau_.engine()));
   return std::move(f.p);
 }
@@ -281,9 +279,32 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
   const double floor_used = prf != nullptr ? prf->state().floor.floor() : 0.0;
   const double lambda_used = prf != nullptr ? prf->effective_lambda() : 0.0;
 
-  // 2. Predict.
+  // 2. Predict. The attention part first: prf reads out at q and ingests (k = q, v = y) in one
+  //    pass over R (SauEstimator::QueryAndIngest; step 4's update, done early: nothing in
+  //    step 3 reads the SAU, so the results are those of the steps in order); ridge and vla
+  //    take theirs from the run.
+  SauPart part;
+  sau::EventDiagnostics diag;
+  sau::PreparedQuery* prepared = nullptr;
+  bool ingested = false;
+  if (prf != nullptr) {
+    prepared = &ThreadPrepared();
+    prf->Prepare(q, prepared);
+    part.events_before = prf->events();
+    const double median = prf->state().median_den.value();
+    if (spec_.low_rank) {  // the readout reads H, the ingest R: two passes
+      part.readout = prf->Query(prepared, /*low_rank=*/true);
+    } else {
+      part.readout = sau_.mutable_prf()->QueryAndIngest(*prepared, y, &diag);
+      ingested = true;
+    }
+    part.health = ScaleHealth(part.readout, prf->spec(), part.events_before, median);
+  } else {
+    part.readout = engine->readout;
+    part.events_before = engine->events_before;
+  }
   Forward f;
-  RunForward(x, q, c, engine, &f);
+  RunForward(x, q, c, &part, &f);
   const FusePrediction& p = f.p;
 
   // 3. Learn. The main LMU learns from its own residual y - y_hat_lmu: it stays an exact,
@@ -336,9 +357,10 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
       break;
   }
 
-  // 4. SAU.ingest(k_t = q, v_t = y) (docs/DECISIONS.md 7); ridge and vla wrote into the run.
-  const sau::EventDiagnostics diag =
-      f.prepared != nullptr ? sau_.mutable_prf()->Ingest(*f.prepared, y) : engine->diag;
+  // 4. SAU.ingest(k_t = q, v_t = y) (docs/DECISIONS.md 7): done in step 2 unless low_rank;
+  //    ridge and vla wrote into the run.
+  if (prf != nullptr && !ingested) diag = sau_.mutable_prf()->Ingest(*prepared, y);
+  if (prf == nullptr) diag = engine->diag;
   const uint64_t ver_sau = engine != nullptr ? engine->events_after : sau_.events();
 
   // Rolling errors for z_gate, after their use at this step.

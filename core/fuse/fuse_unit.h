@@ -15,7 +15,8 @@
 //      stabilized path, then the pattern's fused y_hat and the gate;
 //   3. e = y - y_hat; the main LMU learns from its own residual, the gate / meta learner from
 //      the fused loss (fuse_unit.cc);
-//   4. the SAU ingests (k = q, v = y) (docs/DECISIONS.md 7);
+//   4. the SAU ingests (k = q, v = y) (docs/DECISIONS.md 7); prf does it in step 2, in the
+//      same pass over R as the readout (SauEstimator::QueryAndIngest), with the same results;
 //   5. the control plane observes the step and sets the controls of step t+1 (the SAU's lambda
 //      nudge, the LMU's lr scale and tau_low override, the gate clamp); it reads the prf
 //      estimator's health, so over the ridge or vla engine it observes nothing and its controls
@@ -40,6 +41,7 @@
 #include "core/audit/audit_record.h"
 #include "core/common/digest.h"
 #include "core/control/control_plane.h"
+#include "core/fuse/fuse_features.h"
 #include "core/fuse/fuse_spec.h"
 #include "core/lmu/keyed_hash.h"
 #include "core/lmu/lmu_learner.h"
@@ -167,12 +169,19 @@ class FuseUnit {
   friend struct FuseSnapshotAccess;  // core/fuse/fuse_snapshot.cc
 
   struct Forward;
+  // The attention part of a step, read before the rest of it: the readout at q (y_hat_sau), its
+  // health features and the SAU's event count before the step.
+  struct SauPart {
+    sau::QueryResult readout;
+    HealthFeatures health;
+    uint64_t events_before = 0;
+  };
 
   FuseUnit(const FuseSpec& spec, const lmu::HashSecret& secret, sau::Memory sau);
-  // `engine`: this step's engine part, computed ahead (ridge and vla), or null to read the
-  // unit's engine.
+  // `sau`: the attention part, read by Learn (prf in one pass with its ingest, ridge and vla
+  // from an EngineRun), or null to read it here (Predict).
   void RunForward(std::span<const lmu::Feature> x, std::span<const double> q,
-                  const control::Controls& c, const EngineRun::Step* engine, Forward* f) const;
+                  const control::Controls& c, SauPart* sau, Forward* f) const;
   void ApplyControls();
 
   FuseSpec spec_;

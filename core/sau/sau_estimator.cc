@@ -177,10 +177,31 @@ EventDiagnostics SauEstimator::Ingest(PreparedQuery& p, std::span<const double> 
   return diag;
 }
 
+QueryResult SauEstimator::QueryAndIngest(PreparedQuery& p, std::span<const double> v,
+                                         EventDiagnostics* diag) {
+  if (!p.prepared_ || p.events_ != state_.events) {  // stale: prepare at this state
+    const std::vector<double> q = p.q_;
+    Prepare(q, &p);
+  }
+  QueryResult out;
+  if (p.readout_) {  // already read out by Query(&p, false): finish from its half sums
+    out = FinishQuery(p.phiw_.data(), p.num1_.data(), p.num2_.data(), p.den1_, p.den2_,
+                      /*stabilized=*/true, /*low_rank=*/false);
+    *diag = IngestFeatures(p.phi_.data(), p.phiw_.data(), p.clip_, /*readout=*/true,
+                           p.num1_.data(), p.num2_.data(), p.den1_, p.den2_, v);
+  } else {
+    *diag = IngestFeatures(p.phi_.data(), p.phiw_.data(), p.clip_, /*readout=*/false,
+                           p.num1_.data(), p.num2_.data(), 0, 0, v, &out);
+  }
+  p.prepared_ = false;  // the state moved on
+  return out;
+}
+
 EventDiagnostics SauEstimator::IngestFeatures(const double* phi, const double* phiw,
                                               const FeatureMap::ClipStats& clip, bool readout,
                                               double* num1, double* num2, long double den1,
-                                              long double den2, std::span<const double> v) {
+                                              long double den2, std::span<const double> v,
+                                              QueryResult* query) {
   const SauSpec& spec = params_->spec;
   const int r = spec.r, dv = spec.d_v, rv = spec.r_v;
   SauState& st = state_;
@@ -222,6 +243,12 @@ EventDiagnostics SauEstimator::IngestFeatures(const double* phi, const double* p
       const size_t row = static_cast<size_t>(i) * rv;
       CompensatedDecayAdd(gamma, phi[i], rhat.data(), &st.H[row], &st.H_c[row], rv);
     }
+  }
+
+  // The readout of those half sums with the floor, ridge and margin of step t-1, which the
+  // statistics below move on from (QueryAndIngest).
+  if (query != nullptr && !readout) {
+    *query = FinishQuery(phiw, num1, num2, den1, den2, /*stabilized=*/true, /*low_rank=*/false);
   }
 
   EventDiagnostics diag;

@@ -149,6 +149,12 @@ class SauEstimator {
   void Prepare(std::span<const double> q, PreparedQuery* p) const;
   QueryResult Query(PreparedQuery* p, bool low_rank) const;
   EventDiagnostics Ingest(PreparedQuery& p, std::span<const double> v);
+  // Both in one pass over R: the stabilized full readout at the prepared q (as Query(&p,
+  // false) before the ingest) and the ingest of (q, v), whose update of R reads each row right
+  // after the readout did. Bit-identical to Query(&p, false) followed by Ingest(p, v); *diag
+  // gets the ingest's diagnostics. REQUIRES: CheckEvent(q, v).ok().
+  QueryResult QueryAndIngest(PreparedQuery& p, std::span<const double> v,
+                             EventDiagnostics* diag);
 
   const SauSpec& spec() const { return params_->spec; }
   const FeatureMap& features() const { return params_->features; }
@@ -190,11 +196,12 @@ class SauEstimator {
 
   // Ingest of a conditioned key whose phi and whitened phi are given. With `readout` the
   // prequential readout's half sums at k are given too (num1, num2: d_v each; den1, den2);
-  // without, they are computed here, fused with the update of R.
+  // without, they are computed here, fused with the update of R, and `query` (if not null)
+  // gets the stabilized readout they make, finished before the statistics move on.
   EventDiagnostics IngestFeatures(const double* phi, const double* phiw,
                                   const FeatureMap::ClipStats& clip, bool readout, double* num1,
                                   double* num2, long double den1, long double den2,
-                                  std::span<const double> v);
+                                  std::span<const double> v, QueryResult* query = nullptr);
   // The readout's end, shared by both Query forms: y_hat, den, rj_gap, shr and ||f||_1 from
   // the half sums of the feature vector f (phi or the whitened phi).
   QueryResult FinishQuery(const double* f, const double* num1, const double* num2,

@@ -41,7 +41,9 @@ void ExpectSame(const EventDiagnostics& a, const EventDiagnostics& b, int t) {
 }
 
 // A drifting stream at a scale that clips and raises floors, full and low-rank readouts, a
-// nudged ridge: every number of the prepared pair equals the two separate calls'.
+// nudged ridge: every number of the prepared pair equals the two separate calls', and so does
+// every number of QueryAndIngest's one pass (full readouts; c below), half of whose steps
+// first read out with Query(&p) (its cached half sums are then used).
 TEST(SauPreparedQuery, BitIdenticalToQueryThenIngest) {
   for (bool low_rank : {false, true}) {
     SCOPED_TRACE(low_rank ? "low rank" : "full");
@@ -52,15 +54,17 @@ TEST(SauPreparedQuery, BitIdenticalToQueryThenIngest) {
     spec.r_v = low_rank ? 2 : 0;
     spec.input_scale = 4;
     spec.seed = 11;
-    absl::StatusOr<SauEstimator> a = SauEstimator::Create(spec), b = SauEstimator::Create(spec);
-    ASSERT_TRUE(a.ok() && b.ok());
+    absl::StatusOr<SauEstimator> a = SauEstimator::Create(spec), b = SauEstimator::Create(spec),
+                                 c = SauEstimator::Create(spec);
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok());
     Dgp dgp({.kind = Dgp::Kind::kC, .d = 8, .d_v = 4, .phase_length = 300}, 5);
-    PreparedQuery p;
+    PreparedQuery p, pc;
     int alarms = 0;
     for (int t = 0; t < 2000; ++t) {
       if (t == 700) {  // a control input between events, as the fused control plane sets it
-        a->SetLambdaNudge({.factor = 2.0, .increment = 1e-3});
-        b->SetLambdaNudge({.factor = 2.0, .increment = 1e-3});
+        for (SauEstimator* e : {&*a, &*b, &*c}) {
+          e->SetLambdaNudge({.factor = 2.0, .increment = 1e-3});
+        }
       }
       const DgpEvent e = dgp.Next();
       const QueryResult qa = a->Query(e.k, ReadoutPath::kStabilized, low_rank);
@@ -70,10 +74,21 @@ TEST(SauPreparedQuery, BitIdenticalToQueryThenIngest) {
       const EventDiagnostics da = a->Ingest(e.k, e.v);
       const EventDiagnostics db = b->Ingest(p, e.v);
       ExpectSame(da, db, t);
+      if (!low_rank) {
+        c->Prepare(e.k, &pc);
+        if (t % 2 == 1) (void)c->Query(&pc, false);
+        EventDiagnostics dc;
+        const QueryResult qc = c->QueryAndIngest(pc, e.v, &dc);
+        ExpectSame(qa, qc, t);
+        ExpectSame(da, dc, t);
+      }
       alarms += da.alarm;
     }
     EXPECT_GT(alarms, 0);  // the stream exercised the e-process's restarts too
     EXPECT_EQ(a->StateDigest(), b->StateDigest());
+    if (!low_rank) {
+      EXPECT_EQ(a->StateDigest(), c->StateDigest());
+    }
   }
 }
 
