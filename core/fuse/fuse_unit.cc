@@ -457,6 +457,12 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
       .Set("actions", std::move(list));
   out.actions = std::move(actions);
   out.prediction = std::move(f.p);
+  out.diag = diag;
+  out.beta_floor = floor_used;
+  out.lambda_star = lambda_used;
+  out.s_norm = engine != nullptr ? engine->s_norm : 0.0;
+  out.max_locate_probes = step->max_locate_probes;
+  out.max_insert_probes = step->max_insert_probes;
   if (run != nullptr) {
     ++run->next_;
     if (own.has_value()) {

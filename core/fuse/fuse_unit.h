@@ -118,6 +118,13 @@ struct FuseStep {
   FusePrediction prediction;                      // as Predict would have returned before the step
   std::vector<control::ControlAction> actions;    // also in the record
   AuditRecord record;                             // kind "fuse_learn"
+  // The numbers of the record that callers read back (FuseShard's health and limits), typed.
+  sau::EventDiagnostics diag;  // the SAU's ingest (prf), or the engine's write (ridge, vla)
+  double beta_floor = 0;       // prf: the floor and the ridge in force at the step
+  double lambda_star = 0;
+  double s_norm = 0;           // vla: ||S||_F after the write
+  int max_locate_probes = 0;   // the main LMU's step (c_lookup_p100, c_insert_p100)
+  int max_insert_probes = 0;
 };
 
 class FuseUnit {

@@ -23,26 +23,6 @@ constexpr uint32_t kSectionHeader = 1;
 constexpr uint32_t kSectionUnit = 2;
 constexpr double kNoOverride = std::numeric_limits<double>::quiet_NaN();
 
-double NumberOf(const AuditRecord& r, std::string_view key) {
-  double x = 0;
-  const AuditValue* v = r.Find(key);
-  if (v != nullptr) v->AsNumber(&x);
-  return x;
-}
-
-bool BoolOf(const AuditRecord& r, std::string_view key) {
-  const AuditValue* v = r.Find(key);
-  const bool* b = v != nullptr ? v->get_if<bool>() : nullptr;
-  return b != nullptr && *b;
-}
-
-int LevelOf(const AuditRecord& r) {
-  const AuditValue* v = r.Find("rj_level");
-  const std::string* s = v != nullptr ? v->get_if<std::string>() : nullptr;
-  if (s == nullptr) return 0;
-  return *s == "red" ? 2 : *s == "yellow" ? 1 : 0;
-}
-
 // The checks FuseUnit::Learn makes, with the batch position in the message.
 // The bounds of docs/SAU.md and docs/LMU.md "Input bounds" on a fused sample's x, q and y (the
 // SAU learns (q, y), the LMU (x, y)). REQUIRES: the values are finite.
@@ -230,17 +210,15 @@ absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView
         return step.status();
       }
       applied.step = *std::move(step);
-      if (NumberOf(applied.step.record, "margin") < 0) {
+      if (applied.step.diag.margin < 0) {
         applied.negative_margin = true;
         applied.next_actions = unit_->control().pending();
       }
     }
     ++out.applied;
     actions_total_ += applied.step.actions.size();
-    out.c_lookup_p100 = std::max(out.c_lookup_p100,
-                                 static_cast<int>(NumberOf(applied.step.record, "c_lookup_p100")));
-    out.c_insert_p100 = std::max(out.c_insert_p100,
-                                 static_cast<int>(NumberOf(applied.step.record, "c_insert_p100")));
+    out.c_lookup_p100 = std::max(out.c_lookup_p100, applied.step.max_locate_probes);
+    out.c_insert_p100 = std::max(out.c_insert_p100, applied.step.max_insert_probes);
     out.steps.push_back(std::move(applied));
   }
   if (run.has_value()) {
@@ -259,37 +237,35 @@ absl::StatusOr<FuseLearnOutcome> FuseShard::Learn(std::span<const FuseSampleView
 
   const FuseApplied& a = out.steps.back();
   const fuse::FusePrediction& p = a.step.prediction;
-  const AuditRecord& r = a.step.record;
+  const sau::EventDiagnostics& d = a.step.diag;
   FuseShardHealth& h = out.last;
   out.has_last = true;
   h.gate = p.gate;
   h.g_min = p.g_min;
   h.g_max = p.g_max;
-  h.margin = NumberOf(r, "margin");
-  h.rj_gap = NumberOf(r, "rj_gap");
-  h.rj_level = LevelOf(r);
-  h.den = NumberOf(r, "den");
-  h.beta_floor = NumberOf(r, "beta_floor");
-  h.lambda_star = NumberOf(r, "lambda_star");
-  h.clip_rate = NumberOf(r, "clip_rate");
+  h.engine = unit.sau().engine();
+  if (h.engine == sau::Engine::kPrf) {  // the record's prf fields; zero over ridge and vla
+    h.margin = d.margin;
+    h.rj_gap = d.rj_gap;
+    h.rj_level = static_cast<int>(d.rj_level);
+    h.den = d.den;
+    h.beta_floor = a.step.beta_floor;
+    h.lambda_star = a.step.lambda_star;
+    h.clip_rate = d.clip_rate;
+  }
   const std::span<const double> y = batch[a.index].y;
   double err2 = 0;
   for (size_t o = 0; o < y.size() && o < p.y_hat.size(); ++o) {
     err2 += (y[o] - p.y_hat[o]) * (y[o] - p.y_hat[o]);
   }
   h.y_err_abs = std::sqrt(err2);
-  h.engine = unit.sau().engine();
   if (h.engine == sau::Engine::kRidge) {
     h.condition = p.engine.condition;
     h.residual = p.engine.residual;
-    h.ridge.key_norm2 = NumberOf(r, "key_norm2");
-    h.ridge.scale = NumberOf(r, "scale");
+    h.ridge = d.ridge;
   } else if (h.engine == sau::Engine::kVla) {
-    h.vla.residual_norm = NumberOf(r, "residual_norm");
-    h.vla.alpha_dot_k = NumberOf(r, "alpha_dot_k");
-    h.vla.refreshed = BoolOf(r, "refreshed");
-    h.vla.skipped = BoolOf(r, "skipped");
-    h.s_norm = NumberOf(r, "s_norm");
+    h.vla = d.vla;
+    h.s_norm = a.step.s_norm;
   }
   const control::Controls c = unit.control().controls();
   h.lmu_tau_low = c.lmu_tau_low.value_or(unit.spec().lmu.tau_low);
