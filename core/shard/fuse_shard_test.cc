@@ -62,30 +62,34 @@ bool SameBits(const std::vector<double>& a, const std::vector<double>& b) {
          });
 }
 
+// Feeds `s` to a shard of `spec` in batches of 37 and, sample by sample, to a unit of `spec`:
+// the same predictions, records and state after every batch.
+void ExpectBatchesEqualAUnit(const fuse::FuseSpec& spec, const Stream& s) {
+  FuseShard shard(MakeUnit(spec));
+  auto unit = MakeUnit(spec);
+  for (size_t at = 0; at < s.views.size(); at += 37) {
+    const size_t n = std::min<size_t>(37, s.views.size() - at);
+    absl::StatusOr<FuseLearnOutcome> out = shard.Learn(std::span(s.views).subspan(at, n), 64);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->applied, n);
+    for (size_t i = 0; i < n; ++i) {
+      const FuseSampleView& v = s.views[at + i];
+      absl::StatusOr<fuse::FuseStep> ref = unit->Learn(v.t, v.x, v.q, v.y);
+      ASSERT_TRUE(ref.ok());
+      ASSERT_EQ(out->steps[i].index, i);
+      EXPECT_TRUE(SameBits(out->steps[i].step.prediction.y_hat, ref->prediction.y_hat));
+      EXPECT_EQ(Canonical(out->steps[i].step.record), Canonical(ref->record));
+    }
+    EXPECT_EQ(out->ver_sau, unit->sau().events());
+    EXPECT_EQ(shard.Stats().digest, unit->StateDigest());
+  }
+  EXPECT_EQ(shard.log_seq(), (s.views.size() + 36) / 37);
+}
+
 TEST(FuseShardTest, BatchesEqualAUnitFedTheSameSamples) {
   for (fuse::FusePattern pattern : fuse::testing::kPatterns) {
     SCOPED_TRACE(fuse::PatternName(pattern));
-    auto shard = MakeShard(pattern);
-    auto unit = MakeUnit(TestSpec(pattern));
-    const Stream s = MakeStream(600, 1, /*drift_at=*/300);
-    for (size_t at = 0; at < s.views.size(); at += 37) {
-      const size_t n = std::min<size_t>(37, s.views.size() - at);
-      absl::StatusOr<FuseLearnOutcome> out =
-          shard->Learn(std::span(s.views).subspan(at, n), 64);
-      ASSERT_TRUE(out.ok()) << out.status();
-      ASSERT_EQ(out->applied, n);
-      for (size_t i = 0; i < n; ++i) {
-        const FuseSampleView& v = s.views[at + i];
-        absl::StatusOr<fuse::FuseStep> ref = unit->Learn(v.t, v.x, v.q, v.y);
-        ASSERT_TRUE(ref.ok());
-        ASSERT_EQ(out->steps[i].index, i);
-        EXPECT_TRUE(SameBits(out->steps[i].step.prediction.y_hat, ref->prediction.y_hat));
-        EXPECT_EQ(Canonical(out->steps[i].step.record), Canonical(ref->record));
-      }
-      EXPECT_EQ(out->ver_sau, unit->sau().events());
-    }
-    EXPECT_EQ(shard->Stats().digest, unit->StateDigest());
-    EXPECT_EQ(shard->log_seq(), (600 + 36) / 37);
+    ExpectBatchesEqualAUnit(TestSpec(pattern), MakeStream(600, 1, /*drift_at=*/300));
   }
 }
 
@@ -152,23 +156,7 @@ TEST(FuseShardTest, OverRidgeAndVlaABatchIsOneUnitAndAnOverflowRefusesIt) {
     SCOPED_TRACE(sau::EngineName(engine));
     fuse::FuseSpec spec = TestSpec(fuse::FusePattern::kMetaLinear);
     spec.sau.engine = engine;
-    auto shard = std::make_unique<FuseShard>(MakeUnit(spec));
-    auto unit = MakeUnit(spec);
-    const Stream s = MakeStream(200, 1);
-    for (size_t at = 0; at < s.views.size(); at += 37) {
-      const size_t n = std::min<size_t>(37, s.views.size() - at);
-      absl::StatusOr<FuseLearnOutcome> out = shard->Learn(std::span(s.views).subspan(at, n), 64);
-      ASSERT_TRUE(out.ok()) << out.status();
-      ASSERT_EQ(out->applied, n);
-      for (size_t i = 0; i < n; ++i) {
-        const FuseSampleView& v = s.views[at + i];
-        absl::StatusOr<fuse::FuseStep> ref = unit->Learn(v.t, v.x, v.q, v.y);
-        ASSERT_TRUE(ref.ok());
-        EXPECT_EQ(Canonical(out->steps[i].step.record), Canonical(ref->record));
-      }
-      EXPECT_EQ(out->ver_sau, unit->sau().events());
-      EXPECT_EQ(shard->Stats().digest, unit->StateDigest());
-    }
+    ExpectBatchesEqualAUnit(spec, MakeStream(200, 1));
   }
 
   fuse::FuseSpec spec = TestSpec(fuse::FusePattern::kLinearAsGate);
