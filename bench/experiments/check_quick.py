@@ -133,6 +133,21 @@ def main():
     supplied = [float(r["geometric"]) for r in b if r["u"] == "supplied" and r["r_v"] == "8"]
     check(supplied and max(supplied) < 1e-9,
           "DGP-B: the data's own subspace (r_v = 8 = its rank) has no geometric error")
+    # The stabilized low-rank readout (the served one) with eq. (27)'s third term, err_ridge.
+    broken = [r for r in b if float(r["low_rank_stabilized"]) >
+              float(r["geometric"]) + float(r["full"]) + float(r["err_ridge"]) + 1e-9]
+    check(b and not broken, f"DGP-B: stabilized low-rank error <= geometric + feature error + "
+          f"err_ridge in all {len(b)} runs")
+    # A U learned from the stream (PCA of the decayed value covariance) at the data's rank finds
+    # its subspace, and then the low-rank readout is the full readout: the feature error lies in
+    # the span of the values, so the projection neither adds nor removes error.
+    learned = [r for r in b if r["u"] == "learned" and r["r_v"] == "8"]
+    worst_geo = max((float(r["geometric"]) for r in learned), default=1.0)
+    worst_gap = max((abs(float(r["low_rank"]) - float(r["full"])) / float(r["full"])
+                     for r in learned), default=1.0)
+    check(learned and worst_geo < 1e-6 and worst_gap < 1e-6,
+          f"DGP-B: a learned U of r_v = 8 has geometric error {worst_geo:.2g} and its low-rank "
+          f"error equals the full readout's (largest relative gap {worst_gap:.2g})")
 
     # The default clip (c = 3) clips under 1% at a = 1 (seed 001 C4's target).
     clip = [float(r["clip_rate"]) for r in rows(out, "ablation_clip.csv")

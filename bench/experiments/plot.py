@@ -17,7 +17,7 @@ Reads the CSV files the experiment program writes into OUT and writes PNGs next 
   monitors.png    The shr (M1) and clip-rate (C4) monitors against r, with their targets.
   dgp_b.png       DGP-B: the low-rank readout's error beside its two terms in eq. (27), the
                   geometric error of U and the full readout's feature error, for U the
-                  data's own subspace or a drawn one.
+                  data's own subspace, a drawn one or one learned from the stream.
   ablation_clip.png  The log-domain clip c_hi = mean + c sd: error and clip rate against c.
   latency.png     Cost per operation against the stream length n: the SAU flat, exact
                   attention's query linear.
@@ -358,9 +358,9 @@ def plot_dgp_b(out):
     if rows is None:
         return
     floor = 1e-3  # a geometric error of zero (U = the data's subspace) is drawn at the floor
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4), sharey=True)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, u in zip(axes, ("supplied", "drawn")):
+    for ax, u in zip(axes, ("supplied", "drawn", "learned")):
         sub = [row for row in rows if row["u"] == u]
         by_rv = lambda column: sorted(means_by(sub, lambda row: num(row["r_v"]), "r",
                                                column).items())
@@ -377,9 +377,12 @@ def plot_dgp_b(out):
         ax.set_ylim(bottom=floor / 1.5)
         r_ticks(ax, [num(row["r"]) for row in sub])
         ax.set_xlabel("r (random features)")
-        ax.set_title(f"U {u} (data of rank 8; zero drawn at {floor:g})", fontsize=10)
+        title = {"supplied": "U supplied: the data's subspace",
+                 "drawn": "U drawn from the seed (the default)",
+                 "learned": "U learned: PCA of the decayed value covariance"}[u]
+        ax.set_title(f"{title}\n(data of rank 8; zero drawn at {floor:g})", fontsize=9)
     axes[0].set_ylabel("relative error vs exact attention")
-    axes[1].legend(fontsize=6, loc="lower left")
+    axes[2].legend(fontsize=6, loc="lower left")
     fig.suptitle("DGP-B, docs/SAU.md (27): low-rank error <= geometric + feature error",
                  fontsize=10)
     fig.tight_layout()
