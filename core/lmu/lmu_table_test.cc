@@ -68,38 +68,43 @@ TEST(LmuTable, IdsOutsideTheSetNeverReadAnotherIdsSlot) {
   EXPECT_EQ(false_hits, 0);
 }
 
-// The tripwire: ids aimed at one bucket pair under the (known) salt of the current delta fill
-// the buckets, the stash, the ring and the emergency slot; inserts then freeze until a rebuild
-// publishes, and no id is lost. Probe maxima stay within the bounds throughout.
+// The tripwire: ids aimed (with the secret) at both bucket choices 0 of the current delta fill
+// that bucket and the stash, and the next one needs the emergency slot: the tripwire fires,
+// inserts of new ids freeze until the rebuild it starts publishes, and no id is lost. No ring
+// (its use would start a rebuild that could publish new salts first), and the aimed ids load
+// the delta too little to reach tau_low, so nothing but the tripwire can intervene. Probe
+// maxima stay within the bounds throughout.
 TEST(LmuTable, TripwireFreezesInsertsRebuildsAndLosesNothing) {
   LmuSpec spec = SmallTableSpec(true);
+  spec.delta_buckets = 16;  // C = 64: an aimed id is one candidate in 256
+  spec.ring = 0;
   LmuTable table(spec, Secret(2));
   // Delta generation 0 uses keys derived for generation 0; find ids whose both buckets are 0.
   const HashKey ka = DeriveHashKey(Secret(2), HashPurpose::kCuckooA, 0);
+  const HashKey kb = DeriveHashKey(Secret(2), HashPurpose::kCuckooB, 0);
   sau::CounterRng rng(9, 1);
-  std::vector<uint64_t> aimed;
-  // The delta derives both bucket choices from the keyed hashes; ids whose hash under key A
-  // selects bucket 0 collide in at least one choice. We try candidates until the table's own
-  // statistics show overflow use, which is what an attacker who knew the salt would cause.
-  std::vector<uint64_t> ids;
   std::unordered_map<uint64_t, uint64_t> slot_of;
-  uint64_t tripwires_before = 0;
-  for (int i = 0; i < 2000000 && table.Stats().tripwires == tripwires_before; ++i) {
+  int aimed = 0;
+  while (table.Stats().tripwires == 0) {
+    ASSERT_LT(aimed, 64) << "the bucket pair and the stash hold fewer; the tripwire must fire";
     const uint64_t id = rng.NextU64();
-    if ((SipHash13(ka, id) & (spec.delta_buckets - 1)) != 0) continue;
+    if ((SipHash13(ka, id) & 15) != 0 || (SipHash13(kb, id) & 15) != 0) continue;
     LmuTable::Probes p;
     auto slot = table.LocateOrInsert(id, &p);
     ASSERT_TRUE(slot.ok()) << slot.status();
     slot_of[id] = *slot;
-    if (table.Stats().ver_base > 0) break;  // a rebuild published before the tripwire
+    ++aimed;
+    ASSERT_EQ(table.Stats().ver_base, 0u) << "a rebuild published before the tripwire";
   }
   const LmuTableStats st = table.Stats();
-  std::printf(
-      "aimed %zu ids: stash %d ring %d emergency %d tripwires %llu frozen %d rebuilds %llu\n",
-      slot_of.size(), st.stash_used, st.ring_used, st.emergency_used,
-      static_cast<unsigned long long>(st.tripwires), st.frozen,
-      static_cast<unsigned long long>(st.rebuilds));
-  EXPECT_GE(st.stash_used + st.ring_used + (st.emergency_used ? 1 : 0) + st.rebuilds, 1u);
+  std::printf("aimed %d ids: stash %d ring %d emergency %d tripwires %llu frozen %d rebuilds %llu\n",
+              aimed, st.stash_used, st.ring_used, st.emergency_used,
+              static_cast<unsigned long long>(st.tripwires), st.frozen,
+              static_cast<unsigned long long>(st.rebuilds));
+  EXPECT_EQ(st.tripwires, 1u);
+  EXPECT_TRUE(st.emergency_used);
+  EXPECT_EQ(st.stash_used, spec.stash);
+  EXPECT_TRUE(st.frozen || st.ver_base > 0);  // frozen until the rebuild it started publishes
   // Keep inserting ordinary ids: the table must stay correct whatever path it took.
   for (int i = 0; i < 20000; ++i) {
     const uint64_t id = rng.NextU64();
