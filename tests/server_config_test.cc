@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "admin.pb.h"
+#include "core/lmu/lmu_spec.h"
 #include "core/sau/sau_spec.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -106,6 +107,40 @@ TEST(SpecConversionTest, UnsetAntitheticPairsRowsWhenTheyCanAndAStoredSpecStaysU
   sau::SauSpec odd = sau_of(30, true, SpecOrigin::kRequest, false);
   absl::Status refused = sau::ValidateSpec(sau::ResolveDefaults(odd));
   EXPECT_THAT(std::string(refused.message()), HasSubstr("multiple of 4"));
+}
+
+// An unset lmu.delta_buckets is sized by the server: the default when the scheduling
+// inequality (L3) holds with it, else the smallest power of two that satisfies it for the
+// declared novelty rate; a given size is kept, and validation refuses it if too small.
+TEST(SpecConversionTest, AnUnsetDeltaIsSizedForTheDeclaredNoveltyRate) {
+  const auto lmu_of = [](double lambda_max, uint32_t delta_buckets, bool fused) {
+    v1::ModelSpec wire;
+    wire.set_name("m");
+    v1::LmuSpec* l = fused ? wire.mutable_fuse()->mutable_lmu() : wire.mutable_lmu();
+    if (fused) wire.mutable_fuse()->mutable_sau()->set_d(4);
+    l->set_lambda_max(lambda_max);
+    l->set_delta_buckets(delta_buckets);
+    absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(wire);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    return fused ? spec->fuse.lmu : spec->lmu;
+  };
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "fuse.lmu" : "lmu");
+    EXPECT_EQ(lmu_of(1000, 0, fused).delta_buckets, 4096u);  // the default suffices
+    // 100000 ids/s over T_rb = 1 s plus a margin of 512: 4 B (0.8 - 0.6) >= 100512.
+    const lmu::LmuSpec solved = lmu_of(100000, 0, fused);
+    EXPECT_EQ(solved.delta_buckets, 131072u);
+    EXPECT_TRUE(lmu::ValidateLmuSpec(solved).ok());
+    const lmu::LmuSpec given = lmu_of(100000, 4096, fused);
+    EXPECT_EQ(given.delta_buckets, 4096u);
+    EXPECT_THAT(std::string(lmu::ValidateLmuSpec(given).message()),
+                HasSubstr("raise delta_buckets to at least 125640"));
+  }
+  // Beyond 2^24 buckets nothing suffices: the default is kept and validation says why.
+  const lmu::LmuSpec hopeless = lmu_of(1e12, 0, false);
+  EXPECT_EQ(hopeless.delta_buckets, 4096u);
+  EXPECT_THAT(std::string(lmu::ValidateLmuSpec(hopeless).message()),
+              HasSubstr("no delta_buckets up to 2^24"));
 }
 
 TEST(SpecConversionTest, GivenFieldsAreCopied) {

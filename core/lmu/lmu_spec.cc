@@ -67,4 +67,17 @@ absl::Status ValidateLmuSpec(const LmuSpec& s) {
   return absl::OkStatus();
 }
 
+uint32_t SolveDeltaBuckets(const LmuSpec& s, uint32_t at_least) {
+  const double width = s.tau_high - s.tau_low;
+  if (!(width > 0) || s.bucket_size < 1) return at_least;
+  const double need = s.lambda_max * s.rebuild_seconds + s.margin;
+  if (!std::isfinite(need)) return at_least;
+  for (uint64_t buckets = at_least; buckets <= (1u << 24); buckets *= 2) {
+    if (static_cast<double>(buckets) * s.bucket_size * width >= need) {
+      return static_cast<uint32_t>(buckets);
+    }
+  }
+  return at_least;
+}
+
 }  // namespace streamlearn::lmu

@@ -41,6 +41,13 @@ struct LmuSpec {
 
 absl::Status ValidateLmuSpec(const LmuSpec& spec);
 
+// The smallest power of two >= at_least (a power of two) for delta_buckets whose capacity
+// satisfies the scheduling inequality (L3) with the spec's other fields: what a spec that
+// leaves delta_buckets unset gets, so that a declared novelty rate lambda_max and rebuild
+// bound T_rb size the delta instead of failing validation. at_least when the tau range is
+// invalid or no size up to 2^24 buckets suffices (ValidateLmuSpec then says why).
+uint32_t SolveDeltaBuckets(const LmuSpec& spec, uint32_t at_least);
+
 }  // namespace streamlearn::lmu
 
 #endif  // STREAMLEARN_CORE_LMU_LMU_SPEC_H_

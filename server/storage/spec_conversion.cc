@@ -265,6 +265,9 @@ absl::StatusOr<lmu::LmuSpec> LmuSpecFromProto(const v1::LmuSpec& wire, absl::str
   KeepDefaultIfZero(wire.rebuild_seconds(), &s.rebuild_seconds);
   KeepDefaultIfZero(wire.margin(), &s.margin);
   s.background_rebuild = !wire.inline_rebuild();
+  // Unset delta_buckets: the server sizes the delta from the declared novelty rate and rebuild
+  // bound, the default (4096) or the smallest power of two above it that satisfies (L3).
+  if (wire.delta_buckets() == 0) s.delta_buckets = lmu::SolveDeltaBuckets(s, s.delta_buckets);
   return s;
 }
 
