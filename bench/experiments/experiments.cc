@@ -415,21 +415,7 @@ std::vector<double> TopEigenvectors(const std::vector<double>& c, int dv, int rv
   std::vector<double> q(static_cast<size_t>(dv) * rv), z(q.size());
   CounterRng rng(12345, 99);
   for (double& x : q) x = rng.NextNormal();
-  const auto orthonormalise = [&](std::vector<double>& m) {
-    for (int pass = 0; pass < 2; ++pass) {
-      for (int a = 0; a < rv; ++a) {
-        double* ca = &m[static_cast<size_t>(a) * dv];
-        for (int b = 0; b < a; ++b) {
-          const double* cb = &m[static_cast<size_t>(b) * dv];
-          const double proj = Dot(ca, cb, dv);
-          for (int l = 0; l < dv; ++l) ca[l] -= proj * cb[l];
-        }
-        const double norm = std::sqrt(Dot(ca, ca, dv));
-        for (int l = 0; l < dv; ++l) ca[l] /= norm;
-      }
-    }
-  };
-  orthonormalise(q);
+  OrthonormaliseVectors(q.data(), rv, dv);
   for (int round = 0; round < 300; ++round) {
     for (int a = 0; a < rv; ++a) {
       for (int row = 0; row < dv; ++row) {
@@ -438,7 +424,7 @@ std::vector<double> TopEigenvectors(const std::vector<double>& c, int dv, int rv
       }
     }
     q.swap(z);
-    orthonormalise(q);
+    OrthonormaliseVectors(q.data(), rv, dv);
   }
   return q;
 }

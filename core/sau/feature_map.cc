@@ -11,22 +11,8 @@ namespace streamlearn::sau {
 
 namespace {
 
-// Rows of g (n x n, row-major) made orthonormal by modified Gram-Schmidt, run twice for
-// orthogonality to working precision.
-void OrthonormaliseRows(std::vector<double>& g, int n) {
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int i = 0; i < n; ++i) {
-      double* gi = &g[static_cast<size_t>(i) * n];
-      for (int j = 0; j < i; ++j) {
-        const double* gj = &g[static_cast<size_t>(j) * n];
-        const double proj = Dot(gi, gj, n);
-        for (int l = 0; l < n; ++l) gi[l] -= proj * gj[l];
-      }
-      const double norm = std::sqrt(Dot(gi, gi, n));
-      for (int l = 0; l < n; ++l) gi[l] /= norm;
-    }
-  }
-}
+// Rows of g (n x n, row-major) made orthonormal (modified Gram-Schmidt, two passes).
+void OrthonormaliseRows(std::vector<double>& g, int n) { OrthonormaliseVectors(g.data(), n, n); }
 
 // The normalised Walsh-Hadamard transform of v (length a power of two), in place:
 // v <- H v with H symmetric, H H = I.

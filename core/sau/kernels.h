@@ -55,6 +55,24 @@ inline void PlainDecayAdd(double gamma, double a, const double* x, double* s, in
   for (int j = 0; j < n; ++j) s[j] = gamma * s[j] + a * x[j];
 }
 
+// The `count` vectors of length n stored one after another from m (vector a at m + a n) made
+// orthonormal by modified Gram-Schmidt, in two passes over all of them for orthogonality to
+// working precision. REQUIRES: count <= n and the vectors linearly independent.
+inline void OrthonormaliseVectors(double* m, int count, int n) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int a = 0; a < count; ++a) {
+      double* va = m + static_cast<size_t>(a) * n;
+      for (int b = 0; b < a; ++b) {
+        const double* vb = m + static_cast<size_t>(b) * n;
+        const double proj = Dot(va, vb, n);
+        for (int l = 0; l < n; ++l) va[l] -= proj * vb[l];
+      }
+      const double norm = std::sqrt(Dot(va, va, n));
+      for (int l = 0; l < n; ++l) va[l] /= norm;
+    }
+  }
+}
+
 }  // namespace streamlearn::sau
 
 #endif  // STREAMLEARN_CORE_SAU_KERNELS_H_

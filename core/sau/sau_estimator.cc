@@ -42,18 +42,7 @@ std::vector<double> DrawU(const SauSpec& spec) {
   std::vector<double> u(static_cast<size_t>(dv) * rv);
   CounterRng rng(spec.seed, kStreamU);
   for (double& x : u) x = rng.NextNormal();
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int a = 0; a < rv; ++a) {
-      double* ca = &u[static_cast<size_t>(a) * dv];
-      for (int b = 0; b < a; ++b) {
-        const double* cb = &u[static_cast<size_t>(b) * dv];
-        const double proj = Dot(ca, cb, dv);
-        for (int l = 0; l < dv; ++l) ca[l] -= proj * cb[l];
-      }
-      const double norm = std::sqrt(Dot(ca, ca, dv));
-      for (int l = 0; l < dv; ++l) ca[l] /= norm;
-    }
-  }
+  OrthonormaliseVectors(u.data(), rv, dv);
   return u;
 }
 
