@@ -76,51 +76,37 @@ TEST(FeatureMap, KernelEstimateIsUnbiasedOverDrawsOfW) {
   }
 }
 
-TEST(FeatureMap, OrthogonalBlocksHaveOrthogonalRowsAndChiNorms) {
-  SauSpec s = UnclippedSpec(FeatureKind::kOrthogonal, false, 3);
-  s.r = 16;  // two blocks of d = 8
-  FeatureMap m = FeatureMap::Draw(s);
-  const double* w = m.w().data();
-  for (int i = 0; i < 8; ++i) {
-    for (int j = 0; j < i; ++j) EXPECT_NEAR(Dot(w + i * 8, w + j * 8, 8), 0.0, 1e-12);
-  }
-  // Norms are chi(8): mean about 2.74 over many rows.
-  s.r = 4096;
-  s.d = 8;
-  FeatureMap big = FeatureMap::Draw(s);
-  double mean_norm = 0;
-  for (int i = 0; i < 4096; ++i)
-    mean_norm += std::sqrt(Dot(&big.w()[i * 8], &big.w()[i * 8], 8)) / 4096;
-  EXPECT_NEAR(mean_norm, 2.7360, 0.03);
-}
-
-// SRHT blocks (feature_map.h): for d a power of two, each block's rows are orthogonal, and every
-// row's norm is chi(d) as for a Gaussian row.
-TEST(FeatureMap, SrhtBlocksHaveOrthogonalRowsAndChiNorms) {
-  SauSpec s = UnclippedSpec(FeatureKind::kSrht, false, 3);
-  s.r = 16;  // two blocks of d = 8
-  FeatureMap m = FeatureMap::Draw(s);
-  const double* w = m.w().data();
-  for (int block = 0; block < 2; ++block) {
-    for (int i = 0; i < 8; ++i) {
-      for (int j = 0; j < i; ++j) {
-        EXPECT_NEAR(Dot(w + (8 * block + i) * 8, w + (8 * block + j) * 8, 8), 0.0, 1e-12);
+// Orthogonal features in both forms (QR blocks, SRHT blocks; feature_map.h): for d a power of
+// two each block's rows are orthogonal, the blocks are drawn independently, and every row's
+// norm is chi(d) (mean about 2.74 for d = 8), as for a Gaussian row.
+TEST(FeatureMap, OrthogonalAndSrhtBlocksHaveOrthogonalRowsAndChiNorms) {
+  for (FeatureKind kind : {FeatureKind::kOrthogonal, FeatureKind::kSrht}) {
+    SCOPED_TRACE(kind == FeatureKind::kSrht ? "srht" : "orthogonal");
+    SauSpec s = UnclippedSpec(kind, false, 3);
+    s.r = 16;  // two blocks of d = 8
+    FeatureMap m = FeatureMap::Draw(s);
+    const double* w = m.w().data();
+    for (int block = 0; block < 2; ++block) {
+      for (int i = 0; i < 8; ++i) {
+        for (int j = 0; j < i; ++j) {
+          EXPECT_NEAR(Dot(w + (8 * block + i) * 8, w + (8 * block + j) * 8, 8), 0.0, 1e-12);
+        }
       }
     }
+    // The two blocks are drawn independently: a row of the second is not one of the first.
+    EXPECT_GT(std::abs(Dot(w, w + 8 * 8, 8)), 1e-6);
+    s.r = 4096;
+    FeatureMap big = FeatureMap::Draw(s);
+    double mean_norm = 0;
+    for (int i = 0; i < 4096; ++i)
+      mean_norm += std::sqrt(Dot(&big.w()[i * 8], &big.w()[i * 8], 8)) / 4096;
+    EXPECT_NEAR(mean_norm, 2.7360, 0.03);
   }
-  // The two blocks are drawn independently: a row of the second is not one of the first.
-  EXPECT_GT(std::abs(Dot(w, w + 8 * 8, 8)), 1e-6);
-  s.r = 4096;
-  FeatureMap big = FeatureMap::Draw(s);
-  double mean_norm = 0;
-  for (int i = 0; i < 4096; ++i)
-    mean_norm += std::sqrt(Dot(&big.w()[i * 8], &big.w()[i * 8], 8)) / 4096;
-  EXPECT_NEAR(mean_norm, 2.7360, 0.03);
-  EXPECT_NE(big.digest(), FeatureMap::Draw([&] {
-                            SauSpec o = s;
-                            o.features = FeatureKind::kOrthogonal;
-                            return o;
-                          }()).digest());
+  // One seed, two kinds: different rows.
+  SauSpec srht = UnclippedSpec(FeatureKind::kSrht, false, 3);
+  SauSpec qr = srht;
+  qr.features = FeatureKind::kOrthogonal;
+  EXPECT_NE(FeatureMap::Draw(srht).digest(), FeatureMap::Draw(qr).digest());
 }
 
 // For d not a power of two the block is d' = 8 wide for d = 6 and its rows are cut to 6
