@@ -96,27 +96,31 @@ absl::StatusOr<SpecRules> SpecRulesFromModelSpec(std::string_view model_spec) {
                                                    spec.status().message()));
   }
   SpecRules rules;
+  // An SAU part's engine and, for prf, its rule parameters. A fused model over the ridge or
+  // vla engine has no prf rules: its fuse_learn records carry the engine's diagnostics instead
+  // (docs/FUSE.md, "Other engines").
+  const auto read_sau = [](const AuditRecord& part, std::string_view name,
+                           std::optional<std::string>* engine,
+                           std::optional<SauRuleParams>* params) -> absl::Status {
+    absl::StatusOr<std::string> e = EngineOf(part, name);
+    if (!e.ok()) return e.status();
+    *engine = *e;
+    if (*e != "prf") return absl::OkStatus();
+    absl::StatusOr<SauRuleParams> p = SauParams(part, name);
+    if (!p.ok()) return p.status();
+    *params = *p;
+    return absl::OkStatus();
+  };
   if (const AuditRecord* sau = Part(*spec, "sau")) {
-    absl::StatusOr<std::string> engine = EngineOf(*sau, "sau");
-    if (!engine.ok()) return engine.status();
-    rules.sau_engine = *engine;
-    if (*engine == "prf") {
-      absl::StatusOr<SauRuleParams> p = SauParams(*sau, "sau");
-      if (!p.ok()) return p.status();
-      rules.sau = *p;
+    if (absl::Status st = read_sau(*sau, "sau", &rules.sau_engine, &rules.sau); !st.ok()) {
+      return st;
     }
   }
-  // A fused model over the ridge or vla engine has no prf rules: its fuse_learn records carry
-  // the engine's diagnostics instead (docs/FUSE.md, "Other engines").
   const AuditRecord* fuse = Part(*spec, "fuse");
   if (const AuditRecord* fsau = fuse == nullptr ? nullptr : Part(*fuse, "sau")) {
-    absl::StatusOr<std::string> engine = EngineOf(*fsau, "fuse.sau");
-    if (!engine.ok()) return engine.status();
-    rules.fuse_engine = *engine;
-    if (*engine == "prf") {
-      absl::StatusOr<SauRuleParams> p = SauParams(*fsau, "fuse.sau");
-      if (!p.ok()) return p.status();
-      rules.fuse_sau = *p;
+    if (absl::Status st = read_sau(*fsau, "fuse.sau", &rules.fuse_engine, &rules.fuse_sau);
+        !st.ok()) {
+      return st;
     }
   }
   const AuditRecord* lmu = Part(*spec, "lmu");
