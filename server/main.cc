@@ -35,7 +35,7 @@
 #include "server/storage/lmu_secret.h"
 #include "server/storage/audit_key.h"
 #include "server/config.h"
-#include "server/heap_trimmer.h"
+#include "server/heap.h"
 #include "server/host_port.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
@@ -103,11 +103,13 @@ ABSL_FLAG(uint64_t, fuse_digest_every, 100000,
 ABSL_FLAG(uint64_t, snapshot_every_steps, 100000,
           "snapshot a shard part after this many events/samples (0 = off)");
 ABSL_FLAG(absl::Duration, heap_trim_interval, absl::Seconds(10),
-          "how often the C heap's free pages are handed back to the kernel (malloc_trim; "
-          "keeps the RSS with what is allocated; >= 0, 0 = never)");
+          "how often the C heap's free pages are handed back to the kernel (glibc: "
+          "malloc_trim; jemalloc: a decay pass, which its background threads also do); "
+          ">= 0, 0 = never");
 ABSL_FLAG(int32_t, malloc_arenas, 2,
           "the most arenas glibc's malloc keeps (M_ARENA_MAX); fewer hold less free memory "
-          "between bursts; 0 = glibc's default, 8 per core");
+          "between bursts; 0 = glibc's default, 8 per core. The release server runs on "
+          "jemalloc, whose arenas are set by MALLOC_CONF (narenas) instead");
 ABSL_FLAG(absl::Duration, snapshot_interval, absl::Minutes(5),
           "snapshot a shard part that changed at least this often (>= 0; 0 = off)");
 ABSL_FLAG(uint64_t, keep_snapshots, 2, "snapshots kept per shard part (>= 1)");
@@ -149,9 +151,24 @@ ABSL_FLAG(std::string, init_keys, "",
           "writes a new audit key (audit.key, audit.pub) and LMU secret (lmu.secret) into this "
           "directory for the servers of a cluster to share, then exits");
 
+// jemalloc's options when the binary runs on it (server/heap.h; ignored under glibc's malloc;
+// MALLOC_CONF in the environment adds to or overrides them). Background threads return freed
+// pages on jemalloc's decay clock, without a stop-the-world trim; dirty pages go back after
+// about a second (jemalloc's default is 10 s) and straight to the kernel (no "muzzy" stage),
+// so the RSS follows what is allocated. In the soak this kept the RSS within 1.6% from the
+// second minute on, where the default decay swung it by 20-25% between snapshot and archive
+// bursts (bench/RESULTS.md, "Soak").
+extern "C" {
+// NOLINTNEXTLINE: the name is jemalloc's.
+__attribute__((used)) const char* malloc_conf =
+    "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
+}
+
 namespace {
 
+using streamlearn::server::AllocatorName;
 using streamlearn::server::CheckHostPort;
+using streamlearn::server::CurrentAllocator;
 using streamlearn::server::HeapTrimmer;
 using streamlearn::server::Server;
 using streamlearn::server::ServerConfig;
@@ -516,9 +533,11 @@ int main(int argc, char** argv) {
   // own: the event log and the audit chain are no other local user's to read.
   umask(077);
 
-  spdlog::info("streamlearn-server starting: listen {}, metrics {}, data_dir '{}', config '{}'",
-               options.listen, options.metrics.empty() ? "disabled" : options.metrics,
-               options.data_dir, config_path);
+  spdlog::info(
+      "streamlearn-server starting: listen {}, metrics {}, data_dir '{}', config '{}', "
+      "allocator {}",
+      options.listen, options.metrics.empty() ? "disabled" : options.metrics, options.data_dir,
+      config_path, AllocatorName(CurrentAllocator()));
 
   // Process-wide, so here and not in Server (tests run many servers in one process).
   HeapTrimmer heap_trimmer(absl::GetFlag(FLAGS_heap_trim_interval));

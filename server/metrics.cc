@@ -1,7 +1,5 @@
 #include "server/metrics.h"
 
-#include <malloc.h>
-
 #include <chrono>
 #include <initializer_list>
 #include <exception>
@@ -10,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/exposer.h"
+#include "server/heap.h"
 
 namespace streamlearn::server {
 namespace {
@@ -244,14 +243,14 @@ prometheus::MetricFamily GaugeByKind(
 
 std::vector<prometheus::MetricFamily> Metrics::MemoryCollectable::Collect() const {
   std::vector<prometheus::MetricFamily> families;
-  // malloc's own statistics, summed over its arenas (glibc's mallinfo2, which takes each
-  // arena's lock briefly: cheap at a scrape's rate).
-  const struct mallinfo2 mi = mallinfo2();
+  // The allocator's own statistics (server/heap.h: glibc's mallinfo2 or jemalloc's stats).
+  const HeapStats heap = ReadHeapStats();
   families.push_back(GaugeByKind(
       "streamlearn_process_heap_bytes",
-      "The C heap by malloc's own accounting: allocated (in use, including mmapped chunks), "
-      "free (held by malloc's arenas but not in use), mmapped (large chunks)",
-      {{"allocated", mi.uordblks + mi.hblkhd}, {"free", mi.fordblks}, {"mmapped", mi.hblkhd}}));
+      "The C heap by the allocator's own accounting: allocated (in use), free (held by the "
+      "allocator but not in use), mapped (glibc: large chunks mapped one by one; jemalloc: "
+      "all its active extents)",
+      {{"allocated", heap.allocated}, {"free", heap.free}, {"mmapped", heap.mapped}}));
   MutexLock lock(&mu_);  // held while the source runs: Watch(nullptr) waits for it
   if (!source_) return families;
   const storage::Store::MemoryUsage m = source_();

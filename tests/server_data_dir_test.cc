@@ -24,10 +24,11 @@
 #include "gmock/gmock.h"
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "server/heap_trimmer.h"
+#include "server/heap.h"
 #include "server/storage/data_dir.h"
 #include "tests/command_runner.h"
 #include "tests/durability_fixture.h"
+#include "tests/server_process.h"
 
 namespace streamlearn::server {
 namespace {
@@ -35,6 +36,18 @@ namespace {
 using namespace durability_test;  // NOLINT: the fixture's names
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;  // the sanitizers' allocators do not report to mallinfo2
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
 
 // name -> size of every regular file under `dir` (not recursive).
 std::map<std::string, uintmax_t> Files(const std::string& dir, const std::string& suffix) {
@@ -439,7 +452,7 @@ TEST_F(DataDirTest, TheStoresMemoryIsExportedByKind) {
   Stop();
 }
 
-// The server binary's heap trimmer (server/heap_trimmer.h): a zero interval starts nothing;
+// The server binary's heap trimmer (server/heap.h): a zero interval starts nothing;
 // otherwise it trims again and again until it is destroyed, and its destructor wakes it.
 TEST(HeapTrimmer, TrimsUntilDestroyed) {
   {
@@ -454,6 +467,27 @@ TEST(HeapTrimmer, TrimsUntilDestroyed) {
   EXPECT_GE(trimmer.trims(), 3u);
   HeapTrimmer::TrimNow();  // and on the caller's thread, beside it
   HeapTrimmer idle(absl::Hours(1));  // its destructor must not wait out the hour
+}
+
+// The release server binary links jemalloc; the sanitizer builds and every test binary run on
+// glibc's malloc (server/heap.h, CMake's STREAMLEARN_SERVER_ALLOCATOR). The binary names the
+// allocator it got at start, and the heap statistics come from that allocator.
+TEST_F(DataDirTest, TheServerBinaryRunsOnTheAllocatorItWasBuiltWith) {
+  ServerProcess server({"--data_dir="}, root_ + "/allocator.log");
+  ASSERT_GT(server.WaitForPort(std::chrono::seconds(60)), 0) << server.Log();
+  EXPECT_THAT(server.Log(), testing::HasSubstr(absl::StrCat(
+                                "allocator ", STREAMLEARN_SERVER_ALLOCATOR, "\n")));
+  server.Kill();
+
+  EXPECT_EQ(CurrentAllocator(), Allocator::kGlibc);  // this test binary
+  EXPECT_STREQ(AllocatorName(Allocator::kJemalloc), "jemalloc");
+  // glibc's statistics see a block the program holds (a sanitizer's allocator they do not).
+  const HeapStats before = ReadHeapStats();
+  std::vector<char> block(64 << 20, 1);
+  const HeapStats during = ReadHeapStats();
+  if (!kSanitized) {
+    EXPECT_GE(during.allocated, before.allocated + block.size() / 2) << block[12345];
+  }
 }
 
 TEST_F(DataDirTest, ServerBinaryCreatesEveryFileAndDirectoryPrivate) {
