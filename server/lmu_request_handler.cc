@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/common/status_macros.h"
+#include "spdlog/spdlog.h"
 #include "server/batch_step.h"
 #include "server/model_lookup.h"
 #include "server/status_conversion.h"
@@ -114,7 +115,20 @@ absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
     ack->mutable_last_prediction()->Add(outcome->last_prediction.begin(),
                                         outcome->last_prediction.end());
   }
-  metrics_->RecordUpdate(route.model->spec().name, route.shard, *outcome, part.TableStats());
+  const lmu::LmuTableStats table = part.TableStats();
+  metrics_->RecordUpdate(route.model->spec().name, route.shard, *outcome, table);
+  if (outcome->delta_grown_to != 0) {
+    const lmu::LmuSpec& spec = route.model->spec().lmu;
+    spdlog::warn(
+        "model '{}' shard {}: the LMU delta grew to {} buckets (C = {}; growth {} of at most "
+        "{} buckets) after a rebuild under pressure: {} inserts so far found it above "
+        "tau_high = {}, {} tripwire(s); the spec declares lambda_max = {} ids/s and T_rb = {} "
+        "s, the last rebuild took {:.3f} s",
+        route.model->spec().name, route.shard, outcome->delta_grown_to,
+        uint64_t{outcome->delta_grown_to} * spec.bucket_size, table.delta_growths,
+        lmu::DeltaBucketsCap(spec), outcome->tau_high_crossings, spec.tau_high, table.tripwires,
+        spec.lambda_max, spec.rebuild_seconds, table.last_rebuild_seconds);
+  }
   return absl::OkStatus();
 }
 

@@ -34,6 +34,8 @@ void LmuShardInfoToProto(uint32_t shard, const LmuShardStats& stats, v1::LmuShar
   out->set_insert_bound(static_cast<uint32_t>(t.insert_bound));
   out->set_tripwires(t.tripwires);
   out->set_tau_high_crossings(t.tau_high_crossings);
+  out->set_delta_buckets(t.delta_buckets);
+  out->set_delta_growths(t.delta_growths);
 }
 
 void FuseShardInfoToProto(uint32_t shard, const FuseShardStats& stats, const ModelSpec& spec,
@@ -51,6 +53,8 @@ void FuseShardInfoToProto(uint32_t shard, const FuseShardStats& stats, const Mod
   out->set_g_max(stats.controls.g_max);
   out->set_lmu_lr_scale(stats.controls.lmu_lr_scale);
   out->set_lmu_tau_low(stats.controls.lmu_tau_low.value_or(spec.fuse.lmu.tau_low));
+  out->set_delta_buckets(stats.table.delta_buckets);
+  out->set_delta_growths(stats.table.delta_growths);
 }
 
 }  // namespace

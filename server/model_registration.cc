@@ -23,9 +23,11 @@ absl::StatusOr<std::shared_ptr<Model>> RegisterModel(ModelSpec spec, ModelRegist
                         s.sau.seed, (*model)->state_bytes(), ToHex((*model)->w_digest()));
   }
   if (s.has_lmu) {
-    parts += fmt::format(" lmu: m={} lr={} l2={} delta_buckets={} b={} S={} L={} Q={} "
-                         "tau_low={} tau_high={} lambda_max={} T_rb={} margin={} rebuild={}",
-                         s.lmu.m, s.lmu.lr, s.lmu.l2, s.lmu.delta_buckets, s.lmu.bucket_size,
+    parts += fmt::format(" lmu: m={} lr={} l2={} delta_buckets={} max_delta_buckets={} b={} "
+                         "S={} L={} Q={} tau_low={} tau_high={} lambda_max={} T_rb={} margin={} "
+                         "rebuild={}",
+                         s.lmu.m, s.lmu.lr, s.lmu.l2, s.lmu.delta_buckets,
+                         lmu::DeltaBucketsCap(s.lmu), s.lmu.bucket_size,
                          s.lmu.stash, s.lmu.max_relocations, s.lmu.ring, s.lmu.tau_low,
                          s.lmu.tau_high, s.lmu.lambda_max, s.lmu.rebuild_seconds, s.lmu.margin,
                          s.lmu.background_rebuild ? "background" : "inline");

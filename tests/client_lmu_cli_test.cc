@@ -150,10 +150,11 @@ TEST_F(ClientLmuCliTest, CreateTrainPredictDescribeOnAnLmuOnlyModel) {
   CommandResult described = Cli("describe cli_lmu");
   ASSERT_EQ(described.exit_code, 0) << Describe(described);
   for (const char* needle :
-       {"parts         lmu", "lr=0.1 (inverse-sqrt)", "C=256 (64 buckets x b=4)",
-        "tau_low=0.5", "(inline)", "samples 3000", "keys base", "delta load", "ring 0/16",
-        "stash", "emergency no", "frozen no", "rebuilds", "T_rb last", "probes locate",
-        "(bound", "tripwires 0", "state digest"}) {
+       {"parts         lmu", "lr=0.1 (inverse-sqrt)",
+        "C=256 (64 buckets x b=4, grows to 256 buckets under pressure)", "tau_low=0.5",
+        "(inline)", "samples 3000", "keys base", "delta load", "ring 0/16", "stash",
+        "emergency no", "frozen no", "rebuilds", "T_rb last", "probes locate", "(bound",
+        "tripwires 0", "delta growths 0", "state digest"}) {
     EXPECT_TRUE(Contains(described.out, needle)) << needle << "\n" << described.out;
   }
   EXPECT_FALSE(Contains(described.out, "W digest")) << described.out;

@@ -59,6 +59,61 @@ TEST(SpecConversionTest, ZeroAndUnspecifiedFieldsKeepTheCoreDefaults) {
   EXPECT_EQ(spec->sau.beta_floor, defaults.beta_floor);
 }
 
+// lmu.max_delta_buckets is proto3 optional: unset, a new spec's delta may grow to 4x its
+// buckets (at most 2^24) and a stored one never grows; equal to delta_buckets, or 0, it never
+// grows; the effective spec always says, and validation refuses a cap below the delta or not
+// a power of two, naming the field.
+TEST(SpecConversionTest, UnsetMaxDeltaBucketsLetsANewDeltaGrowFourfoldAndAStoredOneNot) {
+  const auto lmu_of = [](uint32_t buckets, std::optional<uint32_t> cap,
+                         storage::SpecOrigin origin, bool fused) {
+    v1::ModelSpec wire;
+    wire.set_name("m");
+    v1::LmuSpec* l = fused ? wire.mutable_fuse()->mutable_lmu() : wire.mutable_lmu();
+    if (fused) {
+      wire.mutable_fuse()->mutable_sau()->set_d(4);
+      wire.mutable_fuse()->mutable_sau()->set_r(8);
+    }
+    l->set_delta_buckets(buckets);
+    if (cap.has_value()) l->set_max_delta_buckets(*cap);
+    absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(wire, origin);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    return fused ? spec->fuse.lmu : spec->lmu;
+  };
+  using storage::SpecOrigin;
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "fuse.lmu" : "lmu");
+    EXPECT_EQ(lmu_of(4096, std::nullopt, SpecOrigin::kRequest, fused).max_delta_buckets, 16384u);
+    EXPECT_EQ(lmu_of(1u << 23, std::nullopt, SpecOrigin::kRequest, fused).max_delta_buckets,
+              1u << 24);
+    EXPECT_EQ(lmu_of(4096, std::nullopt, SpecOrigin::kStored, fused).max_delta_buckets, 0u);
+    EXPECT_EQ(lmu_of(4096, 4096, SpecOrigin::kRequest, fused).max_delta_buckets, 0u);
+    EXPECT_EQ(lmu_of(4096, 0, SpecOrigin::kRequest, fused).max_delta_buckets, 0u);
+    EXPECT_EQ(lmu_of(4096, 65536, SpecOrigin::kStored, fused).max_delta_buckets, 65536u);
+  }
+  // The effective spec carries the cap, "never" included, and reads back the same.
+  for (const uint32_t cap : {0u, 8192u}) {
+    ModelSpec spec;
+    spec.name = "m";
+    spec.has_lmu = true;
+    spec.lmu.max_delta_buckets = cap;
+    const v1::ModelSpec wire = storage::ModelSpecToProto(spec);
+    EXPECT_TRUE(wire.lmu().has_max_delta_buckets());
+    absl::StatusOr<ModelSpec> stored = storage::ModelSpecFromProto(wire, SpecOrigin::kStored);
+    absl::StatusOr<ModelSpec> request = storage::ModelSpecFromProto(wire, SpecOrigin::kRequest);
+    ASSERT_TRUE(stored.ok() && request.ok());
+    EXPECT_EQ(stored->lmu.max_delta_buckets, cap);
+    EXPECT_EQ(request->lmu.max_delta_buckets, cap);
+  }
+  for (const uint32_t bad : {2048u, 12288u, 1u << 25}) {
+    lmu::LmuSpec l;
+    l.max_delta_buckets = bad;
+    const absl::Status refused = lmu::ValidateLmuSpec(l);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(refused.message()),
+                HasSubstr(absl::StrCat("lmu.max_delta_buckets = ", bad, " is out of range")));
+  }
+}
+
 // sau.antithetic is proto3 optional: unset, a new spec pairs its rows when r % 4 == 0 (the
 // measured default, docs/EXPERIMENTS.md) and a stored one keeps the default it was written
 // under (off); a given value is kept; the effective spec always says which, so it survives

@@ -52,7 +52,8 @@ def main():
              "error_vs_r.png", "error_vs_t.png", "drift.png", "delays.png", "monitors.png",
              "dgp_b.png", "ablation_clip.png", "latency.png", "engines_recall.csv",
              "engines_norm.csv", "engines_recall.png", "engines_norm.png", "lmu_exact.csv",
-             "lmu_probes.csv", "lmu_rebuild.csv", "lmu_probes.png", "lmu_rebuild.png",
+             "lmu_probes.csv", "lmu_rebuild.csv", "lmu_growth.csv", "lmu_probes.png",
+             "lmu_rebuild.png",
              "ablation_numerics.csv", "ablation_lambda.csv", "ablation_numerics.png",
              "ablation_lambda.png", "feature_grid.csv", "feature_grid.png", "audit.jsonl",
              "audit_public.pem"]
@@ -187,6 +188,16 @@ def main():
     over = [r for r in probes if int(r["max_locate"]) > int(r["locate_bound"])
             or int(r["max_insert"]) > int(r["insert_bound"])]
     check(probes and not over, f"LMU delta: probes within their bounds at all {len(probes)} points")
+
+    # The LMU delta's growth: within its cap, and none when growth is off. (How many
+    # tripwires and crossings a run meets depends on the builder thread's speed.)
+    for r in rows(out, "lmu_growth.csv"):
+        cap = int(r["growth_cap"])
+        most = 4096 * max(cap, 1)
+        check(4096 <= int(r["delta_buckets"]) <= most
+              and (cap > 0 or r["delta_growths"] == "0"),
+              f"LMU growth cap {cap}x: {r['delta_buckets']} buckets after "
+              f"{r['delta_growths']} growths, {r['tripwires']} tripwires")
 
     # The audit stream, if run.sh verified it with the CLI.
     verify = os.path.join(out, "audit_verify.txt")

@@ -906,6 +906,59 @@ void RunLmuProbes(const Settings& s, std::ofstream& csv) {
   }
 }
 
+// Growing the delta (docs/LMU.md, "Growing the delta"): a stream whose novelty far outruns the
+// declared rate (20 features a sample, ids Zipf over 10^5, most of them new in the first few
+// hundred thousand samples, at in-process speed) through the server's default LMU spec (4096
+// buckets, sized for lambda_max = 1000 ids/s and T_rb = 1 s; background rebuilds; a Poll every
+// 256 samples, as the server polls once a batch), with growth off, at the default cap (4x)
+// and at 16x. The counts depend on how fast the builder thread runs beside the writer: they
+// are what one run measured, not invariants. Every id must still be found (no id is lost on
+// any path).
+void RunLmuGrowth(const Settings& s, std::ofstream& csv, std::string* summary) {
+  csv << "growth_cap,samples,ids,rebuilds,tripwires,tau_high_crossings,delta_buckets,"
+         "delta_growths,ns_per_sample\n";
+  *summary += "  LMU delta growth (tripwires / tau_high crossings / final buckets):";
+  for (const uint32_t factor : {0u, 4u, 16u}) {
+    std::fprintf(stderr, "[lmu growth] cap %ux, %d samples\n", factor, s.lmu_samples);
+    lmu::LmuSpec spec;  // the core defaults: the server's for a request that sets nothing
+    spec.max_delta_buckets = factor == 0 ? 0 : spec.delta_buckets * factor;
+    lmu::LmuLearner learner(spec, ExperimentSecret(s.seed));
+    lmu::ZipfIds ids(100000, s.seed * 1000 + 77);
+    std::vector<lmu::Feature> x;
+    double y = 0, got = 0;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < s.lmu_samples; ++i) {
+      x.clear();
+      for (int j = 0; j < 20; ++j) x.push_back({ids.Next(), 1.0});
+      y = ids.Uniform();
+      if (!learner.Step(x, {&y, 1}, NAN, NAN, &got).ok()) std::exit(1);
+      if (i % 256 == 255 && !learner.Poll().ok()) std::exit(1);
+    }
+    if (!learner.Poll().ok()) std::exit(1);
+    const double ns = std::chrono::duration<double, std::nano>(
+                          std::chrono::steady_clock::now() - start).count() / s.lmu_samples;
+    const lmu::LmuTableStats st = learner.TableStats();
+    const size_t n_ids = learner.Weights().size();
+    if (n_ids != st.weight_slots) {
+      std::fprintf(stderr, "lmu growth: %zu ids found, %llu slots\n", n_ids,
+                   static_cast<unsigned long long>(st.weight_slots));
+      std::exit(1);
+    }
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%u,%d,%zu,%llu,%llu,%llu,%u,%llu,%.1f\n", factor,
+                  s.lmu_samples, n_ids, static_cast<unsigned long long>(st.rebuilds),
+                  static_cast<unsigned long long>(st.tripwires),
+                  static_cast<unsigned long long>(st.tau_high_crossings), st.delta_buckets,
+                  static_cast<unsigned long long>(st.delta_growths), ns);
+    csv << buf;
+    std::snprintf(buf, sizeof buf, " %s %llu / %llu / %u;", factor == 0 ? "off" :
+                  factor == 4 ? "4x" : "16x", static_cast<unsigned long long>(st.tripwires),
+                  static_cast<unsigned long long>(st.tau_high_crossings), st.delta_buckets);
+    *summary += buf;
+  }
+  *summary += "\n";
+}
+
 void RunLmuRebuild(const Settings& s, std::ofstream& csv) {
   const lmu::LmuSpec spec;  // the defaults: the inequality (L3) the model is created under
   const double capacity = static_cast<double>(spec.delta_buckets) * spec.bucket_size;
@@ -1531,10 +1584,11 @@ int Main(int argc, char** argv) {
   });
   timed("lmu", [&] {
     std::ofstream exact = open("lmu_exact.csv"), probes = open("lmu_probes.csv"),
-                  rebuild = open("lmu_rebuild.csv");
+                  rebuild = open("lmu_rebuild.csv"), growth = open("lmu_growth.csv");
     RunLmuExact(s, exact, &summary);
     RunLmuProbes(s, probes);
     RunLmuRebuild(s, rebuild);
+    RunLmuGrowth(s, growth, &summary);
   });
   timed("ablation_numerics", [&] {
     std::ofstream csv = open("ablation_numerics.csv");

@@ -45,7 +45,7 @@ struct CreateFlags {
        json = false;
   // LMU part.
   bool lmu = false, no_sau = false, inline_rebuild = false;
-  std::optional<uint64_t> m, delta_buckets;
+  std::optional<uint64_t> m, delta_buckets, max_delta_buckets;
   std::optional<double> lr, l2, tau_low, tau_high, lambda_max, rebuild_seconds, margin;
   std::optional<std::string> schedule;
   // Fuse part.
@@ -59,8 +59,8 @@ struct CreateFlags {
            ridge_eps || vla_lambda0 || filter_order;
   }
   bool AnyLmuFlag() const {
-    return m || delta_buckets || lr || l2 || tau_low || tau_high || lambda_max ||
-           rebuild_seconds || margin || schedule || inline_rebuild;
+    return m || delta_buckets || max_delta_buckets || lr || l2 || tau_low || tau_high ||
+           lambda_max || rebuild_seconds || margin || schedule || inline_rebuild;
   }
 };
 
@@ -108,6 +108,10 @@ void Register(ArgParser& p, CreateFlags& f) {
   p.AddString("--schedule", &f.schedule, "LMU learning-rate schedule: constant or inverse-sqrt");
   p.AddUint("--delta-buckets", &f.delta_buckets,
             "LMU delta buckets, a power of two (default 4096; capacity 4 per bucket)", kU32);
+  p.AddUint("--max-delta-buckets", &f.max_delta_buckets,
+            "the most buckets the delta grows to under pressure, a power of two >= "
+            "--delta-buckets (default 4x; equal to --delta-buckets: never grows)",
+            kU32);
   p.AddDouble("--tau-low", &f.tau_low, "delta load that starts a rebuild (default 0.6)");
   p.AddDouble("--tau-high", &f.tau_high, "delta load a rebuild must beat (default 0.8)");
   p.AddDouble("--lambda-max", &f.lambda_max, "novel ids per second, at most (default 1000)");
@@ -195,6 +199,7 @@ absl::Status ApplyLmuFlags(const CreateFlags& f, v1::LmuSpec* s) {
     s->set_schedule(*schedule);
   }
   if (f.delta_buckets) s->set_delta_buckets(static_cast<uint32_t>(*f.delta_buckets));
+  if (f.max_delta_buckets) s->set_max_delta_buckets(static_cast<uint32_t>(*f.max_delta_buckets));
   if (f.tau_low) s->set_tau_low(*f.tau_low);
   if (f.tau_high) s->set_tau_high(*f.tau_high);
   if (f.lambda_max) s->set_lambda_max(*f.lambda_max);

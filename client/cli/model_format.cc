@@ -81,27 +81,36 @@ std::string DescribeLmu(const v1::ModelInfo& info) {
                          l.schedule() == v1::LR_SCHEDULE_INVERSE_SQRT ? "inverse-sqrt"
                                                                       : "constant",
                          l.l2()));
-  row("lmu delta", fmt::format("C={} ({} buckets x b={})  stash S={}  relocations L={}  ring Q={}",
-                               capacity, l.delta_buckets(), l.bucket_size(), l.stash(),
-                               l.max_relocations(), l.ring()));
+  const std::string growth =
+      l.max_delta_buckets() > l.delta_buckets()
+          ? fmt::format("grows to {} buckets under pressure", l.max_delta_buckets())
+          : std::string("never grows");
+  row("lmu delta",
+      fmt::format("C={} ({} buckets x b={}, {})  stash S={}  relocations L={}  ring Q={}",
+                  capacity, l.delta_buckets(), l.bucket_size(), growth, l.stash(),
+                  l.max_relocations(), l.ring()));
   row("lmu rebuild",
       fmt::format("tau_low={:g}  tau_high={:g}  lambda_max={:g}/s  T_rb={:g} s  margin={:g}  ({})",
                   l.tau_low(), l.tau_high(), l.lambda_max(), l.rebuild_seconds(), l.margin(),
                   l.inline_rebuild() ? "inline" : "background"));
   for (const v1::LmuShardInfo& sh : info.lmu_shards()) {
+    // The shard's delta, grown or not (a server before growth existed reports 0 buckets).
+    const uint64_t shard_capacity =
+        sh.delta_buckets() > 0 ? uint64_t{sh.delta_buckets()} * l.bucket_size() : capacity;
     out += fmt::format("  lmu shard {:<3} samples {}  last_t {}  ver_base {}  ver_delta {}\n",
                        sh.shard(), sh.samples(), sh.last_t(), sh.ver_base(), sh.ver_delta());
     out += fmt::format(
         "                keys base {}  delta {}  (delta load {:.3f} of C={})  ring {}/{}  "
         "stash {}/{}  emergency {}  frozen {}\n",
-        sh.base_keys(), sh.delta_keys(), sh.delta_load(), capacity, sh.ring_used(), l.ring(),
+        sh.base_keys(), sh.delta_keys(), sh.delta_load(), shard_capacity, sh.ring_used(), l.ring(),
         sh.stash_used(), l.stash(), YesNo(sh.emergency_used()), YesNo(sh.frozen()));
     out += fmt::format(
         "                rebuilds {}  T_rb last {:.4g} s  max {:.4g} s  probes locate {} "
-        "(bound {})  insert {} (bound {})  tripwires {}  tau_high crossings {}\n",
+        "(bound {})  insert {} (bound {})  tripwires {}  tau_high crossings {}  delta growths "
+        "{}\n",
         sh.rebuilds(), sh.last_rebuild_seconds(), sh.max_rebuild_seconds(),
         sh.max_locate_probes(), sh.locate_bound(), sh.max_insert_probes(), sh.insert_bound(),
-        sh.tripwires(), sh.tau_high_crossings());
+        sh.tripwires(), sh.tau_high_crossings(), sh.delta_growths());
     out += fmt::format("                state digest {}\n", sh.state_digest());
   }
   return out;

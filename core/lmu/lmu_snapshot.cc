@@ -131,6 +131,14 @@ struct LmuSnapshotAccess {
     control.U8(t.tau_low_override_.has_value() ? 1 : 0);
     control.F64(t.tau_low_override_.value_or(0.0));
 
+    ByteWriter growth;
+    {
+      MutexLock lock(&t.stats_mu_);
+      growth.U64(g.delta->options().buckets);
+      growth.U64(t.stats_.delta_growths);
+    }
+    growth.U8(t.pressure_ ? 1 : 0);
+
     SnapshotBuilder b(kLmuSnapshotKind);
     b.AddSection(kLmuSectionParams, params.Take());
     b.AddSection(kLmuSectionLearner, learner.Take());
@@ -138,6 +146,7 @@ struct LmuSnapshotAccess {
     b.AddSection(kLmuSectionDelta, delta.Take());
     b.AddSection(kLmuSectionWeights, weights.Take());
     b.AddSection(kLmuSectionControl, control.Take());
+    b.AddSection(kLmuSectionGrowth, growth.Take());
     return b.Finish();
   }
 
@@ -313,11 +322,36 @@ struct LmuSnapshotAccess {
       break;
     }
 
+    // The delta's growth (optional section).
+    uint64_t delta_buckets = spec.delta_buckets, growths = 0;
+    uint8_t pressure = 0;
+    for (const auto& [tag, payload] : c->sections()) {
+      if (tag != kLmuSectionGrowth) continue;
+      ByteReader gr(payload);
+      s = gr.U64(&delta_buckets);
+      if (s.ok()) s = gr.U64(&growths);
+      if (s.ok()) s = gr.U8(&pressure);
+      if (s.ok()) s = gr.ExpectDone("LMU growth section");
+      if (!s.ok()) return s;
+      // A grown delta is a power of two within [delta_buckets, the spec's cap], reached by
+      // `growths` doublings.
+      if (pressure > 1 || delta_buckets < spec.delta_buckets ||
+          delta_buckets > DeltaBucketsCap(spec) || growths > 24 ||
+          delta_buckets != uint64_t{spec.delta_buckets} << growths) {
+        return Loss(absl::StrFormat(
+            "delta of %d buckets after %d growths, for a spec of %d buckets growing to at most %d",
+            delta_buckets, growths, spec.delta_buckets, DeltaBucketsCap(spec)));
+      }
+      break;
+    }
+
     // Build the learner.
     auto lmu = std::make_unique<LmuLearner>(spec, secret);
     lmu->lr_scale_ = lr_scale;
     lmu->table_.tau_low_override_ = tau_low_override;
     LmuTable& t = lmu->table_;
+    t.delta_buckets_ = static_cast<uint32_t>(delta_buckets);
+    t.pressure_ = pressure == 1;
     WeightArena& w = t.weights_;
     for (uint64_t slot = 0; slot < rows; ++slot) {
       w.Append();
@@ -369,6 +403,8 @@ struct LmuSnapshotAccess {
       t.stats_.rebuilds = rebuilds;
       t.stats_.tripwires = tripwires;
       t.stats_.tau_high_crossings = crossings;
+      t.stats_.delta_buckets = t.delta_buckets_;
+      t.stats_.delta_growths = growths;
     }
     lmu->bias_ = std::move(bias);
     lmu->samples_ = samples;

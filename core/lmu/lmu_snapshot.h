@@ -45,6 +45,10 @@ inline constexpr uint32_t kLmuSectionWeights = 5;
 // Optional (older snapshots lack it and restore with the defaults): the control inputs of the
 // fused control plane, lr scale (f64) and tau_low override (u8 present, f64 value).
 inline constexpr uint32_t kLmuSectionControl = 6;
+// Optional (older snapshots lack it: their delta has the spec's delta_buckets and never grew):
+// the delta's growth (docs/LMU.md, "Growing the delta"): the published delta's buckets (u64),
+// the growths so far (u64), and whether the current rebuild cycle is under pressure (u8).
+inline constexpr uint32_t kLmuSectionGrowth = 7;
 
 // Writer side: call from the learner's writer (no concurrent Step or Poll). Does not wait for
 // a rebuild in flight (see above).

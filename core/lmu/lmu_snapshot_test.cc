@@ -194,6 +194,43 @@ TEST(LmuSnapshot, TheDeltaComesBackInItsOwnLayout) {
   EXPECT_GT(overflowed, 0);  // the stash or the ring held ids at some snapshot
 }
 
+// A delta that grew (docs/LMU.md, "Growing the delta") comes back at its grown size, with its
+// growth count and pressure; a spec that does not allow that size refuses the snapshot.
+TEST(LmuSnapshot, AGrownDeltaComesBackGrownAndItsSpecMustAllowIt) {
+  LmuSpec spec = TestSpec(1, true);
+  spec.delta_buckets = 64;  // C = 256
+  spec.max_delta_buckets = 256;
+  LmuLearner orig(spec, TestSecret(5));
+  ZipfSamples gen(100000, 1, 13);
+  std::vector<Feature> x;
+  std::vector<double> y, a(1);
+  // Without a Poll a background rebuild publishes only when an insert must wait for it (the
+  // tripwire), so every cycle runs past tau_high: under pressure.
+  for (int i = 0; i < 200000 && orig.TableStats().delta_growths < 2; ++i) {
+    gen.Next(&x, &y);
+    ASSERT_TRUE(orig.Step(x, y, NAN, NAN, a.data()).ok());
+  }
+  const LmuTableStats before = orig.TableStats();
+  ASSERT_EQ(before.delta_growths, 2u);
+  ASSERT_EQ(before.delta_buckets, 256u);
+  const std::string bytes = SerializeLmu(orig);
+  absl::StatusOr<std::unique_ptr<LmuLearner>> back = RestoreLmu(spec, TestSecret(5), bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((*back)->StateDigest(), orig.StateDigest());
+  EXPECT_EQ((*back)->TableStats().delta_buckets, 256u);
+  EXPECT_EQ((*back)->TableStats().delta_growths, 2u);
+  EXPECT_TRUE(SerializeLmu(**back) == bytes);
+
+  spec.max_delta_buckets = 128;
+  absl::StatusOr<std::unique_ptr<LmuLearner>> smaller = RestoreLmu(spec, TestSecret(5), bytes);
+  EXPECT_EQ(smaller.status().code(), absl::StatusCode::kDataLoss);
+  const std::string message(smaller.status().message());
+  EXPECT_NE(message.find("delta of 256 buckets after 2 growths, for a spec of 64 buckets "
+                         "growing to at most 128"),
+            std::string::npos)
+      << message;
+}
+
 class LmuSnapshotErrors : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -26,6 +26,14 @@ absl::Status ValidateLmuSpec(const LmuSpec& s) {
       (s.delta_buckets & (s.delta_buckets - 1)) != 0) {
     return OutOfRange("delta_buckets", s.delta_buckets, "a power of two, 2..2^24");
   }
+  if (s.max_delta_buckets != 0 &&
+      (s.max_delta_buckets < s.delta_buckets || s.max_delta_buckets > (1u << 24) ||
+       (s.max_delta_buckets & (s.max_delta_buckets - 1)) != 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "lmu.max_delta_buckets = %d is out of range; allowed 0 (the delta never grows) or a "
+        "power of two in [delta_buckets, 2^24] = [%d, 16777216]",
+        s.max_delta_buckets, s.delta_buckets));
+  }
   if (s.bucket_size < 1 || s.bucket_size > 16)
     return OutOfRange("bucket_size", s.bucket_size, "1..16");
   if (s.stash < 0 || s.stash > 64) return OutOfRange("stash", s.stash, "0..64");
@@ -78,6 +86,11 @@ uint32_t SolveDeltaBuckets(const LmuSpec& s, uint32_t at_least) {
     }
   }
   return at_least;
+}
+
+uint32_t DefaultMaxDeltaBuckets(uint32_t delta_buckets) {
+  const uint64_t cap = uint64_t{delta_buckets} * kDefaultDeltaGrowth;
+  return static_cast<uint32_t>(cap < (uint64_t{1} << 24) ? cap : (uint64_t{1} << 24));
 }
 
 }  // namespace streamlearn::lmu

@@ -19,6 +19,11 @@ struct LmuSpec {
 
   // The delta (docs/LMU_DELTA.md defaults): capacity C = delta_buckets * bucket_size.
   uint32_t delta_buckets = 4096;  // a power of two
+  // How far the delta may grow (docs/LMU.md, "Growing the delta"): a rebuild cycle under
+  // pressure (an insert found the delta above tau_high, or needed the emergency slot)
+  // publishes a delta of twice the buckets, up to this many. 0: it never grows.
+  // Otherwise a power of two in [delta_buckets, 2^24].
+  uint32_t max_delta_buckets = 0;
   int bucket_size = 4;            // b
   int stash = 8;                  // S
   int max_relocations = 8;        // L
@@ -47,6 +52,17 @@ absl::Status ValidateLmuSpec(const LmuSpec& spec);
 // bound T_rb size the delta instead of failing validation. at_least when the tau range is
 // invalid or no size up to 2^24 buckets suffices (ValidateLmuSpec then says why).
 uint32_t SolveDeltaBuckets(const LmuSpec& spec, uint32_t at_least);
+
+// The growth cap a new model gets when its request leaves it unset: kDefaultDeltaGrowth times
+// delta_buckets, at most 2^24 buckets.
+inline constexpr uint32_t kDefaultDeltaGrowth = 4;
+uint32_t DefaultMaxDeltaBuckets(uint32_t delta_buckets);
+
+// The most buckets the spec's delta can reach (delta_buckets when it never grows): what its
+// memory budget charges.
+inline uint32_t DeltaBucketsCap(const LmuSpec& s) {
+  return s.max_delta_buckets > s.delta_buckets ? s.max_delta_buckets : s.delta_buckets;
+}
 
 }  // namespace streamlearn::lmu
 

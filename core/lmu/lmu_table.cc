@@ -11,9 +11,11 @@ LmuTable::LmuTable(const LmuSpec& spec, const HashSecret& secret)
     : spec_(spec),
       secret_(secret),
       weights_(spec.m),
+      delta_buckets_(spec.delta_buckets),
       cell_(Generation{std::make_shared<const LmuBase>(), NewDelta(0)}) {
   stats_.locate_bound = LocateBound(DeltaOptions());
   stats_.insert_bound = InsertBound(DeltaOptions());
+  stats_.delta_buckets = delta_buckets_;
 }
 
 LmuTable::~LmuTable() {
@@ -22,7 +24,7 @@ LmuTable::~LmuTable() {
 
 CuckooDelta::Options LmuTable::DeltaOptions() const {
   CuckooDelta::Options o;
-  o.buckets = spec_.delta_buckets;
+  o.buckets = delta_buckets_;
   o.bucket_size = spec_.bucket_size;
   o.stash = spec_.stash;
   o.max_relocations = spec_.max_relocations;
@@ -89,6 +91,7 @@ absl::StatusOr<uint64_t> LmuTable::LocateOrInsert(uint64_t id, Probes* probes) {
     // Past the emergency slot: the "unreachable" path. Rebuild now and insert into the fresh
     // delta; the id keeps its slot, nothing is lost.
     tripwire = true;
+    pressure_ = true;
     MaybeStartRebuild();
     RETURN_IF_ERROR(FinishRebuild());
     ins = cell_.Current().delta->Insert(id, slot);
@@ -103,6 +106,7 @@ absl::StatusOr<uint64_t> LmuTable::LocateOrInsert(uint64_t id, Probes* probes) {
     if (delta.load() > spec_.tau_high) ++stats_.tau_high_crossings;
     if (tripwire) ++stats_.tripwires;
   }
+  if (tripwire || delta.load() > spec_.tau_high) pressure_ = true;
   ver_delta_.fetch_add(1, std::memory_order_release);
   if (tripwire) frozen_ = true;
   if (tripwire || delta.load() >= tau_low() || delta.ring_used() > 0) MaybeStartRebuild();
@@ -154,6 +158,7 @@ absl::Status LmuTable::FinishRebuild() {
   }
   std::shared_ptr<const LmuBase> base = *std::move(built_);
   built_ = nullptr;
+  GrowIfPressed();
   std::shared_ptr<CuckooDelta> delta = NewDelta(base->generation());
   bool tripwire = false, full = false;
   for (const BaseEntry& e : since_snapshot_) {
@@ -177,6 +182,8 @@ absl::Status LmuTable::FinishRebuild() {
           absl::StrFormat("LMU rebuild failed: %s", rebuilt.status().message()));
     }
     base = *std::move(rebuilt);
+    pressure_ = true;  // the fresh delta could not hold one rebuild's arrivals
+    GrowIfPressed();
     delta = NewDelta(base->generation());
   }
   since_snapshot_.clear();
@@ -185,6 +192,7 @@ absl::Status LmuTable::FinishRebuild() {
   next->delta = std::move(delta);
   cell_.Publish(next);
   frozen_ = tripwire && !full;  // after the synchronous build the delta is empty
+  pressure_ = tripwire && !full;  // the next cycle starts under pressure after a tripwire
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                                        rebuild_started_).count();
   {
@@ -194,11 +202,21 @@ absl::Status LmuTable::FinishRebuild() {
     stats_.last_rebuild_seconds = seconds;
     stats_.max_rebuild_seconds = std::max(stats_.max_rebuild_seconds, seconds);
     if (tripwire) ++stats_.tripwires;
+    stats_.delta_buckets = delta_buckets_;
   }
   // Ids that arrived during a long rebuild may already fill the new delta past tau_low.
   const CuckooDelta& fresh = *cell_.Current().delta;
   if (frozen_ || fresh.load() >= tau_low() || fresh.ring_used() > 0) MaybeStartRebuild();
   return absl::OkStatus();
+}
+
+void LmuTable::GrowIfPressed() {
+  const bool grow = pressure_ && spec_.max_delta_buckets >= 2 * uint64_t{delta_buckets_};
+  pressure_ = false;
+  if (!grow) return;
+  delta_buckets_ *= 2;
+  MutexLock lock(&stats_mu_);
+  ++stats_.delta_growths;
 }
 
 std::vector<BaseEntry> LmuTable::Entries() const {

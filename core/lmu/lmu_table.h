@@ -21,6 +21,11 @@
 // hard alarm, starts a rebuild at once and freezes inserts; the next insert of a new id waits
 // for that rebuild to publish (reads and updates of known ids go on).
 //
+// Growth (docs/LMU.md, "Growing the delta"): a rebuild cycle under pressure (an insert found
+// the delta above tau_high, or needed the emergency slot) ends in a delta of twice
+// the buckets, up to spec().max_delta_buckets; after a tripwire the wider delta is in place
+// before inserts resume.
+//
 // Thread safety: one writer (LocateOrInsert, Poll, Entries, Stats) at a time; Pin and the
 // Reader from any thread, lock-free.
 #ifndef STREAMLEARN_CORE_LMU_LMU_TABLE_H_
@@ -66,6 +71,8 @@ struct LmuTableStats {
   int insert_bound = 0;
   uint64_t tripwires = 0;           // emergency-slot uses
   uint64_t tau_high_crossings = 0;  // inserts that found the delta above tau_high
+  uint32_t delta_buckets = 0;       // the published delta's buckets (grows under pressure)
+  uint64_t delta_growths = 0;       // publishes that doubled the delta
   uint64_t weight_slots = 0;
 };
 
@@ -175,10 +182,15 @@ class LmuTable {
   absl::Status FinishRebuild();  // waits for the builder, then publishes
   CuckooDelta::Options DeltaOptions() const;
   std::shared_ptr<CuckooDelta> NewDelta(uint64_t generation) const;
+  // At a publish: doubles delta_buckets_ (within the spec's cap) if the cycle was under
+  // pressure, and starts the next cycle without it.
+  void GrowIfPressed();
 
   const LmuSpec spec_;
   const HashSecret secret_;
   WeightArena weights_;
+  uint32_t delta_buckets_;  // the next delta's buckets (writer); before cell_, which uses it
+  bool pressure_ = false;   // this rebuild cycle met pressure (writer)
   VersionedCell<Generation> cell_;
 
   // Writer-side rebuild state.

@@ -75,53 +75,122 @@ TEST(LmuTable, IdsOutsideTheSetNeverReadAnotherIdsSlot) {
 // the delta too little to reach tau_low, so nothing but the tripwire can intervene. Probe
 // maxima stay within the bounds throughout.
 TEST(LmuTable, TripwireFreezesInsertsRebuildsAndLosesNothing) {
-  LmuSpec spec = SmallTableSpec(true);
-  spec.delta_buckets = 16;  // C = 64: an aimed id is one candidate in 256
-  spec.ring = 0;
-  LmuTable table(spec, Secret(2));
-  // Delta generation 0 uses keys derived for generation 0; find ids whose both buckets are 0.
-  const HashKey ka = DeriveHashKey(Secret(2), HashPurpose::kCuckooA, 0);
-  const HashKey kb = DeriveHashKey(Secret(2), HashPurpose::kCuckooB, 0);
-  sau::CounterRng rng(9, 1);
-  std::unordered_map<uint64_t, uint64_t> slot_of;
-  int aimed = 0;
-  while (table.Stats().tripwires == 0) {
-    ASSERT_LT(aimed, 64) << "the bucket pair and the stash hold fewer; the tripwire must fire";
-    const uint64_t id = rng.NextU64();
-    if ((SipHash13(ka, id) & 15) != 0 || (SipHash13(kb, id) & 15) != 0) continue;
-    LmuTable::Probes p;
-    auto slot = table.LocateOrInsert(id, &p);
-    ASSERT_TRUE(slot.ok()) << slot.status();
-    slot_of[id] = *slot;
-    ++aimed;
-    ASSERT_EQ(table.Stats().ver_base, 0u) << "a rebuild published before the tripwire";
+  for (const uint32_t max_buckets : {0u, 64u}) {
+    SCOPED_TRACE(max_buckets);
+    LmuSpec spec = SmallTableSpec(true);
+    spec.delta_buckets = 16;  // C = 64: an aimed id is one candidate in 256
+    spec.max_delta_buckets = max_buckets;
+    spec.ring = 0;
+    LmuTable table(spec, Secret(2));
+    // Delta generation 0 uses keys derived for generation 0; find ids whose both buckets are 0.
+    const HashKey ka = DeriveHashKey(Secret(2), HashPurpose::kCuckooA, 0);
+    const HashKey kb = DeriveHashKey(Secret(2), HashPurpose::kCuckooB, 0);
+    sau::CounterRng rng(9, 1);
+    std::unordered_map<uint64_t, uint64_t> slot_of;
+    int aimed = 0;
+    while (table.Stats().tripwires == 0) {
+      ASSERT_LT(aimed, 64) << "the bucket pair and the stash hold fewer; the tripwire must fire";
+      const uint64_t id = rng.NextU64();
+      if ((SipHash13(ka, id) & 15) != 0 || (SipHash13(kb, id) & 15) != 0) continue;
+      LmuTable::Probes p;
+      auto slot = table.LocateOrInsert(id, &p);
+      ASSERT_TRUE(slot.ok()) << slot.status();
+      slot_of[id] = *slot;
+      ++aimed;
+      ASSERT_EQ(table.Stats().ver_base, 0u) << "a rebuild published before the tripwire";
+    }
+    const LmuTableStats st = table.Stats();
+    std::printf(
+        "aimed %d ids: stash %d ring %d emergency %d tripwires %llu frozen %d rebuilds %llu\n",
+        aimed, st.stash_used, st.ring_used, st.emergency_used,
+                static_cast<unsigned long long>(st.tripwires), st.frozen,
+                static_cast<unsigned long long>(st.rebuilds));
+    EXPECT_EQ(st.tripwires, 1u);
+    EXPECT_TRUE(st.emergency_used);
+    EXPECT_EQ(st.stash_used, spec.stash);
+    EXPECT_TRUE(st.frozen);  // until the rebuild it started publishes
+    EXPECT_EQ(st.delta_buckets, 16u);
+    {
+      // The next new id waits for that rebuild; with room to grow, the delta it lands in is
+      // wider ("widen C before resuming inserts", seed 002 sec. 11).
+      const uint64_t id = rng.NextU64();
+      LmuTable::Probes p;
+      auto slot = table.LocateOrInsert(id, &p);
+      ASSERT_TRUE(slot.ok());
+      slot_of[id] = *slot;
+      const LmuTableStats resumed = table.Stats();
+      EXPECT_EQ(resumed.ver_base, 1u);
+      EXPECT_EQ(resumed.delta_buckets, max_buckets == 0 ? 16u : 32u);
+      EXPECT_EQ(resumed.delta_growths, max_buckets == 0 ? 0u : 1u);
+    }
+    // Keep inserting ordinary ids: the table must stay correct whatever path it took.
+    for (int i = 0; i < 20000; ++i) {
+      const uint64_t id = rng.NextU64();
+      LmuTable::Probes p;
+      auto slot = table.LocateOrInsert(id, &p);
+      ASSERT_TRUE(slot.ok());
+      slot_of[id] = *slot;
+      EXPECT_LE(p.locate, table.Stats().locate_bound);
+      EXPECT_LE(p.insert, table.Stats().insert_bound);
+    }
+    // Whatever rebuild the last inserts started, let it publish: inserts are then unfrozen.
+    ASSERT_TRUE(table.WaitForRebuild().ok());
+    ExpectEveryIdAtItsSlot(table.Pin(), slot_of);
+    const LmuTableStats end = table.Stats();
+    EXPECT_LE(end.max_locate_probes, end.locate_bound);
+    EXPECT_LE(end.max_insert_probes, end.insert_bound);
+    EXPECT_FALSE(end.frozen);
+    EXPECT_LE(end.delta_buckets, max_buckets == 0 ? 16u : max_buckets);
   }
-  const LmuTableStats st = table.Stats();
-  std::printf("aimed %d ids: stash %d ring %d emergency %d tripwires %llu frozen %d rebuilds %llu\n",
-              aimed, st.stash_used, st.ring_used, st.emergency_used,
-              static_cast<unsigned long long>(st.tripwires), st.frozen,
-              static_cast<unsigned long long>(st.rebuilds));
-  EXPECT_EQ(st.tripwires, 1u);
-  EXPECT_TRUE(st.emergency_used);
-  EXPECT_EQ(st.stash_used, spec.stash);
-  EXPECT_TRUE(st.frozen || st.ver_base > 0);  // frozen until the rebuild it started publishes
-  // Keep inserting ordinary ids: the table must stay correct whatever path it took.
-  for (int i = 0; i < 20000; ++i) {
-    const uint64_t id = rng.NextU64();
-    LmuTable::Probes p;
-    auto slot = table.LocateOrInsert(id, &p);
-    ASSERT_TRUE(slot.ok());
-    slot_of[id] = *slot;
-    EXPECT_LE(p.locate, table.Stats().locate_bound);
-    EXPECT_LE(p.insert, table.Stats().insert_bound);
+}
+
+// Growth (docs/LMU.md, "Growing the delta"): a rebuild cycle in which an insert finds the delta
+// above tau_high publishes a delta of twice the buckets, up to max_delta_buckets; a cycle
+// without pressure publishes the same size. The background rebuild publishes only at the
+// explicit WaitForRebuild, so which inserts land during a cycle is the test's choice.
+TEST(LmuTable, ADeltaUnderPressureDoublesAtThePublishUpToItsCap) {
+  for (const uint32_t max_buckets : {256u, 0u}) {
+    SCOPED_TRACE(max_buckets);
+    LmuSpec spec = SmallTableSpec(true);
+    spec.delta_buckets = 64;  // C = 256
+    spec.max_delta_buckets = max_buckets;
+    LmuTable table(spec, Secret(4));
+    sau::CounterRng rng(33, 1);
+    std::unordered_map<uint64_t, uint64_t> slot_of;
+    const auto insert = [&](uint64_t id) {
+      LmuTable::Probes p;
+      absl::StatusOr<uint64_t> slot = table.LocateOrInsert(id, &p);
+      ASSERT_TRUE(slot.ok()) << slot.status();
+      slot_of[id] = *slot;
+    };
+    // One cycle: fill to tau_low (a rebuild starts), then, if `press`, on past tau_high while
+    // it is unpublished; then publish.
+    const auto cycle = [&](bool press) {
+      while (!table.Stats().rebuild_running) insert(rng.NextU64());
+      const uint64_t crossings = table.Stats().tau_high_crossings;
+      while (press && table.Stats().tau_high_crossings == crossings) insert(rng.NextU64());
+      ASSERT_TRUE(table.WaitForRebuild().ok());
+    };
+    EXPECT_EQ(table.Stats().delta_buckets, 64u);
+    cycle(false);
+    EXPECT_EQ(table.Stats().delta_buckets, 64u) << "no pressure, no growth";
+    EXPECT_EQ(table.Stats().delta_growths, 0u);
+    // Under pressure: 128, then 256, then the cap holds (or, without room, 64 throughout).
+    const uint32_t want[] = {128, 256, 256};
+    const uint64_t growths[] = {1, 2, 2};
+    for (int i = 0; i < 3; ++i) {
+      cycle(true);
+      const LmuTableStats st = table.Stats();
+      EXPECT_EQ(st.delta_buckets, max_buckets == 0 ? 64u : want[i]);
+      EXPECT_EQ(st.delta_growths, max_buckets == 0 ? 0u : growths[i]);
+      ExpectEveryIdAtItsSlot(table.Pin(), slot_of);
+    }
+    // The probe bounds do not depend on the buckets: a grown delta keeps them.
+    const LmuTableStats end = table.Stats();
+    EXPECT_LE(end.max_locate_probes, end.locate_bound);
+    EXPECT_LE(end.max_insert_probes, end.insert_bound);
+    EXPECT_FALSE(end.frozen);
   }
-  // Whatever rebuild the last inserts started, let it publish: inserts are then unfrozen.
-  ASSERT_TRUE(table.WaitForRebuild().ok());
-  ExpectEveryIdAtItsSlot(table.Pin(), slot_of);
-  const LmuTableStats end = table.Stats();
-  EXPECT_LE(end.max_locate_probes, end.locate_bound);
-  EXPECT_LE(end.max_insert_probes, end.insert_bound);
-  EXPECT_FALSE(end.frozen);
 }
 
 // The ids inserted while a background rebuild runs move into the fresh delta when it

@@ -180,6 +180,11 @@ absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch
   const lmu::LmuTableStats ts = learner()->TableStats();
   out.ver_base = ts.ver_base;
   out.ver_delta = ts.ver_delta;
+  if (ts.delta_growths != growths_reported_) {
+    growths_reported_ = ts.delta_growths;
+    out.delta_grown_to = ts.delta_buckets;
+    out.tau_high_crossings = ts.tau_high_crossings;
+  }
   if (out.applied == 0) return out;
   if (hook != nullptr) {
     absl::Status st = (*hook)(LmuCommit{.batch = batch,

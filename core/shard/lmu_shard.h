@@ -57,6 +57,10 @@ struct UpdateOutcome {
   int c_insert_p100 = 0;  // largest INSERT probe count in the batch
   uint32_t inserted = 0;  // new ids
   std::vector<double> last_prediction;  // of the last applied sample, before its update
+  // The delta's buckets when a rebuild published during this batch grew it (docs/LMU.md,
+  // "Growing the delta"), else 0: the server logs each growth once, with the numbers.
+  uint32_t delta_grown_to = 0;
+  uint64_t tau_high_crossings = 0;  // so far, for that log line
 };
 
 struct PredictOutcome {
@@ -159,6 +163,7 @@ class LmuShard final : public ShardPart {
   std::vector<std::unique_ptr<lmu::LmuLearner>> learners_ ABSL_GUARDED_BY(write_mu_);
   bool seen_ ABSL_GUARDED_BY(write_mu_) = false;
   uint64_t last_t_ ABSL_GUARDED_BY(write_mu_) = 0;
+  uint64_t growths_reported_ ABSL_GUARDED_BY(write_mu_) = 0;  // UpdateOutcome::delta_grown_to
   uint64_t log_seq_ ABSL_GUARDED_BY(write_mu_) = 0;
   absl::Status fenced_ ABSL_GUARDED_BY(write_mu_);  // not OK after a failed commit hook
 };

@@ -33,7 +33,8 @@ double SauShardBytes(const sau::SauSpec& s) {
 }
 
 double LmuShardBytes(const lmu::LmuSpec& l) {
-  return 24.0 * double(l.delta_buckets) * l.bucket_size + 640 * kKiB;
+  // The delta at the most it may grow to (docs/LMU.md, "Growing the delta").
+  return 24.0 * double(lmu::DeltaBucketsCap(l)) * l.bucket_size + 640 * kKiB;
 }
 
 }  // namespace

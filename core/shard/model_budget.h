@@ -6,7 +6,8 @@
 // grid of specs); docs/SECURITY.md, "Limits", gives the terms:
 //   SAU   per model  16 r d + 64 KiB                          (W and its construction)
 //         per shard  1.25 (16 r (d_v + r_v + 1) + 32 d) + 32 KiB   (the state, compensated sums)
-//   LMU   per shard  24 C + 640 KiB, C = delta_buckets x bucket_size   (the delta and its rings)
+//   LMU   per shard  24 C + 640 KiB, C = delta_buckets x bucket_size   (the delta and its rings;
+//                    delta_buckets at the most it may grow to, max_delta_buckets)
 //   Fuse  per shard  the SAU and LMU terms of its parts, plus 704 KiB (gate, control plane)
 // An LMU grows afterwards by about 16 + 8 m bytes per distinct id it learns (its base table);
 // the estimate does not cover that growth.

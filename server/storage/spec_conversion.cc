@@ -233,7 +233,8 @@ absl::Status KeepDefaultIfZero(absl::string_view name, uint32_t wire, int* field
   return CopyInt(name, wire, field);
 }
 
-absl::StatusOr<lmu::LmuSpec> LmuSpecFromProto(const v1::LmuSpec& wire, absl::string_view part) {
+absl::StatusOr<lmu::LmuSpec> LmuSpecFromProto(const v1::LmuSpec& wire, absl::string_view part,
+                                              SpecOrigin origin) {
   lmu::LmuSpec s;  // core defaults
   if (absl::Status st = KeepDefaultIfZero(absl::StrCat(part, ".m"), wire.m(), &s.m); !st.ok())
     return st;
@@ -268,6 +269,13 @@ absl::StatusOr<lmu::LmuSpec> LmuSpecFromProto(const v1::LmuSpec& wire, absl::str
   // Unset delta_buckets: the server sizes the delta from the declared novelty rate and rebuild
   // bound, the default (4096) or the smallest power of two above it that satisfies (L3).
   if (wire.delta_buckets() == 0) s.delta_buckets = lmu::SolveDeltaBuckets(s, s.delta_buckets);
+  // Unset: a new spec's delta may grow 4x under pressure (docs/LMU.md, "Growing the delta");
+  // a stored one written before growth existed never grows (every stored spec since says).
+  if (wire.has_max_delta_buckets()) {
+    s.max_delta_buckets = wire.max_delta_buckets() == s.delta_buckets ? 0 : wire.max_delta_buckets();
+  } else if (origin == SpecOrigin::kRequest) {
+    s.max_delta_buckets = lmu::DefaultMaxDeltaBuckets(s.delta_buckets);
+  }
   return s;
 }
 
@@ -287,6 +295,7 @@ void LmuSpecToProto(const lmu::LmuSpec& s, v1::LmuSpec* w) {
   w->set_rebuild_seconds(s.rebuild_seconds);
   w->set_margin(s.margin);
   w->set_inline_rebuild(!s.background_rebuild);
+  w->set_max_delta_buckets(lmu::DeltaBucketsCap(s));
 }
 
 
@@ -369,7 +378,7 @@ absl::StatusOr<fuse::FuseSpec> FuseSpecFromProto(const v1::FuseSpec& wire, SpecO
   absl::StatusOr<fuse::FusePattern> pattern = FusePatternFromProto(wire.pattern());
   if (!pattern.ok()) return pattern.status();
   s.pattern = *pattern;
-  absl::StatusOr<lmu::LmuSpec> lmu = LmuSpecFromProto(wire.lmu(), "fuse.lmu");
+  absl::StatusOr<lmu::LmuSpec> lmu = LmuSpecFromProto(wire.lmu(), "fuse.lmu", origin);
   if (!lmu.ok()) return lmu.status();
   s.lmu = *std::move(lmu);
   absl::StatusOr<sau::SauSpec> sau = SauSpecFromProto(wire.sau(), "fuse.sau", origin);
@@ -428,7 +437,7 @@ absl::StatusOr<ModelSpec> ModelSpecFromProto(const v1::ModelSpec& wire, SpecOrig
   }
   spec.has_lmu = wire.has_lmu();
   if (spec.has_lmu) {
-    absl::StatusOr<lmu::LmuSpec> lmu = LmuSpecFromProto(wire.lmu(), "lmu");
+    absl::StatusOr<lmu::LmuSpec> lmu = LmuSpecFromProto(wire.lmu(), "lmu", origin);
     if (!lmu.ok()) return lmu.status();
     spec.lmu = *std::move(lmu);
   }

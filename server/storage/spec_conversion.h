@@ -6,7 +6,8 @@
 // admin.proto documents. The dimensions d, d_v and r have no default (admin.proto: 1..4096,
 // 2..65536), so they are copied as given and a zero is rejected by validation, naming the
 // field. FEATURE_KIND_UNSPECIFIED => orthogonal, INPUT_MODE_UNSPECIFIED => L2_SCALED; an unset
-// sau.antithetic (proto3 optional) => on when r % 4 == 0 (SpecOrigin below).
+// sau.antithetic (proto3 optional) => on when r % 4 == 0, and an unset lmu.max_delta_buckets
+// => 4 x delta_buckets (SpecOrigin below).
 //
 // Parts: a model has an SAU part iff the wire spec has the `sau` message and an LMU part iff
 // it has the `lmu` message (message-field presence; an empty message is a part with every
@@ -39,7 +40,8 @@ namespace streamlearn::storage {
 // Where a wire spec comes from. The two differ only where a default changed after specs were
 // stored: an unset sau.antithetic is on when r % 4 == 0 in a request (a client's spec, a
 // config file) and off in a stored spec (written before that default; every spec stored
-// since sets it).
+// since sets it); an unset lmu.max_delta_buckets lets a request's delta grow to 4x and a
+// stored spec's not at all.
 enum class SpecOrigin { kRequest, kStored };
 
 // Errors: INVALID_ARGUMENT naming the field (unknown enum value, integer out of range).
