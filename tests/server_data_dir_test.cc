@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/audit/ed25519_key.h"
+#include "core/common/sanitizer.h"
 #include "gmock/gmock.h"
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -36,18 +37,6 @@ namespace {
 using namespace durability_test;  // NOLINT: the fixture's names
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;  // the sanitizers' allocators do not report to mallinfo2
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
 
 // name -> size of every regular file under `dir` (not recursive).
 std::map<std::string, uintmax_t> Files(const std::string& dir, const std::string& suffix) {
@@ -485,7 +474,7 @@ TEST_F(DataDirTest, TheServerBinaryRunsOnTheAllocatorItWasBuiltWith) {
   const HeapStats before = ReadHeapStats();
   std::vector<char> block(64 << 20, 1);
   const HeapStats during = ReadHeapStats();
-  if (!kSanitized) {
+  if (!kSanitizedBuild) {
     EXPECT_GE(during.allocated, before.allocated + block.size() / 2) << block[12345];
   }
 }

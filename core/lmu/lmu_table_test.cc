@@ -28,6 +28,14 @@ LmuSpec SmallTableSpec(bool background) {
   return spec;
 }
 
+// Inserts `id` (the writer's LocateOrInsert) and remembers its slot.
+void InsertInto(LmuTable& table, uint64_t id, std::unordered_map<uint64_t, uint64_t>* slot_of) {
+  LmuTable::Probes p;
+  absl::StatusOr<uint64_t> slot = table.LocateOrInsert(id, &p);
+  ASSERT_TRUE(slot.ok()) << slot.status();
+  (*slot_of)[id] = *slot;
+}
+
 // Every id of `slot_of` found by `reader` at its slot.
 void ExpectEveryIdAtItsSlot(const LmuTable::Reader& reader,
                             const std::unordered_map<uint64_t, uint64_t>& slot_of) {
@@ -157,12 +165,7 @@ TEST(LmuTable, ADeltaUnderPressureDoublesAtThePublishUpToItsCap) {
     LmuTable table(spec, Secret(4));
     sau::CounterRng rng(33, 1);
     std::unordered_map<uint64_t, uint64_t> slot_of;
-    const auto insert = [&](uint64_t id) {
-      LmuTable::Probes p;
-      absl::StatusOr<uint64_t> slot = table.LocateOrInsert(id, &p);
-      ASSERT_TRUE(slot.ok()) << slot.status();
-      slot_of[id] = *slot;
-    };
+    const auto insert = [&](uint64_t id) { InsertInto(table, id, &slot_of); };
     // One cycle: fill to tau_low (a rebuild starts), then, if `press`, on past tau_high while
     // it is unpublished; then publish.
     const auto cycle = [&](bool press) {
@@ -204,12 +207,7 @@ TEST(LmuTable, IdsThatDoNotFitTheFreshDeltaGoIntoTheBase) {
   LmuTable table(spec, Secret(3));
   sau::CounterRng rng(21, 1);
   std::unordered_map<uint64_t, uint64_t> slot_of;
-  const auto insert = [&](uint64_t id) {
-    LmuTable::Probes p;
-    absl::StatusOr<uint64_t> slot = table.LocateOrInsert(id, &p);
-    ASSERT_TRUE(slot.ok()) << slot.status();
-    slot_of[id] = *slot;
-  };
+  const auto insert = [&](uint64_t id) { InsertInto(table, id, &slot_of); };
   // Fill to tau_low: the first rebuild starts (it builds generation 1) and stays unpublished
   // until the table is polled.
   while (!table.Stats().rebuild_running) insert(rng.NextU64());

@@ -8,21 +8,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/sanitizer.h"
 
 namespace streamlearn {
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;  // the sanitizers' allocators do not report to mallinfo2
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
 
 size_t Allocated() {
   const struct mallinfo2 mi = mallinfo2();
@@ -40,7 +29,7 @@ size_t Measured(const ModelSpec& spec) {
 }
 
 TEST(ModelBudgetTest, TheEstimateBoundsWhatCreatingAModelAllocates) {
-  if (kSanitized) GTEST_SKIP() << "mallinfo2 does not see a sanitizer's allocations";
+  if (kSanitizedBuild) GTEST_SKIP() << "mallinfo2 does not see a sanitizer's allocations";
   { ModelSpec warm; warm.name = "warm"; Measured(warm); }  // first-use allocations
   for (uint32_t shards : {1u, 4u}) {
     for (int d : {8, 64}) {
