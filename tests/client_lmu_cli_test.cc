@@ -179,9 +179,10 @@ TEST_F(ClientLmuCliTest, CreateTrainPredictDescribeOnAnLmuOnlyModel) {
 TEST_F(ClientLmuCliTest, TrainVwFileOnAnSauPlusLmuModelAndStopAtABadLine) {
   CommandResult created =
       Cli("create --name cli_vw --d 4 --dv 2 --r 16 --lmu --m 2 --delta-buckets 64 "
-          "--lambda-max 10 --margin 10");
+          "--max-delta-buckets 64 --lambda-max 10 --margin 10");
   ASSERT_EQ(created.exit_code, 0) << Describe(created);
   EXPECT_TRUE(Contains(created.out, "parts         sau+lmu")) << created.out;
+  EXPECT_TRUE(Contains(created.out, "C=256 (64 buckets x b=4, never grows)")) << created.out;
   EXPECT_TRUE(Contains(created.out, "W digest")) << created.out;
 
   const std::string vw = TempPath("clicks.vw");
