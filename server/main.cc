@@ -155,8 +155,8 @@ ABSL_FLAG(std::string, init_keys, "",
 // MALLOC_CONF in the environment adds to or overrides them). Background threads return freed
 // pages on jemalloc's decay clock, without a stop-the-world trim; dirty pages go back after
 // about a second (jemalloc's default is 10 s) and straight to the kernel (no "muzzy" stage),
-// so the RSS follows what is allocated. In the soak this kept the RSS within 1.6% from the
-// second minute on, where the default decay swung it by 20-25% between snapshot and archive
+// so the RSS follows what is allocated. In the soak the last minute's RSS was within 0.55% of
+// the second's, where the default decay swung it by 20-25% between snapshot and archive
 // bursts (bench/RESULTS.md, "Soak").
 extern "C" {
 // NOLINTNEXTLINE: the name is jemalloc's.
