@@ -138,8 +138,10 @@ absl::Status ReadCluster(const Json& root, std::optional<ClusterConfig>* out) {
   return absl::OkStatus();
 }
 
-// One entry of "models": protobuf JSON -> v1::ModelSpec -> ModelSpec, then validated.
-absl::StatusOr<ModelSpec> ParseModel(const Json& entry) {
+// One entry of "models": protobuf JSON -> v1::ModelSpec -> ModelSpec, then validated. Also the
+// same entry read as a stored spec (*as_stored, not validated: it is only compared with a
+// stored model).
+absl::StatusOr<ModelSpec> ParseModel(const Json& entry, ModelSpec* as_stored) {
   if (!entry.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat("must be a ModelSpec object, got ", entry.type_name()));
@@ -152,6 +154,10 @@ absl::StatusOr<ModelSpec> ParseModel(const Json& entry) {
   }
   absl::StatusOr<ModelSpec> spec = storage::ModelSpecFromProto(wire);
   if (!spec.ok()) return spec.status();
+  absl::StatusOr<ModelSpec> stored =
+      storage::ModelSpecFromProto(wire, storage::SpecOrigin::kStored);
+  if (!stored.ok()) return stored.status();
+  *as_stored = *std::move(stored);
   RETURN_IF_ERROR(ValidateModelSpec(*spec));
   if (spec->has_sau) {
     RETURN_IF_ERROR(sau::ValidateSpec(sau::ResolveDefaults(spec->sau)));
@@ -159,7 +165,8 @@ absl::StatusOr<ModelSpec> ParseModel(const Json& entry) {
   return spec;
 }
 
-absl::Status ReadModels(const Json& root, std::vector<ModelSpec>* out) {
+absl::Status ReadModels(const Json& root, std::vector<ModelSpec>* out,
+                        std::vector<ModelSpec>* as_stored) {
   auto it = root.find("models");
   if (it == root.end()) return absl::OkStatus();
   if (!it->is_array()) {
@@ -173,7 +180,8 @@ absl::Status ReadModels(const Json& root, std::vector<ModelSpec>* out) {
     if (entry.is_object() && entry.contains("name") && entry["name"].is_string()) {
       absl::StrAppend(&where, " (\"", entry["name"].get<std::string>(), "\")");
     }
-    absl::StatusOr<ModelSpec> spec = ParseModel(entry);
+    ModelSpec stored;
+    absl::StatusOr<ModelSpec> spec = ParseModel(entry, &stored);
     if (!spec.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": ", spec.status().message()));
     }
@@ -182,6 +190,7 @@ absl::Status ReadModels(const Json& root, std::vector<ModelSpec>* out) {
           absl::StrCat(where, ": duplicate model name, also in models[", prev->second, "]"));
     }
     out->push_back(*std::move(spec));
+    as_stored->push_back(std::move(stored));
   }
   return absl::OkStatus();
 }
@@ -236,7 +245,7 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view json_text) {
     return s;
   }
   RETURN_IF_ERROR(ReadCluster(root, &config.cluster));
-  RETURN_IF_ERROR(ReadModels(root, &config.models));
+  RETURN_IF_ERROR(ReadModels(root, &config.models, &config.models_as_stored));
   return config;
 }
 

@@ -87,6 +87,10 @@ struct ServerConfig {
   // Validated specs (ValidateModelSpec, and sau::ValidateSpec for an SAU part, pass), names
   // distinct.
   std::vector<ModelSpec> models;
+  // The same entries read as stored specs (storage::SpecOrigin::kStored): what an entry that
+  // leaves an optional field unset meant before that field's default changed. A model stored
+  // by an older server matches its config entry under either reading.
+  std::vector<ModelSpec> models_as_stored;
 };
 
 // Errors: INVALID_ARGUMENT naming the place and the problem.

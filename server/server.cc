@@ -387,7 +387,8 @@ absl::Status Server::CreateConfiguredModels() {
   absl::StatusOr<ServerConfig> config = LoadServerConfig(options_.config_path);
   if (!config.ok()) return config.status();
   const std::string origin = absl::StrCat("config file '", options_.config_path, "'");
-  for (ModelSpec& spec : config->models) {
+  for (size_t i = 0; i < config->models.size(); ++i) {
+    ModelSpec& spec = config->models[i];
     const std::string name = spec.name;
     if (!options_.cluster.empty() && !registry_->Find(name).ok()) {
       // Another server of the cluster may have created it since this one recovered.
@@ -395,14 +396,25 @@ absl::Status Server::CreateConfiguredModels() {
     }
     // A stored model of that name (recovered, or created by another server of the cluster):
     // the config must still describe it.
+    // Either reading of the entry will do (ServerConfig::models_as_stored): a model stored
+    // before a default changed keeps the default it was created with.
     const auto same_as_stored = [&](const std::shared_ptr<Model>& have) -> absl::Status {
       absl::StatusOr<std::shared_ptr<Model>> fresh = Model::Create(spec, registry_->secret());
       if (!fresh.ok()) {
         return absl::Status(fresh.status().code(), absl::StrCat(origin, ": model \"", name,
                                                                 "\": ", fresh.status().message()));
       }
-      if (storage::ModelSpecToProto((*fresh)->spec()).SerializeAsString() !=
-          storage::ModelSpecToProto(have->spec()).SerializeAsString()) {
+      const std::string stored = storage::ModelSpecToProto(have->spec()).SerializeAsString();
+      const auto same = [&](const ModelSpec& s) {
+        return storage::ModelSpecToProto(s).SerializeAsString() == stored;
+      };
+      bool matches = same((*fresh)->spec());
+      if (!matches && i < config->models_as_stored.size()) {
+        absl::StatusOr<std::shared_ptr<Model>> old_reading =
+            Model::Create(config->models_as_stored[i], registry_->secret());
+        matches = old_reading.ok() && same((*old_reading)->spec());
+      }
+      if (!matches) {
         return absl::FailedPreconditionError(absl::StrCat(
             origin, ": model \"", name, "\" differs from the stored model of that name in ",
             options_.cluster.empty() ? absl::StrCat("'", options_.data_dir, "'")

@@ -45,6 +45,7 @@
 #include "core/fuse/fuse_spec.h"
 #include "core/fuse/fuse_unit.h"
 #include "fuse.grpc.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "lmu.grpc.pb.h"
 #include "sau.grpc.pb.h"
@@ -553,9 +554,11 @@ class FuseDurableTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::unique_ptr<Server> Start(uint64_t snapshot_every_steps = 0) {
+  std::unique_ptr<Server> Start(uint64_t snapshot_every_steps = 0,
+                                const std::string& config_path = "") {
     Server::Options o = TestOptions();
     o.data_dir = dir_;
+    o.config_path = config_path;
     o.snapshot_every_steps = snapshot_every_steps;
     o.snapshot_interval = absl::ZeroDuration();
     return test_util::StartLoopbackServer(o);
@@ -705,9 +708,12 @@ TEST_F(FuseDurableTest, RestartSnapshotAndRecoveryAreBitIdenticalAndAudited) {
 // A fused model over the ridge or vla engine (docs/FUSE.md, "Other engines") is served like one
 // over prf: every ack equals a local FuseUnit's step, the state survives a restart (log replay)
 // and a snapshot bit for bit, and its audit chain verifies (no prf rules apply to it).
-// A spec stored before antithetic pairs became the default has no `antithetic` (it could not
-// tell false from unset): it still means unpaired rows, so a restart rebuilds the same W and
-// recovers the same state. The test writes such a spec over the stored one.
+// A spec stored before antithetic pairs and delta growth became the defaults has neither
+// `antithetic` nor `max_delta_buckets` (it could not tell false from unset): it still means
+// unpaired rows and a delta that never grows, so a restart rebuilds the same W and recovers
+// the same state. The test writes such a spec over the stored one. A config file that names
+// the model and leaves both fields unset still describes it (read as the old server read it),
+// so the server starts.
 TEST_F(FuseDurableTest, AStoredSpecWithoutAntitheticRecoversWithUnpairedRows) {
   const std::string name = "fused_old_spec";
   const std::string key = "user-1";
@@ -721,6 +727,7 @@ TEST_F(FuseDurableTest, AStoredSpecWithoutAntitheticRecoversWithUnpairedRows) {
     ASSERT_NE(client, nullptr);
     v1::ModelSpec spec = FusedSpec(name, v1::FUSE_PATTERN_META_LINEAR);
     spec.mutable_fuse()->mutable_sau()->set_antithetic(false);
+    spec.mutable_fuse()->mutable_lmu()->set_max_delta_buckets(256);  // = delta_buckets: fixed
     absl::StatusOr<v1::ModelInfo> info = client->CreateModel(spec);
     ASSERT_TRUE(info.ok()) << info.status();
     ASSERT_TRUE(info->spec().fuse().sau().has_antithetic());
@@ -744,18 +751,28 @@ TEST_F(FuseDurableTest, AStoredSpecWithoutAntitheticRecoversWithUnpairedRows) {
     v1::ModelSpec wire;
     ASSERT_TRUE(wire.ParseFromString(specs->front().second));
     wire.mutable_fuse()->mutable_sau()->clear_antithetic();
+    wire.mutable_fuse()->mutable_lmu()->clear_max_delta_buckets();
     storage::StoreBatch batch;
     batch.PutSpec(name, wire.SerializeAsString());
     ASSERT_TRUE((*store)->Write(batch).ok());
   }
   {
-    std::unique_ptr<Server> server = Start();
+    // The config entry is the spec as first written, without the two fields: read as a new
+    // request it would pair the rows (r = 256) and let the delta grow 4x.
+    std::string entry;
+    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(
+                    FusedSpec(name, v1::FUSE_PATTERN_META_LINEAR), &entry)
+                    .ok());
+    const std::string config = dir_ + "-config.json";
+    std::ofstream(config) << "{\"models\": [" << entry << "]}";
+    std::unique_ptr<Server> server = Start(0, config);  // fails the test if it does not start
     std::unique_ptr<Client> client = Connect(*server);
     ASSERT_NE(client, nullptr);
     absl::StatusOr<v1::ModelInfo> info = client->GetModel(name);
     ASSERT_TRUE(info.ok()) << info.status();
     EXPECT_TRUE(info->spec().fuse().sau().has_antithetic());
     EXPECT_FALSE(info->spec().fuse().sau().antithetic());
+    EXPECT_EQ(info->spec().fuse().lmu().max_delta_buckets(), 256u);
     EXPECT_EQ(FuseShardOf(*info, shard).state_digest(), digest);
     absl::StatusOr<std::unique_ptr<FuseLearnSession>> s = client->OpenFuseLearn(name, key);
     ASSERT_TRUE(s.ok());

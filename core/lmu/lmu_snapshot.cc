@@ -361,7 +361,7 @@ struct LmuSnapshotAccess {
         w.Store(slot, o, x);
       }
     }
-    std::shared_ptr<CuckooDelta> delta = t.NewDelta(generation);
+    std::shared_ptr<CuckooDelta> delta = t.NewDelta(generation, t.delta_buckets_);
     bool overflow = false;
     uint64_t unused = 0;
     for (size_t i = 0; i < delta_ids.size(); ++i) {

@@ -12,9 +12,9 @@ LmuTable::LmuTable(const LmuSpec& spec, const HashSecret& secret)
       secret_(secret),
       weights_(spec.m),
       delta_buckets_(spec.delta_buckets),
-      cell_(Generation{std::make_shared<const LmuBase>(), NewDelta(0)}) {
-  stats_.locate_bound = LocateBound(DeltaOptions());
-  stats_.insert_bound = InsertBound(DeltaOptions());
+      cell_(Generation{std::make_shared<const LmuBase>(), NewDelta(0, spec.delta_buckets)}) {
+  stats_.locate_bound = LocateBound(DeltaOptions(delta_buckets_));
+  stats_.insert_bound = InsertBound(DeltaOptions(delta_buckets_));
   stats_.delta_buckets = delta_buckets_;
 }
 
@@ -22,9 +22,9 @@ LmuTable::~LmuTable() {
   if (builder_.joinable()) builder_.join();
 }
 
-CuckooDelta::Options LmuTable::DeltaOptions() const {
+CuckooDelta::Options LmuTable::DeltaOptions(uint32_t buckets) const {
   CuckooDelta::Options o;
-  o.buckets = delta_buckets_;
+  o.buckets = buckets;
   o.bucket_size = spec_.bucket_size;
   o.stash = spec_.stash;
   o.max_relocations = spec_.max_relocations;
@@ -32,8 +32,8 @@ CuckooDelta::Options LmuTable::DeltaOptions() const {
   return o;
 }
 
-std::shared_ptr<CuckooDelta> LmuTable::NewDelta(uint64_t generation) const {
-  return std::make_shared<CuckooDelta>(DeltaOptions(),
+std::shared_ptr<CuckooDelta> LmuTable::NewDelta(uint64_t generation, uint32_t buckets) const {
+  return std::make_shared<CuckooDelta>(DeltaOptions(buckets),
                                        DeriveHashKey(secret_, HashPurpose::kCuckooA, generation),
                                        DeriveHashKey(secret_, HashPurpose::kCuckooB, generation));
 }
@@ -87,6 +87,7 @@ absl::StatusOr<uint64_t> LmuTable::LocateOrInsert(uint64_t id, Probes* probes) {
   slot = weights_.Append();
   CuckooDelta::InsertResult ins = cur.delta->Insert(id, slot);
   bool tripwire = ins.where == CuckooDelta::Where::kEmergency;
+  bool published = false;  // the pressure of this insert went into a publish already
   if (ins.where == CuckooDelta::Where::kFull) {
     // Past the emergency slot: the "unreachable" path. Rebuild now and insert into the fresh
     // delta; the id keeps its slot, nothing is lost.
@@ -94,6 +95,7 @@ absl::StatusOr<uint64_t> LmuTable::LocateOrInsert(uint64_t id, Probes* probes) {
     pressure_ = true;
     MaybeStartRebuild();
     RETURN_IF_ERROR(FinishRebuild());
+    published = true;
     ins = cell_.Current().delta->Insert(id, slot);
   }
   probes->insert = ins.probes;
@@ -106,7 +108,7 @@ absl::StatusOr<uint64_t> LmuTable::LocateOrInsert(uint64_t id, Probes* probes) {
     if (delta.load() > spec_.tau_high) ++stats_.tau_high_crossings;
     if (tripwire) ++stats_.tripwires;
   }
-  if (tripwire || delta.load() > spec_.tau_high) pressure_ = true;
+  if ((tripwire && !published) || delta.load() > spec_.tau_high) pressure_ = true;
   ver_delta_.fetch_add(1, std::memory_order_release);
   if (tripwire) frozen_ = true;
   if (tripwire || delta.load() >= tau_low() || delta.ring_used() > 0) MaybeStartRebuild();
@@ -158,8 +160,9 @@ absl::Status LmuTable::FinishRebuild() {
   }
   std::shared_ptr<const LmuBase> base = *std::move(built_);
   built_ = nullptr;
-  GrowIfPressed();
-  std::shared_ptr<CuckooDelta> delta = NewDelta(base->generation());
+  // The fresh delta's size: doubled, once per publish, if this cycle was under pressure.
+  uint32_t buckets = NextDeltaBuckets(pressure_);
+  std::shared_ptr<CuckooDelta> delta = NewDelta(base->generation(), buckets);
   bool tripwire = false, full = false;
   for (const BaseEntry& e : since_snapshot_) {
     const CuckooDelta::InsertResult r = delta->Insert(e.id, e.slot);
@@ -182,9 +185,9 @@ absl::Status LmuTable::FinishRebuild() {
           absl::StrFormat("LMU rebuild failed: %s", rebuilt.status().message()));
     }
     base = *std::move(rebuilt);
-    pressure_ = true;  // the fresh delta could not hold one rebuild's arrivals
-    GrowIfPressed();
-    delta = NewDelta(base->generation());
+    // The fresh delta could not hold one rebuild's arrivals: pressure, if not counted yet.
+    if (buckets == delta_buckets_) buckets = NextDeltaBuckets(true);
+    delta = NewDelta(base->generation(), buckets);
   }
   since_snapshot_.clear();
   Generation* next = cell_.BeginWrite();
@@ -192,6 +195,8 @@ absl::Status LmuTable::FinishRebuild() {
   next->delta = std::move(delta);
   cell_.Publish(next);
   frozen_ = tripwire && !full;  // after the synchronous build the delta is empty
+  const bool grew = buckets != delta_buckets_;
+  delta_buckets_ = buckets;
   pressure_ = tripwire && !full;  // the next cycle starts under pressure after a tripwire
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                                        rebuild_started_).count();
@@ -202,6 +207,7 @@ absl::Status LmuTable::FinishRebuild() {
     stats_.last_rebuild_seconds = seconds;
     stats_.max_rebuild_seconds = std::max(stats_.max_rebuild_seconds, seconds);
     if (tripwire) ++stats_.tripwires;
+    if (grew) ++stats_.delta_growths;
     stats_.delta_buckets = delta_buckets_;
   }
   // Ids that arrived during a long rebuild may already fill the new delta past tau_low.
@@ -210,13 +216,9 @@ absl::Status LmuTable::FinishRebuild() {
   return absl::OkStatus();
 }
 
-void LmuTable::GrowIfPressed() {
-  const bool grow = pressure_ && spec_.max_delta_buckets >= 2 * uint64_t{delta_buckets_};
-  pressure_ = false;
-  if (!grow) return;
-  delta_buckets_ *= 2;
-  MutexLock lock(&stats_mu_);
-  ++stats_.delta_growths;
+uint32_t LmuTable::NextDeltaBuckets(bool pressed) const {
+  const bool grow = pressed && spec_.max_delta_buckets >= 2 * uint64_t{delta_buckets_};
+  return grow ? 2 * delta_buckets_ : delta_buckets_;
 }
 
 std::vector<BaseEntry> LmuTable::Entries() const {

@@ -180,16 +180,17 @@ class LmuTable {
                         uint64_t* slots);
   void MaybeStartRebuild();
   absl::Status FinishRebuild();  // waits for the builder, then publishes
-  CuckooDelta::Options DeltaOptions() const;
-  std::shared_ptr<CuckooDelta> NewDelta(uint64_t generation) const;
-  // At a publish: doubles delta_buckets_ (within the spec's cap) if the cycle was under
-  // pressure, and starts the next cycle without it.
-  void GrowIfPressed();
+  CuckooDelta::Options DeltaOptions(uint32_t buckets) const;
+  std::shared_ptr<CuckooDelta> NewDelta(uint64_t generation, uint32_t buckets) const;
+  // The buckets of the delta a publish makes: twice delta_buckets_ (within the spec's cap) if
+  // `pressed`, else the same. The publish itself commits the size and the growth count, so a
+  // rebuild that fails changes neither.
+  uint32_t NextDeltaBuckets(bool pressed) const;
 
   const LmuSpec spec_;
   const HashSecret secret_;
   WeightArena weights_;
-  uint32_t delta_buckets_;  // the next delta's buckets (writer); before cell_, which uses it
+  uint32_t delta_buckets_;  // the published delta's buckets (writer); before cell_
   bool pressure_ = false;   // this rebuild cycle met pressure (writer)
   VersionedCell<Generation> cell_;
 

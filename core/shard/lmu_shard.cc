@@ -58,6 +58,8 @@ absl::StatusOr<std::unique_ptr<LmuShard>> LmuShard::Restore(const lmu::LmuSpec& 
     shard->last_t_ = last_t;
     shard->log_seq_ = log_seq;
     shard->seen_ = seen != 0;
+    // Growths before the snapshot were reported by the life that made them.
+    shard->growths_reported_ = shard->learner()->TableStats().delta_growths;
   }
   return shard;
 }
@@ -125,6 +127,7 @@ absl::Status LmuShard::Reinstate(std::unique_ptr<LmuShard> recovered) {
   seen_ = recovered->seen_;
   last_t_ = recovered->last_t_;
   log_seq_ = recovered->log_seq_;
+  growths_reported_ = recovered->growths_reported_;
   fenced_ = absl::OkStatus();
   return absl::OkStatus();
 }
