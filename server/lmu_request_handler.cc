@@ -126,7 +126,7 @@ absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
         "s, the last rebuild took {:.3f} s",
         route.model->spec().name, route.shard, outcome->delta_grown_to,
         uint64_t{outcome->delta_grown_to} * spec.bucket_size, table.delta_growths,
-        lmu::DeltaBucketsCap(spec), outcome->tau_high_crossings, spec.tau_high, table.tripwires,
+        lmu::DeltaBucketsCap(spec), table.tau_high_crossings, spec.tau_high, table.tripwires,
         spec.lambda_max, spec.rebuild_seconds, table.last_rebuild_seconds);
   }
   return absl::OkStatus();

@@ -186,7 +186,6 @@ absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch
   if (ts.delta_growths != growths_reported_) {
     growths_reported_ = ts.delta_growths;
     out.delta_grown_to = ts.delta_buckets;
-    out.tau_high_crossings = ts.tau_high_crossings;
   }
   if (out.applied == 0) return out;
   if (hook != nullptr) {

@@ -60,7 +60,6 @@ struct UpdateOutcome {
   // The delta's buckets when a rebuild published during this batch grew it (docs/LMU.md,
   // "Growing the delta"), else 0: the server logs each growth once, with the numbers.
   uint32_t delta_grown_to = 0;
-  uint64_t tau_high_crossings = 0;  // so far, for that log line
 };
 
 struct PredictOutcome {
