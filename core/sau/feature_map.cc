@@ -196,7 +196,7 @@ void FeatureMap::Condition(std::span<const double> x, double* out) const {
   ConditionInput(mode_, input_scale_, x, out);
 }
 
-FeatureMap::ClipStats FeatureMap::Features(const double* x, double* phi) const {
+FeatureMap::ClipStats FeatureMap::Features(const double* x, double* phi, double c_hi) const {
   ClipStats stats;
   const double half_norm2 = Dot(x, x, d_) * inv_two_tau_;
   // g = W x accumulated as d axpys over the rows of W^T (for each i, the terms in order
@@ -207,9 +207,10 @@ FeatureMap::ClipStats FeatureMap::Features(const double* x, double* phi) const {
     const double g = phi[i] * inv_sqrt_tau_ - half_norm2;
     stats.max_exponent = std::max(stats.max_exponent, g);
     double gc = g;
-    if (g > c_hi_) {
-      gc = c_hi_;
+    if (g > c_hi) {
+      gc = c_hi;
       ++stats.clipped;
+      ++stats.clipped_hi;
     } else if (g < c_lo_) {
       gc = c_lo_;
       ++stats.clipped;

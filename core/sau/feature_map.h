@@ -64,11 +64,16 @@ class FeatureMap {
   void Condition(std::span<const double> x, double* out) const;
 
   struct ClipStats {
-    int clipped = 0;
+    int clipped = 0;     // below c_lo or above c_hi
+    int clipped_hi = 0;  // above c_hi
     double max_exponent = -std::numeric_limits<double>::infinity();  // before clipping
   };
-  // phi of an already conditioned input into phi[0..r).
-  ClipStats Features(const double* x_cond, double* phi) const;
+  // phi of an already conditioned input into phi[0..r), clipped at the spec's c_hi or at
+  // `c_hi` (a self-regulated model's, core/sau/regulator.h).
+  ClipStats Features(const double* x_cond, double* phi) const {
+    return Features(x_cond, phi, c_hi_);
+  }
+  ClipStats Features(const double* x_cond, double* phi, double c_hi) const;
 
  private:
   FeatureMap() = default;

@@ -56,6 +56,8 @@ class MixtureEProcess {
   double nu2_hat() const { return nu2_; }
   double bprime_hat() const { return zmax_ / 3.0; }
   bool testing() const { return epoch_ > 0; }
+  // The epoch ended at the last Observe: the next tested event starts a new one.
+  bool epoch_ending() const { return restart_pending_; }
 
   // sum_k w_k(t) rho_k with the current mixture weights (docs/SAU.md (36)); the ridge factor of
   // docs/DECISIONS.md 1. 0 before the first epoch.

@@ -149,7 +149,8 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
   // phi(k_t), docs/SAU.md (4), with clipping statistics (docs/DECISIONS.md 4), and the
   // whitening of step t-1 (docs/DECISIONS.md 3).
   params_->features.Condition(k, sc.x.data());
-  const FeatureMap::ClipStats clip = params_->features.Features(sc.x.data(), sc.phi.data());
+  const FeatureMap::ClipStats clip =
+      params_->features.Features(sc.x.data(), sc.phi.data(), state_.regulator.c_hi());
   state_.whitening.Whiten(sc.phi.data(), sc.phiw.data());
   return IngestFeatures(sc.phi.data(), sc.phiw.data(), clip, /*readout=*/false, sc.num1.data(),
                         sc.num2.data(), 0, 0, v);
@@ -201,7 +202,7 @@ EventDiagnostics SauEstimator::IngestFeatures(const double* phi, const double* p
   // Prequential readout at k_t with the whitening, floor and ridge of step t-1
   // (docs/DECISIONS.md 3), fused with the update of each row of R (docs/SAU.md (6), R5);
   // a prepared query brings the readout's half sums along, in the same order of operations.
-  const double gamma = spec.gamma;
+  const double gamma = st.regulator.gamma();  // the spec's unless self-regulated
   if (readout) {
     for (int i = 0; i < r; ++i) {
       const size_t row = static_cast<size_t>(i) * dv;
@@ -268,6 +269,13 @@ EventDiagnostics SauEstimator::IngestFeatures(const double* phi, const double* p
   diag.floor_raised =
       st.floor.Update(diag.rj_level == RjLevel::kRed || step.alarm, diag.median_den, spec);
   st.lambda_star = st.median_den.value() * st.eprocess.RidgeWeight(spec);  // docs/DECISIONS.md 1
+  if (st.regulator.enabled()) {  // docs/SAU.md, "Self-regulation"
+    const bool thin = diag.median_den > 0 && raw_den < Regulator::kThinFrac * diag.median_den;
+    const Regulator::Change change =
+        st.regulator.AfterEvent(spec, thin, clip.clipped_hi, st.eprocess.epoch_ending());
+    diag.gamma_change = change.gamma;
+    diag.c_hi_raised = change.c_hi;
+  }
   ++st.events;
 
   diag.margin = st.eprocess.margin();
@@ -281,6 +289,8 @@ EventDiagnostics SauEstimator::IngestFeatures(const double* phi, const double* p
   diag.clip_rate = st.clip_rate();
   diag.clipped = clip.clipped;
   diag.max_exponent = st.max_exponent;
+  diag.gamma = st.regulator.gamma();
+  diag.c_hi = st.regulator.c_hi();
   return diag;
 }
 
@@ -291,7 +301,7 @@ QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
   Scratch& sc = ThreadScratch(spec);
 
   params_->features.Condition(q, sc.x.data());
-  params_->features.Features(sc.x.data(), sc.phi.data());
+  params_->features.Features(sc.x.data(), sc.phi.data(), st.regulator.c_hi());
   const bool stabilized = path == ReadoutPath::kStabilized;
   const double* f = sc.phi.data();
   if (stabilized) {
@@ -313,7 +323,7 @@ void SauEstimator::Prepare(std::span<const double> q, PreparedQuery* p) const {
   p->num1_.resize(spec.d_v);
   p->num2_.resize(spec.d_v);
   params_->features.Condition(q, p->x_.data());
-  p->clip_ = params_->features.Features(p->x_.data(), p->phi_.data());
+  p->clip_ = params_->features.Features(p->x_.data(), p->phi_.data(), state_.regulator.c_hi());
   state_.whitening.Whiten(p->phi_.data(), p->phiw_.data());
   p->events_ = state_.events;
   p->prepared_ = true;

@@ -56,6 +56,12 @@ struct EventDiagnostics {
   // The median whitened denominator the floor policy read at this event (its input when RJ
   // red or an alarm triggered it; docs/SAU.md (28)).
   double median_den = 0;
+  // Self-regulation (docs/SAU.md, "Self-regulation"): gamma and c_hi in force for the next
+  // event, and what this event changed (gamma: +1 widened, -1 stepped back).
+  double gamma = 0;
+  double c_hi = 0;
+  int gamma_change = 0;
+  bool c_hi_raised = false;
   // The ridge and vla engines' diagnostics (core/sau/memory.h); the fields above stay zero
   // for them, and these stay zero for prf.
   RidgeWrite ridge;

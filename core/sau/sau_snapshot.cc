@@ -89,6 +89,58 @@ struct SauSnapshotAccess {
     return s;
   }
 
+  static void Write(ByteWriter& w, const Regulator& x) {
+    w.F64(x.gamma_);
+    w.F64(x.c_hi_);
+    w.U32(static_cast<uint32_t>(x.block_events_));
+    w.U32(static_cast<uint32_t>(x.thin_));
+    w.U32(static_cast<uint32_t>(x.healthy_blocks_));
+    w.U64(x.epoch_clipped_hi_);
+    w.U64(x.epoch_features_);
+    w.U64(x.gamma_raises_);
+    w.U64(x.gamma_lowers_);
+    w.U64(x.c_hi_raises_);
+  }
+  // Checks every field against the spec's ranges: a restored regulator acts as a live one.
+  static absl::Status Read(ByteReader& r, const SauSpec& spec, Regulator& x) {
+    uint32_t block = 0, thin = 0, healthy = 0;
+    absl::Status s = r.F64(&x.gamma_);
+    if (s.ok()) s = r.F64(&x.c_hi_);
+    if (s.ok()) s = r.U32(&block);
+    if (s.ok()) s = r.U32(&thin);
+    if (s.ok()) s = r.U32(&healthy);
+    if (s.ok()) s = r.U64(&x.epoch_clipped_hi_);
+    if (s.ok()) s = r.U64(&x.epoch_features_);
+    if (s.ok()) s = r.U64(&x.gamma_raises_);
+    if (s.ok()) s = r.U64(&x.gamma_lowers_);
+    if (s.ok()) s = r.U64(&x.c_hi_raises_);
+    if (!s.ok()) return s;
+    const double gamma_top = spec.regulate_gamma ? spec.gamma_max : spec.gamma;
+    const double c_top = spec.regulate_clip ? spec.c_hi_max : spec.c_hi;
+    if (!(x.gamma_ >= spec.gamma && x.gamma_ <= gamma_top)) {
+      return absl::DataLossError(absl::StrFormat(
+          "SAU snapshot: regulated gamma %.17g is outside the spec's [%.17g, %.17g]", x.gamma_,
+          spec.gamma, gamma_top));
+    }
+    if (!(x.c_hi_ >= spec.c_hi && x.c_hi_ <= c_top)) {
+      return absl::DataLossError(absl::StrFormat(
+          "SAU snapshot: regulated c_hi %.17g is outside the spec's [%.17g, %.17g]", x.c_hi_,
+          spec.c_hi, c_top));
+    }
+    if (block >= static_cast<uint32_t>(Regulator::kBlock) || thin > block ||
+        healthy > static_cast<uint32_t>(Regulator::kCooldownBlocks) ||
+        x.epoch_clipped_hi_ > x.epoch_features_) {
+      return absl::DataLossError(absl::StrFormat(
+          "SAU snapshot: regulator counters (block %d, thin %d, healthy %d, clipped %d of %d) "
+          "are inconsistent",
+          block, thin, healthy, x.epoch_clipped_hi_, x.epoch_features_));
+    }
+    x.block_events_ = static_cast<int>(block);
+    x.thin_ = static_cast<int>(thin);
+    x.healthy_blocks_ = static_cast<int>(healthy);
+    return absl::OkStatus();
+  }
+
   static void Write(ByteWriter& w, const StreamingMedian& x) { w.F64(x.value_); }
   static absl::Status Read(ByteReader& r, StreamingMedian& x) { return r.F64(&x.value_); }
 };
@@ -133,6 +185,9 @@ std::vector<std::pair<std::string, double>> SpecParams(const SauSpec& s) {
       {"tilts.size", static_cast<double>(s.tilts.size())},
       {"ridge.size", static_cast<double>(s.ridge.size())},
   };
+  // Listed only when switched on, so that snapshots from before self-regulation restore.
+  if (s.regulate_gamma) p.emplace_back("gamma_max", s.gamma_max);
+  if (s.regulate_clip) p.emplace_back("c_hi_max", s.c_hi_max);
   for (size_t i = 0; i < s.tilts.size(); ++i) {
     p.emplace_back(absl::StrFormat("tilts[%d]", i), s.tilts[i]);
   }
@@ -196,6 +251,11 @@ std::string SerializeSauState(const SauEstimator& est) {
   b.AddSection(kSauSectionParams, params.Take());
   b.AddSection(kSauSectionState, w.Take());
   b.AddSection(kSauSectionControl, control.Take());
+  if (st.regulator.enabled()) {
+    ByteWriter reg;
+    SauSnapshotAccess::Write(reg, st.regulator);
+    b.AddSection(kSauSectionRegulator, reg.Take());
+  }
   return b.Finish();
 }
 
@@ -295,6 +355,14 @@ absl::StatusOr<SauEstimator> RestoreSau(const SauSpec& spec, std::string_view by
           nudge.increment));
     }
     break;
+  }
+  if (st.regulator.enabled()) {
+    absl::StatusOr<std::string_view> reg = c->Section(kSauSectionRegulator);
+    if (!reg.ok()) return reg.status();
+    ByteReader rr(*reg);
+    s = SauSnapshotAccess::Read(rr, est->spec(), st.regulator);
+    if (s.ok()) s = rr.ExpectDone("SAU regulator section");
+    if (!s.ok()) return s;
   }
   SauSnapshotAccess::State(*est) = std::move(st);
   SauSnapshotAccess::Nudge(*est) = nudge;

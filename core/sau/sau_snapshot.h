@@ -31,6 +31,9 @@ inline constexpr uint32_t kSauSectionState = 2;
 // Optional (older snapshots lack it and restore with the default): the lambda nudge of the
 // control plane (SauEstimator::SetLambdaNudge), factor and increment as IEEE-754 bits.
 inline constexpr uint32_t kSauSectionControl = 3;
+// Present exactly when the spec switches self-regulation on (its parameters gamma_max and
+// c_hi_max are then among the spec parameters): the Regulator (core/sau/regulator.h).
+inline constexpr uint32_t kSauSectionRegulator = 4;
 
 // The whole mutable state of `est` and what identifies its parameters.
 std::string SerializeSauState(const SauEstimator& est);

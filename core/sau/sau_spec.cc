@@ -49,7 +49,15 @@ SauSpec ResolveDefaults(SauSpec spec) {
       spec.c_hi = 30;
     }
   }
+  if (spec.regulate_gamma && spec.gamma_max == 0) spec.gamma_max = std::max(spec.gamma, 0.999);
+  if (spec.regulate_clip && spec.c_hi_max == 0 && spec.tau > 0) {
+    spec.c_hi_max = spec.c_hi + 3 * ClipStep(spec);
+  }
   return spec;
+}
+
+double ClipStep(const SauSpec& spec) {
+  return spec.input_mode == InputMode::kL2Scaled ? spec.input_scale / std::sqrt(spec.tau) : 10.0;
 }
 
 absl::Status ValidateSpec(const SauSpec& s) {
@@ -141,6 +149,12 @@ absl::Status ValidateSpec(const SauSpec& s) {
   if (!Finite(s.floor_decay) || s.floor_decay <= 0 || s.floor_decay > 1) {
     return OutOfRange("floor_decay", s.floor_decay, "(0, 1]");
   }
+  if (s.regulate_gamma && (!Finite(s.gamma_max) || s.gamma_max < s.gamma || s.gamma_max > 1)) {
+    return OutOfRange("gamma_max", s.gamma_max, absl::StrFormat("[gamma = %g, 1]", s.gamma));
+  }
+  if (s.regulate_clip && (!Finite(s.c_hi_max) || s.c_hi_max < s.c_hi || s.c_hi_max > 700)) {
+    return OutOfRange("c_hi_max", s.c_hi_max, absl::StrFormat("[c_hi = %g, 700]", s.c_hi));
+  }
   return absl::OkStatus();
 }
 
@@ -150,9 +164,11 @@ double ValueBound(const SauSpec& s) {
   // phi_i <= e^c / sqrt(r) (4), phi_w,i <= e^c / sqrt(whiten_eps) (11), s_i <= N e^c / sqrt(r)
   // (7), phi_w . s <= N e^2c sqrt(r / whiten_eps) (12), so every mass a value is multiplied
   // by is at most M = N e^c max(1, e^c sqrt(r) max(1, 1 / sqrt(whiten_eps))).
-  const double c = std::max(s.c_hi, 0.0);
-  const double log_n = s.gamma >= 1 ? 64 * std::log(2.0)
-                                    : std::min(64 * std::log(2.0), -std::log1p(-s.gamma));
+  // Under self-regulation the largest gamma and c_hi it may reach.
+  const double c = std::max(s.regulate_clip ? std::max(s.c_hi, s.c_hi_max) : s.c_hi, 0.0);
+  const double gamma = s.regulate_gamma ? std::max(s.gamma, s.gamma_max) : s.gamma;
+  const double log_n = gamma >= 1 ? 64 * std::log(2.0)
+                                  : std::min(64 * std::log(2.0), -std::log1p(-gamma));
   const double log_m =
       log_n + c +
       std::max(0.0, c + 0.5 * std::log(static_cast<double>(s.r)) +

@@ -99,6 +99,16 @@ struct SauSpec {
   double max_floor_frac = 0.5;      // floor <= frac * median den (and >= base)
   int floor_cooldown = 50;          // events without red before the floor decays
   double floor_decay = 0.95;        // per-event decay towards the base after cooldown
+
+  // Self-regulation (docs/SAU.md, "Self-regulation"; core/sau/regulator.h), off by default.
+  // regulate_gamma: seed 001 F1, a longer window (gamma towards gamma_max) while denominators
+  // are thin, back towards gamma after a cooldown. regulate_clip: seed 001 C4, F2, F4, c_hi
+  // one step up (at most to c_hi_max) at the end of an e-process epoch whose upper clip rate
+  // was above 1%. gamma_max, c_hi_max = 0 => resolved (0.999; c_hi + 3 steps).
+  bool regulate_gamma = false;
+  double gamma_max = 0.0;
+  bool regulate_clip = false;
+  double c_hi_max = 0.0;
 };
 
 // "prf" / "ridge" / "vla".
@@ -107,7 +117,12 @@ const char* EngineName(Engine engine);
 // C_RJ used when the spec leaves c_rj at 0; how it was calibrated is in docs/SAU.md.
 inline constexpr double kDefaultCrj = 1.0;
 
-// Fills unset fields (tau, c_lo/c_hi, c_rj) with their documented defaults.
+// The step by which regulate_clip raises c_hi: one standard deviation of g in kL2Scaled mode
+// (a / sqrt(tau)), 10 in kRaw mode (seed 001 C4's grid 30, 40, 50). REQUIRES: resolved tau.
+double ClipStep(const SauSpec& spec);
+
+// Fills unset fields (tau, c_lo/c_hi, c_rj, and gamma_max / c_hi_max when regulated) with
+// their documented defaults.
 SauSpec ResolveDefaults(SauSpec spec);
 
 // Checks a resolved spec. Errors are INVALID_ARGUMENT naming the field and allowed range.

@@ -11,7 +11,8 @@ SauState::SauState(const SauSpec& spec)
       H_c(H.size(), 0.0),
       whitening(spec.r, spec.beta_mu, spec.beta_sigma, spec.whiten_eps / spec.r),
       eprocess(spec),
-      floor(spec.beta_floor) {}
+      floor(spec.beta_floor),
+      regulator(spec) {}
 
 size_t SauState::Bytes() const {
   return (R.size() + R_c.size() + s.size() + s_c.size() + H.size() + H_c.size()) *
@@ -40,6 +41,7 @@ void SauState::Hash(Sha256& h) const {
   h.F64(max_exponent);
   h.U64(den_below_floor);
   h.F64(den_min);
+  regulator.Hash(h);
 }
 
 }  // namespace streamlearn::sau

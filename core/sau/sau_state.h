@@ -14,6 +14,7 @@
 #include "core/common/digest.h"
 #include "core/sau/floor_policy.h"
 #include "core/sau/mixture_eprocess.h"
+#include "core/sau/regulator.h"
 #include "core/sau/rj_window.h"
 #include "core/sau/sau_spec.h"
 #include "core/sau/streaming_median.h"
@@ -39,6 +40,7 @@ struct SauState {
   double max_exponent = -std::numeric_limits<double>::infinity();
   uint64_t den_below_floor = 0;  // events whose raw denominator was under beta_floor
   double den_min = std::numeric_limits<double>::infinity();
+  Regulator regulator;  // gamma and c_hi in force (the spec's unless self-regulated)
 
   double clip_rate() const {
     return features == 0 ? 0.0 : static_cast<double>(clipped) / static_cast<double>(features);
