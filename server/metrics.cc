@@ -65,6 +65,9 @@ Metrics::Metrics()
                                   "Ingested events whose e-process margin went negative (an alarm).")),
       rj_red_events_total_(CounterFamily(*registry_, "streamlearn_sau_rj_red_events_total",
                                          "Ingested events at RJ level red.")),
+      regulations_total_(CounterFamily(*registry_, "streamlearn_sau_regulations_total",
+                                       "Self-regulating actions taken: gamma widened or stepped "
+                                       "back, c_hi raised (docs/SAU.md).")),
       margin_(GaugeFamily(*registry_, "streamlearn_sau_margin",
                           "E-process margin log(1/alpha) - log E_mix at the last event.")),
       rj_gap_(GaugeFamily(*registry_, "streamlearn_sau_rj_gap",
@@ -321,6 +324,7 @@ Metrics::ShardSeries& Metrics::SeriesFor(const std::string& model, uint32_t shar
                             .duplicates = &duplicates_total_.Add(labels),
                             .alarms = &alarms_total_.Add(labels),
                             .rj_red_events = &rj_red_events_total_.Add(labels),
+                            .regulations = &regulations_total_.Add(labels),
                             .margin = &margin_.Add(labels),
                             .rj_gap = &rj_gap_.Add(labels),
                             .rj_level = &rj_level_.Add(labels),
@@ -340,6 +344,7 @@ void Metrics::RecordIngest(const std::string& model, uint32_t shard, const Inges
   s.version->Set(static_cast<double>(outcome.version));
   s.alarms->Increment(outcome.alarms);
   s.rj_red_events->Increment(outcome.red_events);
+  s.regulations->Increment(outcome.regulations);
   if (!outcome.has_last) return;
   const sau::EventDiagnostics& d = outcome.last;
   if (outcome.engine != sau::Engine::kPrf) {

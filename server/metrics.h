@@ -10,6 +10,7 @@
 //   streamlearn_sau_duplicate_events_total{...}   counter: events acknowledged as duplicates
 //   streamlearn_sau_alarms_total{model,shard}     counter: events whose margin went negative
 //   streamlearn_sau_rj_red_events_total{...}      counter: events at RJ level red
+//   streamlearn_sau_regulations_total{...}        counter: self-regulating actions (docs/SAU.md)
 //   streamlearn_sau_{margin,rj_gap,rj_level,beta_floor,lambda_star,clip_rate,denominator,
 //                    version}{model,shard}        gauges from the last applied event
 //   streamlearn_sau_engine_{key_scale,residual_norm,s_norm,a_norm,condition}{model,shard}
@@ -211,6 +212,7 @@ class Metrics final : public storage::StorageObserver {
     prometheus::Counter* duplicates;
     prometheus::Counter* alarms;
     prometheus::Counter* rj_red_events;
+    prometheus::Counter* regulations;
     prometheus::Gauge* margin;
     prometheus::Gauge* rj_gap;
     prometheus::Gauge* rj_level;
@@ -324,6 +326,7 @@ class Metrics final : public storage::StorageObserver {
   prometheus::Family<prometheus::Counter>& duplicates_total_;
   prometheus::Family<prometheus::Counter>& alarms_total_;
   prometheus::Family<prometheus::Counter>& rj_red_events_total_;
+  prometheus::Family<prometheus::Counter>& regulations_total_;
   prometheus::Family<prometheus::Gauge>& margin_;
   prometheus::Family<prometheus::Gauge>& rj_gap_;
   prometheus::Family<prometheus::Gauge>& rj_level_;

@@ -83,6 +83,11 @@ v1::ModelInfo MakeModelInfo(const Model& model, storage::Persistence* persistenc
       shard->set_events(stats.events);
       shard->set_last_t(stats.last_t);
       shard->set_state_digest(ToHex(stats.digest));
+      shard->set_gamma(stats.gamma);
+      shard->set_c_hi(stats.c_hi);
+      shard->set_gamma_raises(stats.gamma_raises);
+      shard->set_gamma_lowers(stats.gamma_lowers);
+      shard->set_c_hi_raises(stats.c_hi_raises);
     }
   }
   if (model.spec().has_lmu) {

@@ -21,6 +21,9 @@ absl::StatusOr<std::shared_ptr<Model>> RegisterModel(ModelSpec spec, ModelRegist
                         "state_bytes/shard={} w_digest={}",
                         s.sau.d, s.sau.d_v, s.sau.r, s.sau.r_v, s.sau.tau, s.sau.gamma,
                         s.sau.seed, (*model)->state_bytes(), ToHex((*model)->w_digest()));
+    const sau::SauSpec r = sau::ResolveDefaults(s.sau);
+    if (r.regulate_gamma) parts += fmt::format(" regulate_gamma<={}", r.gamma_max);
+    if (r.regulate_clip) parts += fmt::format(" regulate_clip: c_hi={}<={}", r.c_hi, r.c_hi_max);
   }
   if (s.has_lmu) {
     parts += fmt::format(" lmu: m={} lr={} l2={} delta_buckets={} max_delta_buckets={} b={} "

@@ -4,6 +4,7 @@
 #include <span>
 
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 #include "core/common/status_macros.h"
 #include "server/batch_step.h"
 #include "server/model_lookup.h"
@@ -37,6 +38,8 @@ void DiagnosticsToProto(const sau::EventDiagnostics& d, v1::Diagnostics* out) {
   out->set_shr(d.shr);
   out->set_epoch(d.epoch);
   out->set_alarm(d.alarm);
+  out->set_gamma(d.gamma);
+  out->set_c_hi(d.c_hi);
 }
 
 // The ridge or vla part of an ack's diagnostics: the last event's, and the state after the
@@ -119,6 +122,16 @@ absl::Status SauRequestHandler::IngestBatch(const v1::IngestRequest& request,
     }
   }
   metrics_->RecordIngest(route.model->spec().name, route.shard, outcome);
+  if (outcome.regulations > 0) {  // rare by construction: at most one per 100 events or epoch
+    const ShardStats stats = route.model->sau(route.shard).Stats();
+    spdlog::warn("model '{}' shard {} self-regulated (docs/SAU.md, \"Self-regulation\"): "
+                 "gamma {} (spec {}; {} widenings, {} steps back), c_hi {} (spec {}; {} raises) "
+                 "in force from event {}",
+                 route.model->spec().name, route.shard, stats.gamma,
+                 route.model->spec().sau.gamma, stats.gamma_raises, stats.gamma_lowers,
+                 stats.c_hi, sau::ResolveDefaults(route.model->spec().sau).c_hi,
+                 stats.c_hi_raises, stats.events + 1);
+  }
   return absl::OkStatus();
 }
 

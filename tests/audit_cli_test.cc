@@ -1219,6 +1219,121 @@ TEST_F(AuditStoreTamperTest, RidgeAndVlaChainsReplayAndAnAlteredLogEntryIsCaught
   }
 }
 
+// A self-regulated model (docs/SAU.md, "Self-regulation"): every action it takes is in the
+// audit record of the event that took it, with the value it set; the chain verifies; a replay
+// of the data directory reproduces every state digest; a restart keeps the regulated gamma.
+TEST_F(AuditStoreTamperTest, ASelfRegulatedModelRecordsItsActionsVerifiesReplaysAndRestarts) {
+  std::unique_ptr<server::Server> s = Start();
+  std::shared_ptr<grpc::Channel> channel = test_util::ChannelTo(*s);
+  {
+    auto stub = v1::Admin::NewStub(channel);
+    grpc::ClientContext ctx;
+    test_util::SetDeadline(&ctx);
+    v1::CreateModelRequest req;
+    v1::ModelSpec* spec = req.mutable_spec();
+    spec->set_name(kModel);
+    spec->set_shards(1);
+    v1::SauSpec* sau = spec->mutable_sau();
+    sau->set_d(16);
+    sau->set_d_v(2);
+    sau->set_r(256);
+    sau->set_seed(12);  // a draw of W whose returns are thin (core/sau/regulator_test.cc)
+    sau->set_input_scale(8);
+    sau->set_regulate_gamma(true);
+    sau->set_regulate_clip(true);
+    v1::ModelInfo info;
+    const grpc::Status st = stub->CreateModel(&ctx, req, &info);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(info.spec().sau().gamma_max(), 0.999);  // resolved
+    EXPECT_GT(info.spec().sau().c_hi_max(), info.spec().sau().c_hi());
+  }
+  const std::vector<sau::DgpEvent> events = sau::ReturningClusters(16, 8000, 600, 13);
+  {
+    auto stub = v1::SAU::NewStub(channel);
+    test_util::LockStepStream<v1::IngestRequest, v1::IngestAck> stream(
+        [&](grpc::ClientContext* ctx) { return stub->Ingest(ctx); });
+    for (size_t done = 0; done < events.size(); done += 100) {
+      v1::IngestRequest req;
+      req.set_model(kModel);
+      req.set_routing_key("k");
+      for (size_t i = done; i < done + 100; ++i) {
+        v1::Event* ev = req.add_events();
+        ev->set_t(i + 1);
+        ev->mutable_k()->Add(events[i].k.begin(), events[i].k.end());
+        ev->mutable_v()->Add(events[i].v.begin(), events[i].v.end());
+      }
+      const v1::IngestAck ack = stream.Send(req);
+      ASSERT_EQ(ack.status().code(), 0) << ack.status().message();
+      EXPECT_GE(ack.last().gamma(), 0.99);
+      if (done == events.size() / 2) SnapshotNow(channel, kModel);
+    }
+    ASSERT_TRUE(stream.Finish().ok());
+  }
+  const v1::ModelInfo before = GetModel(channel, kModel);
+  ASSERT_EQ(before.shards_size(), 1);
+  const v1::ShardInfo& shard = before.shards(0);
+  std::printf("gamma %.6g after %llu widenings and %llu steps back; c_hi %g after %llu raises\n",
+              shard.gamma(), static_cast<unsigned long long>(shard.gamma_raises()),
+              static_cast<unsigned long long>(shard.gamma_lowers()), shard.c_hi(),
+              static_cast<unsigned long long>(shard.c_hi_raises()));
+  ASSERT_GE(shard.gamma_raises(), 1u);
+  EXPECT_GT(shard.gamma(), 0.99);
+  EXPECT_EQ(shard.c_hi(), before.spec().sau().c_hi());  // no row sits above c_hi here
+  const std::string cli = kCli + " --server " + test_util::AddressOf(*s);
+  {
+    const CommandResult d = RunCommand(cli + " describe " + kModel);
+    EXPECT_EQ(d.exit_code, 0) << Describe(d);
+    EXPECT_TRUE(Contains(d.out, "gamma up to 0.999 while denominators are thin")) << d.out;
+  }
+  Stop(s);
+
+  // The records: one raise_gamma action per widening, with the gamma it set, ending at the
+  // shard's gamma.
+  uint64_t widenings = 0, steps_back = 0;
+  std::string last_to;
+  {
+    std::unique_ptr<storage::Store> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store
+                    ->ScanAudit(kModel, 0, 0,
+                                [&](uint64_t, std::string_view l) {
+                                  const std::string line(l);
+                                  for (const auto& [what, count] :
+                                       {std::pair<std::string, uint64_t*>{"raise_gamma",
+                                                                          &widenings},
+                                        {"lower_gamma", &steps_back}}) {
+                                    const size_t at = line.find("\"action\":\"" + what + "\"");
+                                    if (at == std::string::npos) continue;
+                                    ++*count;
+                                    const size_t to = line.find("\"to\":", at);
+                                    last_to = line.substr(to + 5, line.find('}', to) - to - 5);
+                                  }
+                                  return true;
+                                })
+                    .ok());
+  }
+  EXPECT_EQ(widenings, shard.gamma_raises());
+  EXPECT_EQ(steps_back, shard.gamma_lowers());
+  EXPECT_EQ(std::stod(last_to), shard.gamma()) << last_to;
+
+  absl::StatusOr<storage::ReplayReport> replay = storage::ReplayAndCheck(data_dir_, kModel, 0);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_TRUE(replay->ok()) << storage::FormatReplayReport(*replay);
+  EXPECT_GE(replay->parts[0].state_digests_checked, 1u);
+
+  s = Start();
+  channel = test_util::ChannelTo(*s);
+  const v1::ModelInfo after = GetModel(channel, kModel);
+  EXPECT_EQ(ShardDigests(after), ShardDigests(before));
+  EXPECT_EQ(after.shards(0).gamma(), shard.gamma());
+  EXPECT_EQ(after.shards(0).gamma_raises(), shard.gamma_raises());
+  const CommandResult v = RunCommand(kCli + " --server " + test_util::AddressOf(*s) +
+                                     " audit verify " + kModel + " --public-key " + data_dir_ +
+                                     "/audit.pub");
+  EXPECT_EQ(v.exit_code, 0) << Describe(v);
+  Stop(s);
+}
+
 TEST_F(AuditStoreTamperTest, AnAlteredLogEntryOrSnapshotIsCaughtByReplay) {
   constexpr int kBatches = 10;  // SAU log seqs 1..10, snapshot at 5
   std::unique_ptr<server::Server> s = Start();

@@ -14,7 +14,8 @@ namespace {
 
 constexpr char kUsage[] =
     "streamlearn create --name NAME [--shards S] [--d D --dv DV --r R --gamma G --tau T\n"
-    "         --input-scale A --raw-inputs --iid|--srht --[no-]antithetic --seed N --rv RV ...]\n"
+    "         --input-scale A --raw-inputs --iid|--srht --[no-]antithetic --seed N --rv RV\n"
+    "         --regulate-gamma [--gamma-max G] --regulate-clip [--c-hi-max C] ...]\n"
     "         [--lmu [--m M --lr LR --l2 L2 --schedule constant|inverse-sqrt\n"
     "          --delta-buckets B --tau-low X --tau-high Y --lambda-max N --rebuild-seconds T\n"
     "          --margin K --inline-rebuild]] [--no-sau]\n"
@@ -37,6 +38,9 @@ struct CreateFlags {
   std::optional<std::string> name, spec_json;
   std::optional<uint64_t> shards, d, dv, r, seed, rv;
   std::optional<double> gamma, tau, input_scale, c_lo, c_hi, alpha, kappa, beta_floor;
+  // Self-regulation (docs/SAU.md, "Self-regulation"); a cap implies its switch.
+  bool regulate_gamma = false, regulate_clip = false;
+  std::optional<double> gamma_max, c_hi_max;
   // The engine (docs/ENGINES.md) and its parameters.
   std::optional<std::string> engine;
   std::optional<double> ridge_gamma, ridge_eps, vla_lambda0;
@@ -55,6 +59,7 @@ struct CreateFlags {
   bool AnySauFlag() const {
     return d || dv || r || seed || rv || gamma || tau || input_scale || c_lo || c_hi || alpha ||
            kappa || beta_floor || raw_inputs || iid || srht || antithetic || no_antithetic || engine ||
+           regulate_gamma || regulate_clip || gamma_max || c_hi_max ||
            ridge_gamma ||
            ridge_eps || vla_lambda0 || filter_order;
   }
@@ -100,6 +105,16 @@ void Register(ArgParser& p, CreateFlags& f) {
   p.AddBool("--antithetic", &f.antithetic,
             "antithetic feature pairs (w, -w); needs r % 4 == 0 (the default when it holds)");
   p.AddBool("--no-antithetic", &f.no_antithetic, "unpaired feature rows");
+  p.AddBool("--regulate-gamma", &f.regulate_gamma,
+            "widen the window (gamma up, doubling 1/(1-gamma) a step) while denominators are "
+            "thin, back after a cooldown (seed 001 F1; docs/SAU.md, \"Self-regulation\")");
+  p.AddDouble("--gamma-max", &f.gamma_max,
+              "the widest gamma --regulate-gamma reaches (default 0.999); implies it");
+  p.AddBool("--regulate-clip", &f.regulate_clip,
+            "raise c_hi one step at an e-process epoch's end while more than 1% of the "
+            "log-features were clipped (seed 001 C4, F2)");
+  p.AddDouble("--c-hi-max", &f.c_hi_max,
+              "the highest c_hi --regulate-clip reaches (default c_hi + 3 steps); implies it");
   p.AddBool("--lmu", &f.lmu, "add an LMU part (exact sparse linear learner); LMU flags imply it");
   p.AddBool("--no-sau", &f.no_sau, "no SAU part: an LMU-only model");
   p.AddUint("--m", &f.m, "LMU outputs per id, 1..256 (default 1)", kU32);
@@ -186,6 +201,10 @@ absl::Status ApplySauFlags(const CreateFlags& f, v1::SauSpec* s) {
   }
   if (f.antithetic) s->set_antithetic(true);
   if (f.no_antithetic) s->set_antithetic(false);
+  if (f.regulate_gamma || f.gamma_max) s->set_regulate_gamma(true);
+  if (f.gamma_max) s->set_gamma_max(*f.gamma_max);
+  if (f.regulate_clip || f.c_hi_max) s->set_regulate_clip(true);
+  if (f.c_hi_max) s->set_c_hi_max(*f.c_hi_max);
   return absl::OkStatus();
 }
 

@@ -66,6 +66,31 @@ std::string SauShardTable(const v1::ModelInfo& info) {
     out += fmt::format("  {:>5}  {:>9}  {:>12}  {:>12}  {}\n", sh.shard(), sh.ver_sau(),
                        sh.events(), sh.last_t(), sh.state_digest());
   }
+  // The self-regulation's state per shard, when a switch is on (docs/SAU.md).
+  const v1::SauSpec& s = info.spec().sau();
+  if (s.regulate_gamma() || s.regulate_clip()) {
+    out += fmt::format("  {:>5}  {:>9}  {:>18}  {:>9}  {:>9}\n", "shard", "gamma",
+                       "widened/stepped", "c_hi", "raised");
+    for (const v1::ShardInfo& sh : info.shards()) {
+      out += fmt::format("  {:>5}  {:>9.6g}  {:>18}  {:>9.4g}  {:>9}\n", sh.shard(), sh.gamma(),
+                         fmt::format("{}/{}", sh.gamma_raises(), sh.gamma_lowers()), sh.c_hi(),
+                         sh.c_hi_raises());
+    }
+  }
+  return out;
+}
+
+// The self-regulating actions a prf spec switches on (docs/SAU.md, "Self-regulation").
+std::string RegulationDescription(const v1::SauSpec& s) {
+  if (!s.regulate_gamma() && !s.regulate_clip()) return "off (gamma and c_hi stay as set)";
+  std::string out;
+  if (s.regulate_gamma()) {
+    out = fmt::format("gamma up to {:g} while denominators are thin", s.gamma_max());
+  }
+  if (s.regulate_clip()) {
+    out += fmt::format("{}c_hi up to {:g} while > 1% clipped", out.empty() ? "" : "; ",
+                       s.c_hi_max());
+  }
   return out;
 }
 
@@ -226,6 +251,7 @@ std::string DescribeModel(const v1::ModelInfo& info) {
     row("e-process", fmt::format("alpha={:g}  kappa={:g}", s.alpha(), s.kappa()));
     row("RJ", fmt::format("c_rj={:g}  delta={:g}", s.c_rj(), s.rj_delta()));
     row("beta_floor", fmt::format("{:g}", s.beta_floor()));
+    row("regulation", RegulationDescription(s));
     row("W digest", info.w_digest());
     row("state", fmt::format("{} per shard", Bytes(info.state_bytes())));
     out += SauShardTable(info);

@@ -74,6 +74,25 @@ void AppendEngineEventBody(const SauEventRecord& rec, std::string* out) {
   w.End();
 }
 
+// The event's control actions as a canonical list: the floor raised by RJ red, and the
+// self-regulation's (docs/SAU.md, "Self-regulation") with the value each sets; empty if none.
+std::string SauEventActions(const sau::EventDiagnostics& d) {
+  std::string list;
+  const auto add = [&](std::string_view action, std::string_view cause, const double* to) {
+    list.push_back(list.empty() ? '[' : ',');
+    CanonicalObjectWriter a(&list);
+    a.String("action", action).String("cause", cause);
+    if (to != nullptr) a.Double("to", *to);
+    a.End();
+  };
+  if (d.rj_level == sau::RjLevel::kRed) add("raise_beta_floor", "rj_red", nullptr);
+  if (d.gamma_change > 0) add("raise_gamma", "thin_denominators", &d.gamma);
+  if (d.gamma_change < 0) add("lower_gamma", "cooldown", &d.gamma);
+  if (d.c_hi_raised) add("raise_c_hi", "clip_rate", &d.c_hi);
+  if (!list.empty()) list.push_back(']');
+  return list;
+}
+
 }  // namespace
 
 void AppendSauEventBody(const SauEventRecord& rec, std::string* out) {
@@ -85,7 +104,7 @@ void AppendSauEventBody(const SauEventRecord& rec, std::string* out) {
   const bool red = d.rj_level == sau::RjLevel::kRed;
   CanonicalObjectWriter w(out);
   // Keys in bytewise order.
-  if (red) w.Raw("actions", R"([{"action":"raise_beta_floor","cause":"rj_red"}])");
+  if (const std::string actions = SauEventActions(d); !actions.empty()) w.Raw("actions", actions);
   if (rec.batch_digest != nullptr) w.String("batch_digest", ToHex(*rec.batch_digest));
   w.Double("beta_floor", d.beta_floor).Double("bprime_hat", d.bprime_hat);
   w.Double("clip_rate", d.clip_rate);

@@ -5,10 +5,13 @@
 //   gamma (seed 001 F1, "raise gamma to thicken mu_eff"): events are counted in blocks of
 //     kBlock. An event is thin when its raw whitened denominator is below kThinFrac times the
 //     running median of the denominators (the floor policy's reference, docs/SAU.md (28)). A block
-//     with at least kThinRaise thin events doubles the effective window, gamma <- 1 - (1 -
-//     gamma) / 2, up to gamma_max. After kCooldownBlocks blocks in a row without a thin
-//     event, gamma steps back, 1 - gamma doubling, down to the spec's gamma
-//     (seed 001 C5: "restore after cooldown").
+//     with at least kThinRaise thin events doubles the effective window one level up: at level
+//     k, gamma = min(gamma_max, 1 - (1 - gamma_spec) / 2^k), so level 0 is the spec's gamma
+//     bit for bit. After a cooldown of blocks in a row without a thin event, gamma steps one
+//     level back (seed 001 C5: "restore after cooldown"). The cooldown is kCooldownBlocks
+//     blocks, doubled by every step back taken so far (at most 2^10 times): a stream whose
+//     thin spells come back once the window is short again backs off ever more slowly,
+//     instead of swinging at a fixed period.
 //   clip (seed 001 C4, F2, F4, "raise c"): at the end of every e-process epoch, if more than
 //     kClipTarget of that epoch's log-features were clipped from above, c_hi rises by
 //     ClipStep(spec), up to c_hi_max. It never comes down: a lower c would clip more.
@@ -18,6 +21,7 @@
 #define STREAMLEARN_CORE_SAU_REGULATOR_H_
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "core/common/digest.h"
@@ -54,16 +58,15 @@ class Regulator {
       if (++block_events_ == kBlock) {
         if (thin_ >= kThinRaise) {
           healthy_blocks_ = 0;
-          const double wider = std::min(spec.gamma_max, 1.0 - (1.0 - gamma_) / 2);
-          if (wider > gamma_) {
-            gamma_ = wider;
+          if (gamma_ < spec.gamma_max) {
+            gamma_ = GammaAt(spec, ++level_);
             change.gamma = 1;
             ++gamma_raises_;
           }
         } else if (thin_ == 0) {
-          if (++healthy_blocks_ >= kCooldownBlocks && gamma_ > spec.gamma) {
+          if (++healthy_blocks_ >= Cooldown() && level_ > 0) {
             healthy_blocks_ = 0;
-            gamma_ = std::max(spec.gamma, 1.0 - 2 * (1.0 - gamma_));
+            gamma_ = GammaAt(spec, --level_);
             change.gamma = -1;
             ++gamma_lowers_;
           }
@@ -92,7 +95,18 @@ class Regulator {
     return change;
   }
 
+  // The gamma of level k (above); level 0 is the spec's.
+  static double GammaAt(const SauSpec& spec, int level) {
+    if (level == 0) return spec.gamma;
+    return std::min(spec.gamma_max, 1.0 - std::ldexp(1.0 - spec.gamma, -level));
+  }
+  // Healthy blocks in a row before the next step back.
+  uint64_t Cooldown() const {
+    return static_cast<uint64_t>(kCooldownBlocks) << std::min<uint64_t>(gamma_lowers_, 10);
+  }
+
   bool enabled() const { return enabled_; }
+  int level() const { return level_; }
   double gamma() const { return gamma_; }  // in force for the next event
   double c_hi() const { return c_hi_; }    // in force for the next event and query
   uint64_t gamma_raises() const { return gamma_raises_; }
@@ -105,10 +119,11 @@ class Regulator {
     if (!enabled_) return;
     h.Update("streamlearn.sau.regulator.v1");
     h.F64(gamma_);
+    h.U64(static_cast<uint64_t>(level_));
     h.F64(c_hi_);
     h.U64(static_cast<uint64_t>(block_events_));
     h.U64(static_cast<uint64_t>(thin_));
-    h.U64(static_cast<uint64_t>(healthy_blocks_));
+    h.U64(healthy_blocks_);
     h.U64(epoch_clipped_hi_);
     h.U64(epoch_features_);
     h.U64(gamma_raises_);
@@ -121,10 +136,11 @@ class Regulator {
 
   bool enabled_;
   double gamma_;
+  int level_ = 0;
   double c_hi_;
   int block_events_ = 0;
   int thin_ = 0;
-  int healthy_blocks_ = 0;
+  uint64_t healthy_blocks_ = 0;
   uint64_t epoch_clipped_hi_ = 0;
   uint64_t epoch_features_ = 0;
   uint64_t gamma_raises_ = 0;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/common/byte_codec.h"
 #include "core/sau/counter_rng.h"
 #include "core/sau/sau_estimator.h"
 #include "core/sau/sau_snapshot.h"
@@ -61,22 +62,25 @@ TEST(Regulator, AThinBlockWidensTheWindowUpToGammaMaxAndACooldownStepsItBack) {
   EXPECT_EQ(block(50), 0);        // at the cap: nothing more
   EXPECT_EQ(reg.gamma_raises(), 4u);
 
-  // Recovery: kCooldownBlocks healthy blocks in a row, each step back doubles 1 - gamma; a
-  // block that is neither thin nor healthy restarts the count.
+  // Recovery: kCooldownBlocks healthy blocks in a row step one level back; a block that is
+  // neither thin nor healthy restarts the count; each step back doubles the next cooldown.
   for (int b = 0; b + 1 < Regulator::kCooldownBlocks; ++b) EXPECT_EQ(block(0), 0);
   EXPECT_EQ(block(1), 0);  // 1%: not healthy, the cooldown restarts
-  for (int b = 0; b + 1 < Regulator::kCooldownBlocks; ++b) EXPECT_EQ(block(0), 0);
-  EXPECT_EQ(block(0), -1);
-  EXPECT_DOUBLE_EQ(reg.gamma(), 0.998);
-  int steps = 1;
-  while (reg.gamma() > spec.gamma) {
-    for (int b = 0; b + 1 < Regulator::kCooldownBlocks; ++b) ASSERT_EQ(block(0), 0);
-    ASSERT_EQ(block(0), -1);
-    ++steps;
+  const double levels[] = {0.99875, 0.9975, 0.995};
+  for (int step = 0; step < 4; ++step) {
+    const int cooldown = Regulator::kCooldownBlocks << step;
+    EXPECT_EQ(reg.Cooldown(), static_cast<uint64_t>(cooldown));
+    for (int b = 0; b + 1 < cooldown; ++b) ASSERT_EQ(block(0), 0) << "step " << step;
+    ASSERT_EQ(block(0), -1) << "step " << step;
+    if (step < 3) EXPECT_DOUBLE_EQ(reg.gamma(), levels[step]);
   }
-  EXPECT_EQ(reg.gamma(), spec.gamma);  // never below the spec's
-  EXPECT_EQ(steps, 4);                 // 0.998, 0.996, 0.992, 0.99
-  for (int b = 0; b < Regulator::kCooldownBlocks; ++b) EXPECT_EQ(block(0), 0);
+  EXPECT_EQ(reg.gamma(), spec.gamma);  // level 0: the spec's gamma, bit for bit
+  EXPECT_EQ(reg.level(), 0);
+  for (int b = 0; b < 400; ++b) EXPECT_EQ(block(0), 0);  // never below the spec's
+  // A thin spell after the steps back widens again at once; the next cooldown is 16x.
+  EXPECT_EQ(block(Regulator::kThinRaise), 1);
+  EXPECT_DOUBLE_EQ(reg.gamma(), 0.995);
+  EXPECT_EQ(reg.Cooldown(), static_cast<uint64_t>(Regulator::kCooldownBlocks) << 4);
   EXPECT_EQ(reg.gamma_lowers(), 4u);
 }
 
@@ -154,20 +158,8 @@ TEST(Regulator, SpecsResolveTheirCapsAndRefuseCapsBelowTheStart) {
 // of the median, for its first few events; at gamma = 0.995 it keeps 13.5%.
 constexpr int kDwell = 600;
 
-struct Event {
-  std::vector<double> k, v;
-};
-
-std::vector<Event> TwoClusters(uint64_t seed, int events) {
-  CounterRng rng(seed, 3);
-  std::vector<Event> out(events);
-  for (int t = 0; t < events; ++t) {
-    const int c = (t / kDwell) % 2;
-    out[t].k.resize(16);
-    for (int l = 0; l < 16; ++l) out[t].k[l] = (l == c ? 1.0 : 0.0) + 0.1 * rng.NextNormal();
-    out[t].v = {c == 0 ? 1.0 : -1.0, 0.1 * rng.NextNormal()};
-  }
-  return out;
+std::vector<DgpEvent> TwoClusters(uint64_t seed, int events) {
+  return ReturningClusters(16, events, kDwell, seed);
 }
 
 SauSpec ClusterSpec(bool regulated, uint64_t seed) {
@@ -186,7 +178,7 @@ struct ClusterRun {
   int thin_late = 0;  // thin events over the last half of the stream
 };
 
-ClusterRun RunClusters(bool regulated, uint64_t seed, const std::vector<Event>& events) {
+ClusterRun RunClusters(bool regulated, uint64_t seed, const std::vector<DgpEvent>& events) {
   absl::StatusOr<SauEstimator> est = SauEstimator::Create(ClusterSpec(regulated, seed));
   EXPECT_TRUE(est.ok()) << est.status();
   ClusterRun run{*std::move(est), 0};
@@ -207,7 +199,7 @@ TEST(SauRegulation, ReturningClustersWidenTheWindowAndTheirDenominatorsThicken) 
   int thin_plain = 0, thin_regulated = 0;
   uint64_t raises = 0;
   for (uint64_t seed = base + 11; seed < base + 17; ++seed) {
-    const std::vector<Event> events = TwoClusters(seed + 1, 16000);
+    const std::vector<DgpEvent> events = TwoClusters(seed + 1, 16000);
     const ClusterRun plain = RunClusters(false, seed, events);
     const ClusterRun regulated = RunClusters(true, seed, events);
     const Regulator& reg = regulated.est.state().regulator;
@@ -225,7 +217,7 @@ TEST(SauRegulation, ReturningClustersWidenTheWindowAndTheirDenominatorsThicken) 
     raises += reg.gamma_raises();
   }
   // The trigger fired and the action took gamma up; the recovery: at least a quarter fewer
-  // thin denominators (measured over 36 draws: 63-82% fewer per six).
+  // thin denominators (measured over 36 draws: 64-83% fewer per six).
   EXPECT_GE(raises, 6u);
   EXPECT_GT(thin_plain, 0);
   EXPECT_LT(4 * thin_regulated, 3 * thin_plain) << thin_regulated << " of " << thin_plain;
@@ -238,7 +230,7 @@ TEST(SauRegulation, ARegulatedModelReplaysBitIdenticallyAcrossASnapshot) {
   absl::StatusOr<SauEstimator> a = SauEstimator::Create(spec);
   absl::StatusOr<SauEstimator> b = SauEstimator::Create(spec);
   ASSERT_TRUE(a.ok() && b.ok());
-  const std::vector<Event> events = TwoClusters(seed + 1, 6000);
+  const std::vector<DgpEvent> events = TwoClusters(seed + 1, 6000);
   // Cut after the first action, so that the restored copy carries a moved regulator.
   size_t cut = 0;
   for (size_t t = 0; t < events.size(); ++t) {
@@ -266,6 +258,28 @@ TEST(SauRegulation, ARegulatedModelReplaysBitIdenticallyAcrossASnapshot) {
   absl::StatusOr<SauEstimator> wrong = RestoreSau(off, bytes);
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kFailedPrecondition) << wrong.status();
+
+  // A regulator section whose gamma is not a level of the spec is refused, not adopted.
+  absl::StatusOr<SnapshotContainer> c = SnapshotContainer::Open(bytes, kSauSnapshotKind);
+  ASSERT_TRUE(c.ok()) << c.status();
+  SnapshotBuilder rebuilt(kSauSnapshotKind);
+  bool found = false;
+  for (const auto& [tag, payload] : c->sections()) {
+    std::string p(payload);
+    if (tag == kSauSectionRegulator) {
+      found = true;
+      ByteWriter gamma;
+      gamma.F64(0.9951);  // between levels 1 (0.995) and 2
+      p.replace(0, 8, gamma.Take());
+    }
+    rebuilt.AddSection(tag, std::move(p));
+  }
+  ASSERT_TRUE(found);
+  absl::StatusOr<SauEstimator> forged = RestoreSau(spec, rebuilt.Finish());
+  ASSERT_FALSE(forged.ok());
+  EXPECT_EQ(forged.status().code(), absl::StatusCode::kDataLoss) << forged.status();
+  EXPECT_NE(forged.status().message().find("regulated gamma"), std::string::npos)
+      << forged.status();
 }
 
 // Keys concentrated along one feature row (seed 001 F2, a distribution shift into a narrow

@@ -91,10 +91,11 @@ struct SauSnapshotAccess {
 
   static void Write(ByteWriter& w, const Regulator& x) {
     w.F64(x.gamma_);
+    w.U32(static_cast<uint32_t>(x.level_));
     w.F64(x.c_hi_);
     w.U32(static_cast<uint32_t>(x.block_events_));
     w.U32(static_cast<uint32_t>(x.thin_));
-    w.U32(static_cast<uint32_t>(x.healthy_blocks_));
+    w.U64(x.healthy_blocks_);
     w.U64(x.epoch_clipped_hi_);
     w.U64(x.epoch_features_);
     w.U64(x.gamma_raises_);
@@ -103,12 +104,13 @@ struct SauSnapshotAccess {
   }
   // Checks every field against the spec's ranges: a restored regulator acts as a live one.
   static absl::Status Read(ByteReader& r, const SauSpec& spec, Regulator& x) {
-    uint32_t block = 0, thin = 0, healthy = 0;
+    uint32_t level = 0, block = 0, thin = 0;
     absl::Status s = r.F64(&x.gamma_);
+    if (s.ok()) s = r.U32(&level);
     if (s.ok()) s = r.F64(&x.c_hi_);
     if (s.ok()) s = r.U32(&block);
     if (s.ok()) s = r.U32(&thin);
-    if (s.ok()) s = r.U32(&healthy);
+    if (s.ok()) s = r.U64(&x.healthy_blocks_);
     if (s.ok()) s = r.U64(&x.epoch_clipped_hi_);
     if (s.ok()) s = r.U64(&x.epoch_features_);
     if (s.ok()) s = r.U64(&x.gamma_raises_);
@@ -117,27 +119,29 @@ struct SauSnapshotAccess {
     if (!s.ok()) return s;
     const double gamma_top = spec.regulate_gamma ? spec.gamma_max : spec.gamma;
     const double c_top = spec.regulate_clip ? spec.c_hi_max : spec.c_hi;
-    if (!(x.gamma_ >= spec.gamma && x.gamma_ <= gamma_top)) {
+    if (level > 1100 || (level > 0 && !spec.regulate_gamma) ||
+        std::bit_cast<uint64_t>(x.gamma_) !=
+            std::bit_cast<uint64_t>(Regulator::GammaAt(spec, static_cast<int>(level)))) {
       return absl::DataLossError(absl::StrFormat(
-          "SAU snapshot: regulated gamma %.17g is outside the spec's [%.17g, %.17g]", x.gamma_,
-          spec.gamma, gamma_top));
+          "SAU snapshot: regulated gamma %.17g is not the spec's level %d (gamma %.17g, at "
+          "most %.17g)",
+          x.gamma_, level, spec.gamma, gamma_top));
     }
+    x.level_ = static_cast<int>(level);
     if (!(x.c_hi_ >= spec.c_hi && x.c_hi_ <= c_top)) {
       return absl::DataLossError(absl::StrFormat(
           "SAU snapshot: regulated c_hi %.17g is outside the spec's [%.17g, %.17g]", x.c_hi_,
           spec.c_hi, c_top));
     }
     if (block >= static_cast<uint32_t>(Regulator::kBlock) || thin > block ||
-        healthy > static_cast<uint32_t>(Regulator::kCooldownBlocks) ||
-        x.epoch_clipped_hi_ > x.epoch_features_) {
+        x.healthy_blocks_ > x.Cooldown() || x.epoch_clipped_hi_ > x.epoch_features_) {
       return absl::DataLossError(absl::StrFormat(
           "SAU snapshot: regulator counters (block %d, thin %d, healthy %d, clipped %d of %d) "
           "are inconsistent",
-          block, thin, healthy, x.epoch_clipped_hi_, x.epoch_features_));
+          block, thin, x.healthy_blocks_, x.epoch_clipped_hi_, x.epoch_features_));
     }
     x.block_events_ = static_cast<int>(block);
     x.thin_ = static_cast<int>(thin);
-    x.healthy_blocks_ = static_cast<int>(healthy);
     return absl::OkStatus();
   }
 

@@ -149,6 +149,16 @@ absl::Status ValidateSpec(const SauSpec& s) {
   if (!Finite(s.floor_decay) || s.floor_decay <= 0 || s.floor_decay > 1) {
     return OutOfRange("floor_decay", s.floor_decay, "(0, 1]");
   }
+  if (!s.regulate_gamma && s.gamma_max != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "sau.gamma_max = %g is set but sau.regulate_gamma is off; switch it on or leave "
+        "gamma_max unset", s.gamma_max));
+  }
+  if (!s.regulate_clip && s.c_hi_max != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "sau.c_hi_max = %g is set but sau.regulate_clip is off; switch it on or leave "
+        "c_hi_max unset", s.c_hi_max));
+  }
   if (s.regulate_gamma && (!Finite(s.gamma_max) || s.gamma_max < s.gamma || s.gamma_max > 1)) {
     return OutOfRange("gamma_max", s.gamma_max, absl::StrFormat("[gamma = %g, 1]", s.gamma));
   }

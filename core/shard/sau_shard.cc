@@ -123,6 +123,7 @@ absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
     next->last = next->memory.Ingest(batch[i].k, batch[i].v);
     out.alarms += next->last.alarm ? 1 : 0;
     out.red_events += next->last.rj_level == sau::RjLevel::kRed ? 1 : 0;
+    out.regulations += (next->last.gamma_change != 0 ? 1 : 0) + (next->last.c_hi_raised ? 1 : 0);
     if (hook != nullptr) diags_.push_back(next->last);
   }
   if (next->memory.engine() != sau::Engine::kPrf) {
@@ -199,6 +200,14 @@ ShardStats SauShard::Stats() const {
   s.last_t = pin->last_t;
   s.digest = pin->memory.StateDigest();
   if (pin->has_last) s.last = pin->last;
+  if (const sau::SauEstimator* prf = pin->memory.prf()) {
+    const sau::Regulator& reg = prf->state().regulator;
+    s.gamma = reg.gamma();
+    s.c_hi = reg.c_hi();
+    s.gamma_raises = reg.gamma_raises();
+    s.gamma_lowers = reg.gamma_lowers();
+    s.c_hi_raises = reg.c_hi_raises();
+  }
   return s;
 }
 

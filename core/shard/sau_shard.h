@@ -55,6 +55,7 @@ struct IngestOutcome {
   sau::EventDiagnostics last;
   uint32_t alarms = 0;               // events of the batch whose margin went negative
   uint32_t red_events = 0;           // events of the batch at RJ level red
+  uint32_t regulations = 0;          // self-regulating actions taken (docs/SAU.md)
   sau::Engine engine = sau::Engine::kPrf;
   sau::EngineStateSummary engine_state;  // ridge / vla: the state after the batch
 };
@@ -71,6 +72,13 @@ struct ShardStats {
   uint64_t last_t = 0;
   Digest digest{};
   sau::EventDiagnostics last;  // of the last applied event (zeros before any)
+  // prf: the gamma and c_hi in force and the self-regulation's actions so far (docs/SAU.md,
+  // "Self-regulation"); zeros for the other engines.
+  double gamma = 0;
+  double c_hi = 0;
+  uint64_t gamma_raises = 0;
+  uint64_t gamma_lowers = 0;
+  uint64_t c_hi_raises = 0;
 };
 
 // What a commit hook sees of a batch about to be published.

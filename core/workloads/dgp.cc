@@ -72,4 +72,17 @@ DgpEvent Dgp::Next() {
   return e;
 }
 
+std::vector<DgpEvent> ReturningClusters(int d, int events, int dwell, uint64_t seed) {
+  CounterRng rng(seed, 3);
+  std::vector<DgpEvent> out(static_cast<size_t>(events));
+  for (int t = 0; t < events; ++t) {
+    const int c = (t / dwell) % 2;
+    DgpEvent& e = out[static_cast<size_t>(t)];
+    e.k.resize(static_cast<size_t>(d));
+    for (int l = 0; l < d; ++l) e.k[l] = (l == c ? 1.0 : 0.0) + 0.1 * rng.NextNormal();
+    e.v = {c == 0 ? 1.0 : -1.0, 0.1 * rng.NextNormal()};
+  }
+  return out;
+}
+
 }  // namespace streamlearn::sau

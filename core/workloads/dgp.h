@@ -53,6 +53,12 @@ class Dgp {
   std::vector<std::vector<double>> centres_, value_means_;
 };
 
+// Two returning clusters, the self-regulation's stream (docs/SAU.md, "Self-regulation"): event
+// t's key is e_c + 0.1 N(0, I_d) with c = (t / dwell) mod 2 (e_0, e_1: unit vectors, d >= 2),
+// its value (1 or -1 for c = 0 or 1, 0.1 N(0, 1)), d_v = 2. Normals from CounterRng(seed, 3):
+// the d of k, then the one of v, event by event.
+std::vector<DgpEvent> ReturningClusters(int d, int events, int dwell, uint64_t seed);
+
 }  // namespace streamlearn::sau
 
 #endif  // STREAMLEARN_CORE_WORKLOADS_DGP_H_

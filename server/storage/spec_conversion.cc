@@ -164,6 +164,10 @@ absl::StatusOr<sau::SauSpec> SauSpecFromProto(const v1::SauSpec& wire, absl::str
   KeepDefaultIfZero(wire.c_rj(), &s.c_rj);
   KeepDefaultIfZero(wire.rj_delta(), &s.rj_delta);
   KeepDefaultIfZero(wire.beta_floor(), &s.beta_floor);
+  s.regulate_gamma = wire.regulate_gamma();
+  s.gamma_max = wire.gamma_max();
+  s.regulate_clip = wire.regulate_clip();
+  s.c_hi_max = wire.c_hi_max();
   return s;
 }
 
@@ -203,6 +207,10 @@ void SauSpecToProto(const sau::SauSpec& s, v1::SauSpec* w) {
   w->set_c_rj(s.c_rj);
   w->set_rj_delta(s.rj_delta);
   w->set_beta_floor(s.beta_floor);
+  w->set_regulate_gamma(s.regulate_gamma);
+  w->set_gamma_max(s.gamma_max);
+  w->set_regulate_clip(s.regulate_clip);
+  w->set_c_hi_max(s.c_hi_max);
 }
 
 absl::StatusOr<lmu::LrSchedule> LrScheduleFromProto(v1::LrSchedule wire, absl::string_view part) {
