@@ -1305,8 +1305,8 @@ TEST_F(AuditStoreTamperTest, ASelfRegulatedModelRecordsItsActionsVerifiesReplays
                                     const size_t at = line.find("\"action\":\"" + what + "\"");
                                     if (at == std::string::npos) continue;
                                     ++*count;
-                                    const size_t to = line.find("\"to\":", at);
-                                    last_to = line.substr(to + 5, line.find('}', to) - to - 5);
+                                    const size_t to = line.find("\"value\":", at);
+                                    last_to = line.substr(to + 8, line.find('}', to) - to - 8);
                                   }
                                   return true;
                                 })

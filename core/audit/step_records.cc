@@ -82,7 +82,7 @@ std::string SauEventActions(const sau::EventDiagnostics& d) {
     list.push_back(list.empty() ? '[' : ',');
     CanonicalObjectWriter a(&list);
     a.String("action", action).String("cause", cause);
-    if (to != nullptr) a.Double("to", *to);
+    if (to != nullptr) a.Double("value", *to);
     a.End();
   };
   if (d.rj_level == sau::RjLevel::kRed) add("raise_beta_floor", "rj_red", nullptr);

@@ -8,6 +8,7 @@
 #include "core/audit/merkle_chain.h"
 #include "core/audit/verifier.h"
 #include "core/common/status_macros.h"
+#include "core/workloads/dgp.h"
 #include "core/workloads/fuse_dgp.h"
 #include "tests/fuse_test_util.h"
 #include "core/fuse/fuse_unit.h"
@@ -113,6 +114,48 @@ TEST(FuseAuditTest, VerifierCatchesAMissingAction) {
   AuditVerifier v({.w_digest = run.w_digest});
   EXPECT_FALSE(Verify(run, bodies, &v).ok());
   EXPECT_EQ(v.failed_rule(), AuditRule::kLmuProbe);
+}
+
+// A fused model's SAU regulates itself as a plain one does (docs/SAU.md, "Self-regulation"):
+// each action is in the fuse_learn record of the step that took it, with the value it set,
+// and the records still verify. q returns to two clusters (core/workloads/dgp.h).
+TEST(FuseAuditTest, TheSausSelfRegulationIsInTheStepRecordsAndTheyVerify) {
+  FuseSpec spec = TestSpec(FusePattern::kMetaLinear);
+  spec.sau.tau = 4;
+  spec.sau.input_scale = 8;
+  spec.sau.regulate_gamma = true;
+  auto u = MakeUnit(spec);
+  ASSERT_NE(u, nullptr);
+  FusedLog run;
+  run.w_digest = u->sau().prf()->w_digest();
+  FuseDgp dgp(TestStream(), 10);
+  const std::vector<sau::DgpEvent> qs = sau::ReturningClusters(spec.sau.d, 6000, 600, 5);
+  uint64_t widenings = 0, steps_back = 0;
+  double last_value = 0;
+  for (uint64_t t = 1; t <= qs.size(); ++t) {
+    FuseEvent e = dgp.Next();
+    absl::StatusOr<FuseStep> s = u->Learn(t, e.x, qs[t - 1].k, e.y);
+    ASSERT_TRUE(s.ok()) << s.status();
+    for (const AuditValue& a : *s->record.Find("actions")->get_if<AuditList>()) {
+      const AuditRecord& r = *a.get_if<AuditRecord>();
+      const std::string& action = *r.Find("action")->get_if<std::string>();
+      if (action != "raise_gamma" && action != "lower_gamma") continue;
+      ++(action == "raise_gamma" ? widenings : steps_back);
+      last_value = Number(r, "value");
+    }
+    run.bodies.push_back(std::move(s->record));
+  }
+  const sau::Regulator& reg = u->sau().prf()->state().regulator;
+  std::printf("%llu widenings and %llu steps back in the records; gamma %.6g\n",
+              static_cast<unsigned long long>(widenings),
+              static_cast<unsigned long long>(steps_back), reg.gamma());
+  ASSERT_GE(widenings, 1u);
+  EXPECT_EQ(widenings, reg.gamma_raises());
+  EXPECT_EQ(steps_back, reg.gamma_lowers());
+  EXPECT_EQ(last_value, reg.gamma());
+  AuditVerifier verifier({.w_digest = run.w_digest});
+  const absl::Status st = Verify(run, run.bodies, &verifier);
+  EXPECT_TRUE(st.ok()) << st;
 }
 
 }  // namespace

@@ -405,6 +405,17 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
         .Set("value", a.value);
     list.emplace_back(std::move(r));
   }
+  if (prf != nullptr) {  // the SAU's own self-regulation (docs/SAU.md, "Self-regulation")
+    const auto regulation = [&list](std::string_view action, std::string_view cause,
+                                    double value) {
+      AuditRecord r;
+      r.Set("action", std::string(action)).Set("cause", std::string(cause)).Set("value", value);
+      list.emplace_back(std::move(r));
+    };
+    if (diag.gamma_change > 0) regulation("raise_gamma", "thin_denominators", diag.gamma);
+    if (diag.gamma_change < 0) regulation("lower_gamma", "cooldown", diag.gamma);
+    if (diag.c_hi_raised) regulation("raise_c_hi", "clip_rate", diag.c_hi);
+  }
   AuditRecord& r = out.record;
   r.Set("kind", kRecordFuseLearn)
       .Set("t", t)
