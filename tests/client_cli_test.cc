@@ -106,6 +106,36 @@ TEST_F(ClientCliTest, AntitheticPairsAreTheDefaultAndNoAntitheticTurnsThemOff) {
   EXPECT_TRUE(Contains(both.err, "contradict")) << both.err;
 }
 
+// Self-regulation is off unless asked for; a cap implies its switch; describe says which
+// actions a model may take and shows each shard's gamma and c_hi (docs/SAU.md).
+TEST_F(ClientCliTest, RegulationFlagsSwitchEachActionOnAndDescribeShowsThem) {
+  ASSERT_EQ(Cli("create --name cli_fixed --d 4 --dv 2 --r 64").exit_code, 0);
+  CommandResult fixed = Cli("describe cli_fixed");
+  EXPECT_TRUE(Contains(fixed.out, "off (gamma and c_hi stay as set)")) << fixed.out;
+  EXPECT_FALSE(Contains(fixed.out, "widened/stepped")) << fixed.out;
+
+  CommandResult created =
+      Cli("create --name cli_regulated --d 4 --dv 2 --r 64 --regulate-gamma --c-hi-max 3");
+  ASSERT_EQ(created.exit_code, 0) << Describe(created);
+  CommandResult r = Cli("describe cli_regulated");
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  for (const char* needle : {"gamma up to 0.999 while denominators are thin",
+                             "c_hi up to 3 while > 1% clipped", "widened/stepped", "0/0"}) {
+    EXPECT_TRUE(Contains(r.out, needle)) << needle << "\n" << r.out;
+  }
+  CommandResult json = Cli("describe cli_regulated --json");
+  const nlohmann::json info = nlohmann::json::parse(json.out);
+  EXPECT_EQ(info["spec"]["sau"]["regulate_gamma"], true);
+  EXPECT_EQ(info["spec"]["sau"]["regulate_clip"], true);  // implied by --c-hi-max
+  EXPECT_EQ(info["spec"]["sau"]["gamma_max"], 0.999);
+  EXPECT_EQ(info["shards"][0]["gamma"], 0.99);
+
+  // A cap below where the model starts is refused with the field's name.
+  CommandResult low = Cli("create --name cli_low_cap --d 4 --dv 2 --r 64 --gamma-max 0.9");
+  EXPECT_EQ(low.exit_code, 1) << Describe(low);
+  EXPECT_TRUE(Contains(low.err, "gamma_max")) << low.err;
+}
+
 TEST_F(ClientCliTest, ShardsShowsEveryShardServedHereInTheEmbeddedMode) {
   CommandResult created = Cli("create --name cli_shards --shards 3 --d 4 --dv 2 --r 16");
   ASSERT_EQ(created.exit_code, 0) << Describe(created);

@@ -210,6 +210,15 @@ TEST_F(ServerE2eTest, CreateModelWithBadSpecFailsNamingTheField) {
          s.mutable_sau()->set_antithetic(true);
        },
        grpc::StatusCode::INVALID_ARGUMENT, "antithetic"},
+      {"gamma_max without regulate_gamma",
+       [](v1::ModelSpec& s) { s.mutable_sau()->set_gamma_max(0.999); },
+       grpc::StatusCode::INVALID_ARGUMENT, "regulate_gamma is off"},
+      {"c_hi_max below c_hi",
+       [](v1::ModelSpec& s) {
+         s.mutable_sau()->set_regulate_clip(true);
+         s.mutable_sau()->set_c_hi_max(-5);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "sau.c_hi_max"},
       {"empty name", [](v1::ModelSpec& s) { s.set_name(""); }, grpc::StatusCode::INVALID_ARGUMENT,
        "name"},
       {"2000 shards", [](v1::ModelSpec& s) { s.set_shards(2000); },
