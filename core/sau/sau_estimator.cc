@@ -152,7 +152,8 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
   const FeatureMap::ClipStats clip =
       params_->features.Features(sc.x.data(), sc.phi.data(), state_.regulator.c_hi());
   state_.whitening.Whiten(sc.phi.data(), sc.phiw.data());
-  return IngestFeatures(sc.phi.data(), sc.phiw.data(), clip, /*readout=*/false, sc.num1.data(),
+  return IngestFeatures(sc.x.data(), sc.phi.data(), sc.phiw.data(), clip, /*readout=*/false,
+                        sc.num1.data(),
                         sc.num2.data(), 0, 0, v);
 }
 
@@ -161,7 +162,8 @@ EventDiagnostics SauEstimator::Ingest(PreparedQuery& p, std::span<const double> 
     const std::vector<double> q = p.q_;
     Prepare(q, &p);
   }
-  EventDiagnostics diag = IngestFeatures(p.phi_.data(), p.phiw_.data(), p.clip_, p.readout_,
+  EventDiagnostics diag = IngestFeatures(p.x_.data(), p.phi_.data(), p.phiw_.data(), p.clip_,
+                                         p.readout_,
                                          p.num1_.data(), p.num2_.data(), p.den1_, p.den2_, v);
   p.prepared_ = false;  // the state moved on
   return diag;
@@ -176,18 +178,20 @@ QueryResult SauEstimator::QueryAndIngest(PreparedQuery& p, std::span<const doubl
   QueryResult out;
   if (p.readout_) {  // already read out by Query(&p, false): finish from its half sums
     out = FinishQuery(p.phiw_.data(), p.num1_.data(), p.num2_.data(), p.den1_, p.den2_,
-                      /*stabilized=*/true, /*low_rank=*/false);
-    *diag = IngestFeatures(p.phi_.data(), p.phiw_.data(), p.clip_, /*readout=*/true,
+                      /*stabilized=*/true, /*low_rank=*/false, p.x_.data());
+    *diag = IngestFeatures(p.x_.data(), p.phi_.data(), p.phiw_.data(), p.clip_, /*readout=*/true,
                            p.num1_.data(), p.num2_.data(), p.den1_, p.den2_, v);
   } else {
-    *diag = IngestFeatures(p.phi_.data(), p.phiw_.data(), p.clip_, /*readout=*/false,
+    *diag = IngestFeatures(p.x_.data(), p.phi_.data(), p.phiw_.data(), p.clip_,
+                           /*readout=*/false,
                            p.num1_.data(), p.num2_.data(), 0, 0, v, &out);
   }
   p.prepared_ = false;  // the state moved on
   return out;
 }
 
-EventDiagnostics SauEstimator::IngestFeatures(const double* phi, const double* phiw,
+EventDiagnostics SauEstimator::IngestFeatures(const double* x, const double* phi,
+                                              const double* phiw,
                                               const FeatureMap::ClipStats& clip, bool readout,
                                               double* num1, double* num2, long double den1,
                                               long double den2, std::span<const double> v,
@@ -238,7 +242,8 @@ EventDiagnostics SauEstimator::IngestFeatures(const double* phi, const double* p
   // The readout of those half sums with the floor, ridge and margin of step t-1, which the
   // statistics below move on from (QueryAndIngest).
   if (query != nullptr && !readout) {
-    *query = FinishQuery(phiw, num1, num2, den1, den2, /*stabilized=*/true, /*low_rank=*/false);
+    *query = FinishQuery(phiw, num1, num2, den1, den2, /*stabilized=*/true, /*low_rank=*/false,
+                         x);
   }
 
   EventDiagnostics diag;
@@ -291,6 +296,7 @@ EventDiagnostics SauEstimator::IngestFeatures(const double* phi, const double* p
   diag.max_exponent = st.max_exponent;
   diag.gamma = st.regulator.gamma();
   diag.c_hi = st.regulator.c_hi();
+  st.window.Push(x, v.data());  // after every readout at this event read the window before it
   return diag;
 }
 
@@ -311,7 +317,8 @@ QueryResult SauEstimator::Query(std::span<const double> q, ReadoutPath path,
   const int width = low_rank ? spec.r_v : spec.d_v;
   const HalfReadout h = ReadHalves(f, low_rank ? st.H : st.R, width, st, spec.r, sc.num1.data(),
                                    sc.num2.data());
-  return FinishQuery(f, sc.num1.data(), sc.num2.data(), h.den1, h.den2, stabilized, low_rank);
+  return FinishQuery(f, sc.num1.data(), sc.num2.data(), h.den1, h.den2, stabilized, low_rank,
+                     stabilized && !low_rank ? sc.x.data() : nullptr);
 }
 
 void SauEstimator::Prepare(std::span<const double> q, PreparedQuery* p) const {
@@ -352,12 +359,12 @@ QueryResult SauEstimator::Query(PreparedQuery* p, bool low_rank) const {
     p->readout_ = true;
   }
   return FinishQuery(p->phiw_.data(), p->num1_.data(), p->num2_.data(), p->den1_, p->den2_,
-                     /*stabilized=*/true, /*low_rank=*/false);
+                     /*stabilized=*/true, /*low_rank=*/false, p->x_.data());
 }
 
 QueryResult SauEstimator::FinishQuery(const double* f, const double* num1, const double* num2,
                                       long double den1, long double den2, bool stabilized,
-                                      bool low_rank) const {
+                                      bool low_rank, const double* x) const {
   const SauSpec& spec = params_->spec;
   const SauState& st = state_;
   const int r = spec.r;
@@ -387,6 +394,15 @@ QueryResult SauEstimator::FinishQuery(const double* f, const double* num1, const
     }
   } else {
     out.y_hat = std::move(z);
+  }
+  // Seed 001 F1's last resort (docs/SAU.md, "The exact window"): a thin denominator, by
+  // the regulator's measure (G1), is answered by exact softmax over the last keys.
+  if (x != nullptr && st.window.size() > 0) {
+    const double median = st.median_den.value();
+    if (median > 0 && out.raw_den < Regulator::kThinFrac * median) {
+      st.window.Readout(x, spec.tau, st.regulator.gamma(), out.y_hat.data());
+      out.exact_window = true;
+    }
   }
   out.rj_gap = HalfSplitGaps(num1, num2, den1, den2, floor, lambda, width).gap;
   out.margin = st.eprocess.margin();

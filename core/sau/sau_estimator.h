@@ -86,6 +86,9 @@ struct QueryResult {
   double margin = 0;
   double shr = 0;
   double phi_w_l1 = 0;        // ||phi_w(q)||_1 on the stabilized path, ||phi(q)||_1 otherwise
+  // y_hat is exact decayed softmax over the exact window (docs/SAU.md, "The exact window"):
+  // a stabilized full readout whose raw denominator was thin, with the window on.
+  bool exact_window = false;
   EngineReadout engine;       // ridge and vla only
 };
 
@@ -204,15 +207,17 @@ class SauEstimator {
   // prequential readout's half sums at k are given too (num1, num2: d_v each; den1, den2);
   // without, they are computed here, fused with the update of R, and `query` (if not null)
   // gets the stabilized readout they make, finished before the statistics move on.
-  EventDiagnostics IngestFeatures(const double* phi, const double* phiw,
+  EventDiagnostics IngestFeatures(const double* x, const double* phi, const double* phiw,
                                   const FeatureMap::ClipStats& clip, bool readout, double* num1,
                                   double* num2, long double den1, long double den2,
                                   std::span<const double> v, QueryResult* query = nullptr);
   // The readout's end, shared by both Query forms: y_hat, den, rj_gap, shr and ||f||_1 from
-  // the half sums of the feature vector f (phi or the whitened phi).
+  // the half sums of the feature vector f (phi or the whitened phi). With the conditioned
+  // query x (a stabilized full readout), a thin denominator is answered from the exact
+  // window when the spec keeps one.
   QueryResult FinishQuery(const double* f, const double* num1, const double* num2,
-                          long double den1, long double den2, bool stabilized,
-                          bool low_rank) const;
+                          long double den1, long double den2, bool stabilized, bool low_rank,
+                          const double* x = nullptr) const;
 
   std::shared_ptr<const Params> params_;
   SauState state_;

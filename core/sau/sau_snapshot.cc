@@ -145,6 +145,38 @@ struct SauSnapshotAccess {
     return absl::OkStatus();
   }
 
+  // The window's entries oldest first (its slots are not part of the state).
+  static void Write(ByteWriter& w, const ExactWindow& x) {
+    w.U32(static_cast<uint32_t>(x.n_));
+    for (int i = 0; i < x.n_; ++i) {
+      for (int l = 0; l < x.d_; ++l) w.F64(x.key(i)[l]);
+      for (int j = 0; j < x.dv_; ++j) w.F64(x.value(i)[j]);
+    }
+  }
+  static absl::Status Read(ByteReader& r, ExactWindow& x) {
+    uint32_t n = 0;
+    RETURN_IF_ERROR(r.U32(&n));
+    if (n > static_cast<uint32_t>(x.cap_)) {
+      return absl::DataLossError(absl::StrFormat(
+          "SAU snapshot: the exact window holds %d entries, the spec keeps %d", n, x.cap_));
+    }
+    std::vector<double> k(static_cast<size_t>(x.d_)), v(static_cast<size_t>(x.dv_));
+    for (uint32_t i = 0; i < n; ++i) {
+      for (double& e : k) RETURN_IF_ERROR(r.F64(&e));
+      for (double& e : v) RETURN_IF_ERROR(r.F64(&e));
+      for (const double e : k) {
+        if (!std::isfinite(e)) return absl::DataLossError("SAU snapshot: a non-finite window key");
+      }
+      for (const double e : v) {
+        if (!std::isfinite(e)) {
+          return absl::DataLossError("SAU snapshot: a non-finite window value");
+        }
+      }
+      x.Push(k.data(), v.data());
+    }
+    return absl::OkStatus();
+  }
+
   static void Write(ByteWriter& w, const StreamingMedian& x) { w.F64(x.value_); }
   static absl::Status Read(ByteReader& r, StreamingMedian& x) { return r.F64(&x.value_); }
 };
@@ -192,6 +224,7 @@ std::vector<std::pair<std::string, double>> SpecParams(const SauSpec& s) {
   // Listed only when switched on, so that snapshots from before self-regulation restore.
   if (s.regulate_gamma) p.emplace_back("gamma_max", s.gamma_max);
   if (s.regulate_clip) p.emplace_back("c_hi_max", s.c_hi_max);
+  if (s.exact_window > 0) p.emplace_back("exact_window", s.exact_window);
   for (size_t i = 0; i < s.tilts.size(); ++i) {
     p.emplace_back(absl::StrFormat("tilts[%d]", i), s.tilts[i]);
   }
@@ -259,6 +292,11 @@ std::string SerializeSauState(const SauEstimator& est) {
     ByteWriter reg;
     SauSnapshotAccess::Write(reg, st.regulator);
     b.AddSection(kSauSectionRegulator, reg.Take());
+  }
+  if (st.window.capacity() > 0) {
+    ByteWriter win;
+    SauSnapshotAccess::Write(win, st.window);
+    b.AddSection(kSauSectionWindow, win.Take());
   }
   return b.Finish();
 }
@@ -366,6 +404,14 @@ absl::StatusOr<SauEstimator> RestoreSau(const SauSpec& spec, std::string_view by
     ByteReader rr(*reg);
     s = SauSnapshotAccess::Read(rr, est->spec(), st.regulator);
     if (s.ok()) s = rr.ExpectDone("SAU regulator section");
+    if (!s.ok()) return s;
+  }
+  if (st.window.capacity() > 0) {
+    absl::StatusOr<std::string_view> win = c->Section(kSauSectionWindow);
+    if (!win.ok()) return win.status();
+    ByteReader wr(*win);
+    s = SauSnapshotAccess::Read(wr, st.window);
+    if (s.ok()) s = wr.ExpectDone("SAU exact window section");
     if (!s.ok()) return s;
   }
   SauSnapshotAccess::State(*est) = std::move(st);

@@ -34,6 +34,10 @@ inline constexpr uint32_t kSauSectionControl = 3;
 // Present exactly when the spec switches self-regulation on (its parameters gamma_max and
 // c_hi_max are then among the spec parameters): the Regulator (core/sau/regulator.h).
 inline constexpr uint32_t kSauSectionRegulator = 4;
+// Present exactly when the spec keeps an exact window (exact_window > 0, then a spec
+// parameter): its entry count (u32) and the entries oldest first, each key (d doubles) then
+// value (d_v doubles).
+inline constexpr uint32_t kSauSectionWindow = 5;
 
 // The whole mutable state of `est` and what identifies its parameters.
 std::string SerializeSauState(const SauEstimator& est);

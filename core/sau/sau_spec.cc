@@ -149,6 +149,15 @@ absl::Status ValidateSpec(const SauSpec& s) {
   if (!Finite(s.floor_decay) || s.floor_decay <= 0 || s.floor_decay > 1) {
     return OutOfRange("floor_decay", s.floor_decay, "(0, 1]");
   }
+  if (s.exact_window < 0 || s.exact_window > kMaxExactWindow) {
+    return OutOfRange("exact_window", s.exact_window,
+                      absl::StrFormat("0..%d (0 = off)", kMaxExactWindow));
+  }
+  if (static_cast<int64_t>(s.exact_window) * (s.d + s.d_v) > (int64_t{1} << 24)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "sau.exact_window * (d + d_v) = %d exceeds the per-shard limit of %d",
+        static_cast<int64_t>(s.exact_window) * (s.d + s.d_v), int64_t{1} << 24));
+  }
   if (!s.regulate_gamma && s.gamma_max != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "sau.gamma_max = %g is set but sau.regulate_gamma is off; switch it on or leave "

@@ -109,7 +109,14 @@ struct SauSpec {
   double gamma_max = 0.0;
   bool regulate_clip = false;
   double c_hi_max = 0.0;
+  // Seed 001 F1's last resort (docs/SAU.md, "The exact window"): the last exact_window
+  // conditioned keys and values are kept, and a stabilized full readout whose denominator is
+  // thin (below a tenth of the running median) is answered by exact decayed softmax over
+  // them. 0 = off; at most kMaxExactWindow.
+  int exact_window = 0;
 };
+
+inline constexpr int kMaxExactWindow = 4096;
 
 // "prf" / "ridge" / "vla".
 const char* EngineName(Engine engine);

@@ -12,12 +12,13 @@ SauState::SauState(const SauSpec& spec)
       whitening(spec.r, spec.beta_mu, spec.beta_sigma, spec.whiten_eps / spec.r),
       eprocess(spec),
       floor(spec.beta_floor),
-      regulator(spec) {}
+      regulator(spec),
+      window(spec.exact_window, spec.d, spec.d_v) {}
 
 size_t SauState::Bytes() const {
   return (R.size() + R_c.size() + s.size() + s_c.size() + H.size() + H_c.size()) *
              sizeof(double) +
-         whitening.Bytes() + eprocess.Bytes() + sizeof(SauState);
+         whitening.Bytes() + eprocess.Bytes() + window.Bytes() + sizeof(SauState);
 }
 
 void SauState::Hash(Sha256& h) const {
@@ -42,6 +43,7 @@ void SauState::Hash(Sha256& h) const {
   h.U64(den_below_floor);
   h.F64(den_min);
   regulator.Hash(h);
+  window.Hash(h);
 }
 
 }  // namespace streamlearn::sau

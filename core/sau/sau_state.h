@@ -13,6 +13,7 @@
 
 #include "core/common/digest.h"
 #include "core/sau/floor_policy.h"
+#include "core/sau/exact_window.h"
 #include "core/sau/mixture_eprocess.h"
 #include "core/sau/regulator.h"
 #include "core/sau/rj_window.h"
@@ -41,6 +42,7 @@ struct SauState {
   uint64_t den_below_floor = 0;  // events whose raw denominator was under beta_floor
   double den_min = std::numeric_limits<double>::infinity();
   Regulator regulator;  // gamma and c_hi in force (the spec's unless self-regulated)
+  ExactWindow window;   // the last exact_window keys and values (empty when off)
 
   double clip_rate() const {
     return features == 0 ? 0.0 : static_cast<double>(clipped) / static_cast<double>(features);
