@@ -156,6 +156,7 @@ absl::Status SauRequestHandler::Query(const v1::QueryRequest& request,
   response->set_rj_gap(r.rj_gap);
   response->set_margin(r.margin);
   response->set_shr(r.shr);
+  response->set_exact_window(r.exact_window);
   response->set_lambda_min(r.engine.lambda_min);
   response->set_lambda_max(r.engine.lambda_max);
   response->set_condition(r.engine.condition);

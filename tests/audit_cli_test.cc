@@ -1334,6 +1334,89 @@ TEST_F(AuditStoreTamperTest, ASelfRegulatedModelRecordsItsActionsVerifiesReplays
   Stop(s);
 }
 
+// The exact window through the service (docs/SAU.md, "The exact window"). Raw inputs: a query
+// of norm 100 has every log-feature far below c_lo, so its denominator is e^-30 of the
+// stream's and certainly thin; it is answered by exact softmax over the last 64 events, all
+// of cluster 1 (first value coordinate -1). A query at cluster 1's own key is the features'
+// estimate. After a restart the window is back, and the same query gets the same bits.
+TEST_F(AuditStoreTamperTest, TheExactWindowAnswersAThinQueryAndComesBackAfterARestart) {
+  std::unique_ptr<server::Server> s = Start();
+  std::shared_ptr<grpc::Channel> channel = test_util::ChannelTo(*s);
+  {
+    auto stub = v1::Admin::NewStub(channel);
+    grpc::ClientContext ctx;
+    test_util::SetDeadline(&ctx);
+    v1::CreateModelRequest req;
+    req.mutable_spec()->set_name(kModel);
+    req.mutable_spec()->set_shards(1);
+    v1::SauSpec* sau = req.mutable_spec()->mutable_sau();
+    sau->set_d(16);
+    sau->set_d_v(2);
+    sau->set_r(256);
+    sau->set_seed(13);
+    sau->set_input_mode(v1::INPUT_MODE_RAW);
+    sau->set_exact_window(64);
+    v1::ModelInfo info;
+    const grpc::Status st = stub->CreateModel(&ctx, req, &info);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(info.spec().sau().exact_window(), 64u);
+  }
+  const std::vector<sau::DgpEvent> events = sau::ReturningClusters(16, 8400, 600, 14);
+  {
+    auto stub = v1::SAU::NewStub(channel);
+    test_util::LockStepStream<v1::IngestRequest, v1::IngestAck> stream(
+        [&](grpc::ClientContext* ctx) { return stub->Ingest(ctx); });
+    for (size_t done = 0; done < 8400; done += 200) {
+      v1::IngestRequest req;
+      req.set_model(kModel);
+      req.set_routing_key("k");
+      for (size_t i = done; i < done + 200; ++i) {
+        v1::Event* ev = req.add_events();
+        ev->set_t(i + 1);
+        ev->mutable_k()->Add(events[i].k.begin(), events[i].k.end());
+        ev->mutable_v()->Add(events[i].v.begin(), events[i].v.end());
+      }
+      const v1::IngestAck ack = stream.Send(req);
+      ASSERT_EQ(ack.status().code(), 0) << ack.status().message();
+      if (done == 4000) SnapshotNow(channel, kModel);
+    }
+    ASSERT_TRUE(stream.Finish().ok());
+  }
+  const auto query = [&](const std::vector<double>& q) {
+    auto stub = v1::SAU::NewStub(channel);
+    grpc::ClientContext ctx;
+    test_util::SetDeadline(&ctx);
+    v1::QueryRequest req;
+    req.set_model(kModel);
+    req.set_routing_key("k");
+    req.mutable_q()->Add(q.begin(), q.end());
+    v1::QueryResponse r;
+    const grpc::Status st = stub->Query(&ctx, req, &r);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return r;
+  };
+  std::vector<double> far(16, 0.0);
+  far[5] = 100;
+  const v1::QueryResponse thin = query(far);
+  EXPECT_TRUE(thin.exact_window()) << thin.DebugString();
+  ASSERT_EQ(thin.y_hat_size(), 2);
+  EXPECT_NEAR(thin.y_hat(0), -1.0, 1e-12);
+  EXPECT_FALSE(query(events[8399].k).exact_window());  // cluster 1, warm
+  const std::string cli = kCli + " --server " + test_util::AddressOf(*s);
+  const CommandResult d = RunCommand(cli + " describe " + kModel);
+  EXPECT_TRUE(Contains(d.out, "the last 64 events answer a query whose denominator is thin"))
+      << d.out;
+  Stop(s);
+
+  s = Start();
+  channel = test_util::ChannelTo(*s);
+  const v1::QueryResponse again = query(far);
+  EXPECT_TRUE(again.exact_window());
+  EXPECT_EQ(std::vector<double>(again.y_hat().begin(), again.y_hat().end()),
+            std::vector<double>(thin.y_hat().begin(), thin.y_hat().end()));
+  Stop(s);
+}
+
 TEST_F(AuditStoreTamperTest, AnAlteredLogEntryOrSnapshotIsCaughtByReplay) {
   constexpr int kBatches = 10;  // SAU log seqs 1..10, snapshot at 5
   std::unique_ptr<server::Server> s = Start();

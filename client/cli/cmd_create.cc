@@ -15,7 +15,8 @@ namespace {
 constexpr char kUsage[] =
     "streamlearn create --name NAME [--shards S] [--d D --dv DV --r R --gamma G --tau T\n"
     "         --input-scale A --raw-inputs --iid|--srht --[no-]antithetic --seed N --rv RV\n"
-    "         --regulate-gamma [--gamma-max G] --regulate-clip [--c-hi-max C] ...]\n"
+    "         --regulate-gamma [--gamma-max G] --regulate-clip [--c-hi-max C]\n"
+    "         --exact-window W ...]\n"
     "         [--lmu [--m M --lr LR --l2 L2 --schedule constant|inverse-sqrt\n"
     "          --delta-buckets B --tau-low X --tau-high Y --lambda-max N --rebuild-seconds T\n"
     "          --margin K --inline-rebuild]] [--no-sau]\n"
@@ -41,6 +42,7 @@ struct CreateFlags {
   // Self-regulation (docs/SAU.md, "Self-regulation"); a cap implies its switch.
   bool regulate_gamma = false, regulate_clip = false;
   std::optional<double> gamma_max, c_hi_max;
+  std::optional<uint64_t> exact_window;
   // The engine (docs/ENGINES.md) and its parameters.
   std::optional<std::string> engine;
   std::optional<double> ridge_gamma, ridge_eps, vla_lambda0;
@@ -59,7 +61,7 @@ struct CreateFlags {
   bool AnySauFlag() const {
     return d || dv || r || seed || rv || gamma || tau || input_scale || c_lo || c_hi || alpha ||
            kappa || beta_floor || raw_inputs || iid || srht || antithetic || no_antithetic || engine ||
-           regulate_gamma || regulate_clip || gamma_max || c_hi_max ||
+           regulate_gamma || regulate_clip || gamma_max || c_hi_max || exact_window ||
            ridge_gamma ||
            ridge_eps || vla_lambda0 || filter_order;
   }
@@ -115,6 +117,10 @@ void Register(ArgParser& p, CreateFlags& f) {
             "log-features were clipped (seed 001 C4, F2)");
   p.AddDouble("--c-hi-max", &f.c_hi_max,
               "the highest c_hi --regulate-clip reaches (default c_hi + 3 steps); implies it");
+  p.AddUint("--exact-window", &f.exact_window,
+            "keep the last W events and answer a query whose denominator is thin by exact "
+            "softmax over them (seed 001 F1; 0 = off, the default; at most 4096)",
+            kU32);
   p.AddBool("--lmu", &f.lmu, "add an LMU part (exact sparse linear learner); LMU flags imply it");
   p.AddBool("--no-sau", &f.no_sau, "no SAU part: an LMU-only model");
   p.AddUint("--m", &f.m, "LMU outputs per id, 1..256 (default 1)", kU32);
@@ -205,6 +211,7 @@ absl::Status ApplySauFlags(const CreateFlags& f, v1::SauSpec* s) {
   if (f.gamma_max) s->set_gamma_max(*f.gamma_max);
   if (f.regulate_clip || f.c_hi_max) s->set_regulate_clip(true);
   if (f.c_hi_max) s->set_c_hi_max(*f.c_hi_max);
+  if (f.exact_window) s->set_exact_window(static_cast<uint32_t>(*f.exact_window));
   return absl::OkStatus();
 }
 

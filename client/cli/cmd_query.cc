@@ -120,7 +120,10 @@ int RunQuery(const GlobalOptions& options, std::span<const std::string> args) {
                            r->ver_sau(), r->events())
             << fmt::format("path     {}{}\n", path == v1::READOUT_PATH_CORRECTNESS ? "correctness" : "stabilized",
                            low_rank ? ", low-rank" : "")
-            << fmt::format("y_hat    {}\n", Vector(r->y_hat()))
+            << fmt::format("y_hat    {}{}\n", Vector(r->y_hat()),
+                           r->exact_window() ? "  (exact softmax over the last events: the "
+                                               "denominator was thin)"
+                                             : "")
             << fmt::format("den      {:.6g}\n", r->den())
             << fmt::format("rj_gap   {:.6g}\n", r->rj_gap())
             << fmt::format("margin   {:.6g}\n", r->margin())

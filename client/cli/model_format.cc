@@ -252,6 +252,11 @@ std::string DescribeModel(const v1::ModelInfo& info) {
     row("RJ", fmt::format("c_rj={:g}  delta={:g}", s.c_rj(), s.rj_delta()));
     row("beta_floor", fmt::format("{:g}", s.beta_floor()));
     row("regulation", RegulationDescription(s));
+    row("exact window",
+        s.exact_window() == 0
+            ? std::string("off")
+            : fmt::format("the last {} events answer a query whose denominator is thin",
+                          s.exact_window()));
     row("W digest", info.w_digest());
     row("state", fmt::format("{} per shard", Bytes(info.state_bytes())));
     out += SauShardTable(info);

@@ -168,6 +168,12 @@ absl::StatusOr<sau::SauSpec> SauSpecFromProto(const v1::SauSpec& wire, absl::str
   s.gamma_max = wire.gamma_max();
   s.regulate_clip = wire.regulate_clip();
   s.c_hi_max = wire.c_hi_max();
+  if (wire.exact_window() > static_cast<uint32_t>(sau::kMaxExactWindow)) {
+    return absl::InvalidArgumentError(absl::StrCat(part, ".exact_window = ", wire.exact_window(),
+                                                   " is out of range; allowed 0..",
+                                                   sau::kMaxExactWindow, " (0 = off)"));
+  }
+  s.exact_window = static_cast<int>(wire.exact_window());
   return s;
 }
 
@@ -211,6 +217,7 @@ void SauSpecToProto(const sau::SauSpec& s, v1::SauSpec* w) {
   w->set_gamma_max(s.gamma_max);
   w->set_regulate_clip(s.regulate_clip);
   w->set_c_hi_max(s.c_hi_max);
+  w->set_exact_window(static_cast<uint32_t>(s.exact_window));
 }
 
 absl::StatusOr<lmu::LrSchedule> LrScheduleFromProto(v1::LrSchedule wire, absl::string_view part) {
