@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "core/common/byte_codec.h"
@@ -293,6 +294,7 @@ TEST(SauRegulation, KeysAlongOneRowRaiseTheClipLevelAndTheClipRateFallsBack) {
     double c_hi = 0;
     uint64_t raises = 0;
     int first_raise = -1;
+    bool replayed = false;  // a copy restored mid-stream ended bit-identical
   };
   const auto run = [&](bool regulated) {
     SauSpec s;
@@ -316,6 +318,7 @@ TEST(SauRegulation, KeysAlongOneRowRaiseTheClipLevelAndTheClipRateFallsBack) {
     }
     CounterRng rng(seed, 7);
     Result out;
+    std::optional<SauEstimator> copy;
     uint64_t late_hi = 0, late_features = 0;
     std::vector<double> k(s.d), v(s.d_v);
     const int events = 4000;
@@ -324,7 +327,13 @@ TEST(SauRegulation, KeysAlongOneRowRaiseTheClipLevelAndTheClipRateFallsBack) {
       for (double& x : v) x = rng.NextNormal();
       const uint64_t before = est->state().clipped;
       const EventDiagnostics d = est->Ingest(k, v);
+      if (copy.has_value()) copy->Ingest(k, v);
       if (d.c_hi_raised && out.first_raise < 0) out.first_raise = t;
+      if (out.first_raise >= 0 && t == out.first_raise + 37) {  // replay from a snapshot
+        absl::StatusOr<SauEstimator> restored = RestoreSau(s, SerializeSauState(*est));
+        EXPECT_TRUE(restored.ok()) << restored.status();
+        if (restored.ok()) copy.emplace(*std::move(restored));
+      }
       if (t >= events - 1000) {
         late_hi += est->state().clipped - before;
         late_features += static_cast<uint64_t>(s.r);
@@ -333,6 +342,8 @@ TEST(SauRegulation, KeysAlongOneRowRaiseTheClipLevelAndTheClipRateFallsBack) {
     out.late_rate = static_cast<double>(late_hi) / static_cast<double>(late_features);
     out.c_hi = est->state().regulator.c_hi();
     out.raises = est->state().regulator.c_hi_raises();
+    out.replayed = copy.has_value() && copy->StateDigest() == est->StateDigest() &&
+                   copy->state().regulator.c_hi() == out.c_hi;
     return out;
   };
   const Result plain = run(false);
@@ -343,6 +354,7 @@ TEST(SauRegulation, KeysAlongOneRowRaiseTheClipLevelAndTheClipRateFallsBack) {
               static_cast<unsigned long long>(regulated.raises), regulated.first_raise);
   EXPECT_GT(plain.late_rate, Regulator::kClipTarget);  // the trigger's condition holds
   EXPECT_GE(regulated.raises, 1u);                      // the action
+  EXPECT_TRUE(regulated.replayed);                      // bit-identical across a snapshot
   EXPECT_GE(regulated.first_raise, 200);                // not before the first epoch ends
   EXPECT_LE(regulated.late_rate, Regulator::kClipTarget);  // the recovery
 }
