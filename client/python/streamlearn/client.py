@@ -298,7 +298,8 @@ class Client:
         path: "stabilized" (whitened, ridge) or "correctness" (docs/SAU.md (19)), or the
         ReadoutPath number. min_version > 0: FailedPrecondition unless the shard has reached
         that version (pass an ack's ver_sau to read your own writes). Returns the
-        QueryResponse (y_hat, den, rj_gap, margin, shr, ver_sau, shard, events; with the
+        QueryResponse (y_hat, den, rj_gap, margin, shr, ver_sau, shard, events; exact_window
+        when a model keeping one answered a thin denominator from its last events; with the
         ridge engine lambda_min, lambda_max, condition, residual, jitter; with vla s_norm;
         engine names which).
         """
