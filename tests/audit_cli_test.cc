@@ -1008,6 +1008,54 @@ TEST_F(AuditCliTest, AlteredProofsAndTreeHeadsFail) {
 
 // Tampering with the store of a stopped server: each test starts and stops its own servers.
 
+// A one-shard model kModel whose SAU reads the returning-clusters stream (core/workloads/
+// dgp.h: d = 16, d_v = 2), r = 256, with `configure` applied; its ModelInfo.
+v1::ModelInfo CreateClusterModel(const std::shared_ptr<grpc::Channel>& channel,
+                                 const std::function<void(v1::SauSpec*)>& configure) {
+  auto stub = v1::Admin::NewStub(channel);
+  grpc::ClientContext ctx;
+  test_util::SetDeadline(&ctx);
+  v1::CreateModelRequest req;
+  req.mutable_spec()->set_name(kModel);
+  req.mutable_spec()->set_shards(1);
+  v1::SauSpec* sau = req.mutable_spec()->mutable_sau();
+  sau->set_d(16);
+  sau->set_d_v(2);
+  sau->set_r(256);
+  configure(sau);
+  v1::ModelInfo info;
+  const grpc::Status st = stub->CreateModel(&ctx, req, &info);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return info;
+}
+
+// Ingests `events` into kModel in batches of `batch` (event i has t = i + 1), with a snapshot
+// after the batch that starts at `snapshot_at`; each ack goes to `check`.
+void IngestClusterEvents(const std::shared_ptr<grpc::Channel>& channel,
+                         const std::vector<sau::DgpEvent>& events, size_t batch,
+                         size_t snapshot_at,
+                         const std::function<void(const v1::IngestAck&)>& check = {}) {
+  auto stub = v1::SAU::NewStub(channel);
+  test_util::LockStepStream<v1::IngestRequest, v1::IngestAck> stream(
+      [&](grpc::ClientContext* ctx) { return stub->Ingest(ctx); });
+  for (size_t done = 0; done < events.size(); done += batch) {
+    v1::IngestRequest req;
+    req.set_model(kModel);
+    req.set_routing_key("k");
+    for (size_t i = done; i < std::min(done + batch, events.size()); ++i) {
+      v1::Event* ev = req.add_events();
+      ev->set_t(i + 1);
+      ev->mutable_k()->Add(events[i].k.begin(), events[i].k.end());
+      ev->mutable_v()->Add(events[i].v.begin(), events[i].v.end());
+    }
+    const v1::IngestAck ack = stream.Send(req);
+    ASSERT_EQ(ack.status().code(), 0) << ack.status().message();
+    if (check) check(ack);
+    if (done == snapshot_at) SnapshotNow(channel, kModel);
+  }
+  ASSERT_TRUE(stream.Finish().ok());
+}
+
 class AuditStoreTamperTest : public ::testing::Test {
  protected:
   void SetUp() override { data_dir_ = TempPath("tamper_data"); }
@@ -1225,50 +1273,17 @@ TEST_F(AuditStoreTamperTest, RidgeAndVlaChainsReplayAndAnAlteredLogEntryIsCaught
 TEST_F(AuditStoreTamperTest, ASelfRegulatedModelRecordsItsActionsVerifiesReplaysAndRestarts) {
   std::unique_ptr<server::Server> s = Start();
   std::shared_ptr<grpc::Channel> channel = test_util::ChannelTo(*s);
-  {
-    auto stub = v1::Admin::NewStub(channel);
-    grpc::ClientContext ctx;
-    test_util::SetDeadline(&ctx);
-    v1::CreateModelRequest req;
-    v1::ModelSpec* spec = req.mutable_spec();
-    spec->set_name(kModel);
-    spec->set_shards(1);
-    v1::SauSpec* sau = spec->mutable_sau();
-    sau->set_d(16);
-    sau->set_d_v(2);
-    sau->set_r(256);
+  const v1::ModelInfo created = CreateClusterModel(channel, [](v1::SauSpec* sau) {
     sau->set_seed(12);  // a draw of W whose returns are thin (core/sau/regulator_test.cc)
     sau->set_input_scale(8);
     sau->set_regulate_gamma(true);
     sau->set_regulate_clip(true);
-    v1::ModelInfo info;
-    const grpc::Status st = stub->CreateModel(&ctx, req, &info);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-    EXPECT_EQ(info.spec().sau().gamma_max(), 0.999);  // resolved
-    EXPECT_GT(info.spec().sau().c_hi_max(), info.spec().sau().c_hi());
-  }
+  });
+  EXPECT_EQ(created.spec().sau().gamma_max(), 0.999);  // resolved
+  EXPECT_GT(created.spec().sau().c_hi_max(), created.spec().sau().c_hi());
   const std::vector<sau::DgpEvent> events = sau::ReturningClusters(16, 8000, 600, 13);
-  {
-    auto stub = v1::SAU::NewStub(channel);
-    test_util::LockStepStream<v1::IngestRequest, v1::IngestAck> stream(
-        [&](grpc::ClientContext* ctx) { return stub->Ingest(ctx); });
-    for (size_t done = 0; done < events.size(); done += 100) {
-      v1::IngestRequest req;
-      req.set_model(kModel);
-      req.set_routing_key("k");
-      for (size_t i = done; i < done + 100; ++i) {
-        v1::Event* ev = req.add_events();
-        ev->set_t(i + 1);
-        ev->mutable_k()->Add(events[i].k.begin(), events[i].k.end());
-        ev->mutable_v()->Add(events[i].v.begin(), events[i].v.end());
-      }
-      const v1::IngestAck ack = stream.Send(req);
-      ASSERT_EQ(ack.status().code(), 0) << ack.status().message();
-      EXPECT_GE(ack.last().gamma(), 0.99);
-      if (done == events.size() / 2) SnapshotNow(channel, kModel);
-    }
-    ASSERT_TRUE(stream.Finish().ok());
-  }
+  IngestClusterEvents(channel, events, /*batch=*/100, /*snapshot_at=*/4000,
+                      [](const v1::IngestAck& ack) { EXPECT_GE(ack.last().gamma(), 0.99); });
   const v1::ModelInfo before = GetModel(channel, kModel);
   ASSERT_EQ(before.shards_size(), 1);
   const v1::ShardInfo& shard = before.shards(0);
@@ -1342,46 +1357,14 @@ TEST_F(AuditStoreTamperTest, ASelfRegulatedModelRecordsItsActionsVerifiesReplays
 TEST_F(AuditStoreTamperTest, TheExactWindowAnswersAThinQueryAndComesBackAfterARestart) {
   std::unique_ptr<server::Server> s = Start();
   std::shared_ptr<grpc::Channel> channel = test_util::ChannelTo(*s);
-  {
-    auto stub = v1::Admin::NewStub(channel);
-    grpc::ClientContext ctx;
-    test_util::SetDeadline(&ctx);
-    v1::CreateModelRequest req;
-    req.mutable_spec()->set_name(kModel);
-    req.mutable_spec()->set_shards(1);
-    v1::SauSpec* sau = req.mutable_spec()->mutable_sau();
-    sau->set_d(16);
-    sau->set_d_v(2);
-    sau->set_r(256);
+  const v1::ModelInfo created = CreateClusterModel(channel, [](v1::SauSpec* sau) {
     sau->set_seed(13);
     sau->set_input_mode(v1::INPUT_MODE_RAW);
     sau->set_exact_window(64);
-    v1::ModelInfo info;
-    const grpc::Status st = stub->CreateModel(&ctx, req, &info);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-    EXPECT_EQ(info.spec().sau().exact_window(), 64u);
-  }
+  });
+  EXPECT_EQ(created.spec().sau().exact_window(), 64u);
   const std::vector<sau::DgpEvent> events = sau::ReturningClusters(16, 8400, 600, 14);
-  {
-    auto stub = v1::SAU::NewStub(channel);
-    test_util::LockStepStream<v1::IngestRequest, v1::IngestAck> stream(
-        [&](grpc::ClientContext* ctx) { return stub->Ingest(ctx); });
-    for (size_t done = 0; done < 8400; done += 200) {
-      v1::IngestRequest req;
-      req.set_model(kModel);
-      req.set_routing_key("k");
-      for (size_t i = done; i < done + 200; ++i) {
-        v1::Event* ev = req.add_events();
-        ev->set_t(i + 1);
-        ev->mutable_k()->Add(events[i].k.begin(), events[i].k.end());
-        ev->mutable_v()->Add(events[i].v.begin(), events[i].v.end());
-      }
-      const v1::IngestAck ack = stream.Send(req);
-      ASSERT_EQ(ack.status().code(), 0) << ack.status().message();
-      if (done == 4000) SnapshotNow(channel, kModel);
-    }
-    ASSERT_TRUE(stream.Finish().ok());
-  }
+  IngestClusterEvents(channel, events, /*batch=*/200, /*snapshot_at=*/4000);
   const auto query = [&](const std::vector<double>& q) {
     auto stub = v1::SAU::NewStub(channel);
     grpc::ClientContext ctx;
