@@ -44,8 +44,10 @@ class ExactWindow {
   const double* key(int i) const { return &x_[static_cast<size_t>(Slot(i)) * d_]; }
   const double* value(int i) const { return &v_[static_cast<size_t>(Slot(i)) * dv_]; }
 
-  // (X1) at the conditioned query q into y[0..d_v). REQUIRES: size() > 0.
-  void Readout(const double* q, double tau, double gamma, double* y) const {
+  // (X1) at the conditioned query q into y[0..d_v); false (y untouched) when the largest
+  // exponent is not finite (q . k / tau beyond double: a tiny tau), so the caller keeps its
+  // own answer. REQUIRES: size() > 0.
+  bool Readout(const double* q, double tau, double gamma, double* y) const {
     const double log_gamma = std::log(gamma);
     std::vector<double> logit(static_cast<size_t>(n_));
     double top = -HUGE_VAL;
@@ -56,6 +58,7 @@ class ExactWindow {
       logit[static_cast<size_t>(i)] = dot / tau + (n_ - 1 - i) * log_gamma;
       top = std::max(top, logit[static_cast<size_t>(i)]);
     }
+    if (!std::isfinite(top)) return false;
     std::fill(y, y + dv_, 0.0);
     double total = 0;
     for (int i = 0; i < n_; ++i) {
@@ -65,6 +68,7 @@ class ExactWindow {
       for (int j = 0; j < dv_; ++j) y[j] += w * v[j];
     }
     for (int j = 0; j < dv_; ++j) y[j] /= total;  // total >= 1: the top term is exp(0)
+    return true;
   }
 
   size_t Bytes() const { return (x_.size() + v_.size()) * sizeof(double); }

@@ -51,7 +51,7 @@ TEST(ExactWindow, ReadsOutExactDecayedSoftmaxOverItsLastEntries) {
     std::vector<double> q(d);
     for (double& x : q) x = rng.NextNormal();
     std::vector<double> y(dv);
-    window.Readout(q.data(), tau, gamma, y.data());
+    ASSERT_TRUE(window.Readout(q.data(), tau, gamma, y.data()));
     EXPECT_LT(RelErr(y, reference.Query(q)), 1e-12) << "after " << t + 1 << " pushes";
     for (int i = 0; i < window.size(); ++i) {  // age order, oldest first
       EXPECT_EQ(window.key(i)[0], ks[ks.size() - window.size() + i][0]);
@@ -59,8 +59,12 @@ TEST(ExactWindow, ReadsOutExactDecayedSoftmaxOverItsLastEntries) {
   }
   // Huge logits do not overflow: the largest is subtracted first.
   std::vector<double> big(d, 300.0), y(dv);
-  window.Readout(big.data(), 1e-3, gamma, y.data());
+  ASSERT_TRUE(window.Readout(big.data(), 1e-3, gamma, y.data()));
   for (double e : y) EXPECT_TRUE(std::isfinite(e));
+  // Logits beyond double: no answer, y untouched.
+  std::vector<double> huge(d, 1e200), untouched(dv, 7.0);
+  EXPECT_FALSE(window.Readout(huge.data(), 1e-200, gamma, untouched.data()));
+  EXPECT_EQ(untouched, std::vector<double>(dv, 7.0));
 }
 
 SauSpec WindowSpec(int window, uint64_t seed) {

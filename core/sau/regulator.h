@@ -8,7 +8,8 @@
 //     with at least kThinRaise thin events doubles the effective window one level up: at level
 //     k, gamma = min(gamma_max, 1 - (1 - gamma_spec) / 2^k), so level 0 is the spec's gamma
 //     bit for bit. After a cooldown of blocks in a row without a thin event, gamma steps one
-//     level back (seed 001 C5: "restore after cooldown"). The cooldown is kCooldownBlocks
+//     level back (seed 001 C5: "restore after cooldown"; at level 0 healthy blocks are not
+//     counted). The cooldown is kCooldownBlocks
 //     blocks, doubled by every step back taken so far (at most 2^10 times): a stream whose
 //     thin spells come back once the window is short again backs off ever more slowly,
 //     instead of swinging at a fixed period.
@@ -64,7 +65,8 @@ class Regulator {
             ++gamma_raises_;
           }
         } else if (thin_ == 0) {
-          if (++healthy_blocks_ >= Cooldown() && level_ > 0) {
+          // At level 0 there is nothing to step back from, and nothing to count towards.
+          if (level_ > 0 && ++healthy_blocks_ >= Cooldown()) {
             healthy_blocks_ = 0;
             gamma_ = GammaAt(spec, --level_);
             change.gamma = -1;
@@ -99,6 +101,12 @@ class Regulator {
   static double GammaAt(const SauSpec& spec, int level) {
     if (level == 0) return spec.gamma;
     return std::min(spec.gamma_max, 1.0 - std::ldexp(1.0 - spec.gamma, -level));
+  }
+  // The first level whose gamma is gamma_max: the highest a regulator reaches.
+  static int TopLevel(const SauSpec& spec) {
+    int level = 0;
+    while (level < 1100 && GammaAt(spec, level) < spec.gamma_max) ++level;
+    return level;
   }
   // Healthy blocks in a row before the next step back.
   uint64_t Cooldown() const {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "core/common/byte_codec.h"
@@ -260,27 +261,56 @@ TEST(SauRegulation, ARegulatedModelReplaysBitIdenticallyAcrossASnapshot) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kFailedPrecondition) << wrong.status();
 
-  // A regulator section whose gamma is not a level of the spec is refused, not adopted.
+  // A regulator section whose gamma is not a level of the spec, or whose c_hi is not the
+  // spec's after its raises, is refused, not adopted. The section: gamma (8 bytes), level
+  // (4), c_hi (8), ...
   absl::StatusOr<SnapshotContainer> c = SnapshotContainer::Open(bytes, kSauSnapshotKind);
   ASSERT_TRUE(c.ok()) << c.status();
-  SnapshotBuilder rebuilt(kSauSnapshotKind);
-  bool found = false;
-  for (const auto& [tag, payload] : c->sections()) {
-    std::string p(payload);
-    if (tag == kSauSectionRegulator) {
-      found = true;
-      ByteWriter gamma;
-      gamma.F64(0.9951);  // between levels 1 (0.995) and 2
-      p.replace(0, 8, gamma.Take());
+  const auto forge = [&](size_t at, double value) {
+    SnapshotBuilder rebuilt(kSauSnapshotKind);
+    for (const auto& [tag, payload] : c->sections()) {
+      std::string p(payload);
+      if (tag == kSauSectionRegulator) {
+        ByteWriter bits;
+        bits.F64(value);
+        p.replace(at, 8, bits.Take());
+      }
+      rebuilt.AddSection(tag, std::move(p));
     }
-    rebuilt.AddSection(tag, std::move(p));
+    return RestoreSau(spec, rebuilt.Finish());
+  };
+  for (const auto& [at, value, what] :
+       {std::tuple<size_t, double, const char*>{0, 0.9951, "regulated gamma"},  // between levels
+        {12, b->spec().c_hi + 0.5, "regulated c_hi"}}) {
+    absl::StatusOr<SauEstimator> forged = forge(at, value);
+    ASSERT_FALSE(forged.ok()) << what;
+    EXPECT_EQ(forged.status().code(), absl::StatusCode::kDataLoss) << forged.status();
+    EXPECT_NE(forged.status().message().find(what), std::string::npos) << forged.status();
   }
-  ASSERT_TRUE(found);
-  absl::StatusOr<SauEstimator> forged = RestoreSau(spec, rebuilt.Finish());
-  ASSERT_FALSE(forged.ok());
-  EXPECT_EQ(forged.status().code(), absl::StatusCode::kDataLoss) << forged.status();
-  EXPECT_NE(forged.status().message().find("regulated gamma"), std::string::npos)
-      << forged.status();
+}
+
+// A regulated model whose stream stays healthy sits at level 0 for good; its snapshot
+// restores after any length of stream (healthy blocks at level 0 are not counted).
+TEST(SauRegulation, AHealthyRegulatedModelRestoresAfterALongRun) {
+  SauSpec spec;
+  spec.d = 16;
+  spec.d_v = 2;
+  spec.r = 64;
+  spec.seed = SeedShift() + 41;
+  spec.regulate_gamma = spec.regulate_clip = true;
+  absl::StatusOr<SauEstimator> est = SauEstimator::Create(spec);
+  ASSERT_TRUE(est.ok());
+  Dgp dgp({.kind = Dgp::Kind::kA, .d = 16, .d_v = 2}, spec.seed + 1);
+  for (int t = 0; t < 10000; ++t) {
+    const DgpEvent e = dgp.Next();
+    est->Ingest(e.k, e.v);
+    if (t % 2500 == 2499) {
+      absl::StatusOr<SauEstimator> back = RestoreSau(spec, SerializeSauState(*est));
+      ASSERT_TRUE(back.ok()) << "after " << t + 1 << " events: " << back.status();
+      EXPECT_EQ(back->StateDigest(), est->StateDigest());
+    }
+  }
+  EXPECT_EQ(est->state().regulator.level(), 0);
 }
 
 // Keys concentrated along one feature row (seed 001 F2, a distribution shift into a narrow

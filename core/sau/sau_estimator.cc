@@ -400,8 +400,7 @@ QueryResult SauEstimator::FinishQuery(const double* f, const double* num1, const
   if (x != nullptr && st.window.size() > 0) {
     const double median = st.median_den.value();
     if (median > 0 && out.raw_den < Regulator::kThinFrac * median) {
-      st.window.Readout(x, spec.tau, st.regulator.gamma(), out.y_hat.data());
-      out.exact_window = true;
+      out.exact_window = st.window.Readout(x, spec.tau, st.regulator.gamma(), out.y_hat.data());
     }
   }
   out.rj_gap = HalfSplitGaps(num1, num2, den1, den2, floor, lambda, width).gap;

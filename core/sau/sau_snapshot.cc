@@ -118,23 +118,32 @@ struct SauSnapshotAccess {
     if (s.ok()) s = r.U64(&x.c_hi_raises_);
     if (!s.ok()) return s;
     const double gamma_top = spec.regulate_gamma ? spec.gamma_max : spec.gamma;
-    const double c_top = spec.regulate_clip ? spec.c_hi_max : spec.c_hi;
-    if (level > 1100 || (level > 0 && !spec.regulate_gamma) ||
+    const uint64_t top_level = spec.regulate_gamma ? Regulator::TopLevel(spec) : 0;
+    if (level > top_level || x.gamma_raises_ < x.gamma_lowers_ ||
+        x.gamma_raises_ - x.gamma_lowers_ != level ||
         std::bit_cast<uint64_t>(x.gamma_) !=
             std::bit_cast<uint64_t>(Regulator::GammaAt(spec, static_cast<int>(level)))) {
       return absl::DataLossError(absl::StrFormat(
-          "SAU snapshot: regulated gamma %.17g is not the spec's level %d (gamma %.17g, at "
-          "most %.17g)",
-          x.gamma_, level, spec.gamma, gamma_top));
+          "SAU snapshot: regulated gamma %.17g at level %d (after %d widenings and %d steps "
+          "back) is not a level of the spec (gamma %.17g, at most %.17g)",
+          x.gamma_, level, x.gamma_raises_, x.gamma_lowers_, spec.gamma, gamma_top));
     }
     x.level_ = static_cast<int>(level);
-    if (!(x.c_hi_ >= spec.c_hi && x.c_hi_ <= c_top)) {
+    // c_hi after its raises, each one step from the spec's towards the cap.
+    double want_c_hi = spec.c_hi;
+    bool c_hi_ok = x.c_hi_raises_ == 0 || spec.regulate_clip;
+    for (uint64_t i = 0; c_hi_ok && i < x.c_hi_raises_; ++i) {
+      c_hi_ok = want_c_hi < spec.c_hi_max && i < (uint64_t{1} << 20);
+      want_c_hi = std::min(spec.c_hi_max, want_c_hi + ClipStep(spec));
+    }
+    if (!c_hi_ok || std::bit_cast<uint64_t>(x.c_hi_) != std::bit_cast<uint64_t>(want_c_hi)) {
       return absl::DataLossError(absl::StrFormat(
-          "SAU snapshot: regulated c_hi %.17g is outside the spec's [%.17g, %.17g]", x.c_hi_,
-          spec.c_hi, c_top));
+          "SAU snapshot: regulated c_hi %.17g is not the spec's c_hi %.17g after %d raises",
+          x.c_hi_, spec.c_hi, x.c_hi_raises_));
     }
     if (block >= static_cast<uint32_t>(Regulator::kBlock) || thin > block ||
-        x.healthy_blocks_ > x.Cooldown() || x.epoch_clipped_hi_ > x.epoch_features_) {
+        x.healthy_blocks_ > x.Cooldown() || (level == 0 && x.healthy_blocks_ != 0) ||
+        x.epoch_clipped_hi_ > x.epoch_features_) {
       return absl::DataLossError(absl::StrFormat(
           "SAU snapshot: regulator counters (block %d, thin %d, healthy %d, clipped %d of %d) "
           "are inconsistent",
@@ -153,7 +162,9 @@ struct SauSnapshotAccess {
       for (int j = 0; j < x.dv_; ++j) w.F64(x.value(i)[j]);
     }
   }
-  static absl::Status Read(ByteReader& r, ExactWindow& x) {
+  // Every entry within what an ingest could have put there: a conditioned key (norm a in
+  // L2-scaled mode, entries within kInputBound raw) and a value within the value bound.
+  static absl::Status Read(ByteReader& r, const SauSpec& spec, ExactWindow& x) {
     uint32_t n = 0;
     RETURN_IF_ERROR(r.U32(&n));
     if (n > static_cast<uint32_t>(x.cap_)) {
@@ -164,13 +175,25 @@ struct SauSnapshotAccess {
     for (uint32_t i = 0; i < n; ++i) {
       for (double& e : k) RETURN_IF_ERROR(r.F64(&e));
       for (double& e : v) RETURN_IF_ERROR(r.F64(&e));
+      double norm2 = 0, key_max = 0, value_max = 0;
+      bool finite = true;
       for (const double e : k) {
-        if (!std::isfinite(e)) return absl::DataLossError("SAU snapshot: a non-finite window key");
+        finite = finite && std::isfinite(e);
+        norm2 += e * e;
+        key_max = std::max(key_max, std::abs(e));
       }
       for (const double e : v) {
-        if (!std::isfinite(e)) {
-          return absl::DataLossError("SAU snapshot: a non-finite window value");
-        }
+        finite = finite && std::isfinite(e);
+        value_max = std::max(value_max, std::abs(e));
+      }
+      const bool key_ok = spec.input_mode == InputMode::kL2Scaled
+                              ? std::sqrt(norm2) <= spec.input_scale * (1 + 1e-9)
+                              : key_max <= SauEstimator::kInputBound;
+      if (!finite || !key_ok || value_max > ValueBound(spec)) {
+        return absl::DataLossError(absl::StrFormat(
+            "SAU snapshot: exact window entry %d is not one an event could have left (key norm "
+            "%g, largest value %g)",
+            i, std::sqrt(norm2), value_max));
       }
       x.Push(k.data(), v.data());
     }
@@ -410,7 +433,7 @@ absl::StatusOr<SauEstimator> RestoreSau(const SauSpec& spec, std::string_view by
     absl::StatusOr<std::string_view> win = c->Section(kSauSectionWindow);
     if (!win.ok()) return win.status();
     ByteReader wr(*win);
-    s = SauSnapshotAccess::Read(wr, st.window);
+    s = SauSnapshotAccess::Read(wr, est->spec(), st.window);
     if (s.ok()) s = wr.ExpectDone("SAU exact window section");
     if (!s.ok()) return s;
   }
