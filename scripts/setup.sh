@@ -12,7 +12,7 @@ BUILD_PACKAGES=(
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev librocksdb-dev libssl-dev
   prometheus-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcmph-dev libnats-dev
-  zlib1g-dev libjemalloc-dev
+  zlib1g-dev libjemalloc-dev libdragonbox-dev
 )
 if [ "${1:-}" = "--build" ]; then
   shift

@@ -1,5 +1,7 @@
 #include "core/audit/audit_record.h"
 
+#include "core/audit/canonical_double.h"
+
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -193,11 +195,8 @@ absl::Status AppendRecord(const AuditRecord& r, const std::string& path, std::st
 }  // namespace
 
 void AppendCanonicalDouble(double x, std::string* out) {
-  char buf[32];
-  const auto res = std::to_chars(buf, buf + sizeof(buf), x);
-  const std::string_view text(buf, res.ptr - buf);
-  out->append(text);
-  if (text.find_first_of(".e") == std::string_view::npos) out->append(".0");
+  char buf[kCanonicalDoubleRoom];
+  out->append(buf, WriteCanonicalDouble(x, buf));
 }
 
 absl::Status AppendCanonical(const AuditRecord& record, std::string* out) {

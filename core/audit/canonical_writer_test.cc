@@ -344,6 +344,11 @@ TEST(AuditLogWriterCanonical, AppendCanonicalWritesTheSameLinesAsAppend) {
     ASSERT_EQ(a, b);  // the same line, and a checkpoint after it in the same places
     EXPECT_EQ(slow.since_checkpoint(), fast.since_checkpoint());
     EXPECT_EQ(a.size() - before, slow.since_checkpoint() == 0 ? 2u : 1u);
+    // record_curr is the record's merkle_curr, also when a checkpoint followed it.
+    const absl::StatusOr<AuditRecord> env = ParseAuditJson(a[before]);
+    ASSERT_TRUE(env.ok());
+    EXPECT_EQ(ToHex(fast.record_curr()), *env->Find("merkle_curr")->get_if<std::string>());
+    EXPECT_EQ(slow.record_curr(), fast.record_curr());
   }
   EXPECT_EQ(slow.chain().head(), fast.chain().head());
   // 101 counted records with every = 16: checkpoints after records 16, 32, ..., 96.

@@ -78,8 +78,10 @@ absl::Status AuditLogWriter::AppendCanonical(std::string_view canonical_body,
   if (since_checkpoint_ + 1 < every_) {
     lines->push_back(std::move(line));
     ++since_checkpoint_;
+    record_curr_ = chain_.head();
     return absl::OkStatus();
   }
+  const Digest curr = chain_.head();
   absl::StatusOr<AuditRecord> cp = MakeCheckpointBody(key_, chain_.size() - 1, chain_.head());
   absl::StatusOr<std::string> canon =
       cp.ok() ? EncodeCanonical(*cp) : absl::StatusOr<std::string>(cp.status());
@@ -91,6 +93,7 @@ absl::Status AuditLogWriter::AppendCanonical(std::string_view canonical_body,
   lines->push_back(std::move(line));
   lines->push_back(chain_.AppendCanonical(*canon));
   since_checkpoint_ = 0;
+  record_curr_ = curr;
   return absl::OkStatus();
 }
 

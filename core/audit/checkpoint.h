@@ -68,12 +68,16 @@ class AuditLogWriter {
   uint64_t since_checkpoint() const { return since_checkpoint_; }
 
   const MerkleChain& chain() const { return chain_; }
+  // The merkle_curr of the last record Append or AppendCanonical appended (not of the
+  // checkpoint that may have followed it); undefined before the first append.
+  const Digest& record_curr() const { return record_curr_; }
 
  private:
   Ed25519PrivateKey key_;
   uint64_t every_;
   uint64_t since_checkpoint_ = 0;
   MerkleChain chain_;
+  Digest record_curr_{};
 };
 
 }  // namespace streamlearn

@@ -1,12 +1,14 @@
 #include "core/audit/merkle_chain.h"
 
+#include <algorithm>
 #include <cassert>
 #include <charconv>
 
 namespace streamlearn {
 
 Digest MerkleStep(const Digest& prev, std::string_view canonical_body) {
-  Sha256 h;
+  thread_local Sha256 h;  // one context per thread, reset per step (no allocation)
+  h.Reset();
   h.Update(prev.data(), prev.size());
   h.Update(canonical_body);
   return h.Finish();
@@ -41,20 +43,31 @@ bool ParseHexDigest(std::string_view hex, Digest* out) {
 
 std::string EnvelopeLine(std::string_view canonical_body, uint64_t index, const Digest& prev,
                          const Digest& curr) {
-  // Keys in canonical (bytewise) order: body < index < merkle_curr < merkle_prev.
+  // Keys in canonical (bytewise) order: body < index < merkle_curr < merkle_prev. Written
+  // into a buffer sized once: this is on the path of every audit record.
+  static constexpr std::string_view kBody = "{\"body\":";
+  static constexpr std::string_view kIndex = ",\"index\":";
+  static constexpr std::string_view kCurr = ",\"merkle_curr\":\"";
+  static constexpr std::string_view kPrev = "\",\"merkle_prev\":\"";
+  static constexpr std::string_view kEnd = "\"}";
+  char digits[24];
+  const char* digits_end = std::to_chars(digits, digits + sizeof(digits), index).ptr;
+  const size_t n_digits = static_cast<size_t>(digits_end - digits);
   std::string line;
-  line.reserve(canonical_body.size() + 190);
-  line.append("{\"body\":");
-  line.append(canonical_body);
-  line.append(",\"index\":");
-  char buf[24];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), index);
-  line.append(buf, end);
-  line.append(",\"merkle_curr\":\"");
-  line.append(ToHex(curr));
-  line.append("\",\"merkle_prev\":\"");
-  line.append(ToHex(prev));
-  line.append("\"}");
+  line.resize(kBody.size() + canonical_body.size() + kIndex.size() + n_digits + kCurr.size() +
+              64 + kPrev.size() + 64 + kEnd.size());
+  char* p = line.data();
+  const auto put = [&p](std::string_view s) { p = std::copy(s.begin(), s.end(), p); };
+  put(kBody);
+  put(canonical_body);
+  put(kIndex);
+  put(std::string_view(digits, n_digits));
+  put(kCurr);
+  p = WriteHex(curr, p);
+  put(kPrev);
+  p = WriteHex(prev, p);
+  put(kEnd);
+  assert(p == line.data() + line.size());
   return line;
 }
 

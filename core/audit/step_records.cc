@@ -51,7 +51,7 @@ void AppendEngineEventBody(const SauEventRecord& rec, std::string* out) {
   const sau::EventDiagnostics& d = *rec.diag;
   CanonicalObjectWriter w(out);
   if (rec.engine == sau::Engine::kRidge) {
-    if (rec.batch_digest != nullptr) w.String("batch_digest", ToHex(*rec.batch_digest));
+    if (rec.batch_digest != nullptr) w.Hex("batch_digest", *rec.batch_digest);
     w.String("engine", sau::EngineName(rec.engine))
         .Double("key_norm2", d.ridge.key_norm2)
         .String("kind", kRecordSauEvent)
@@ -60,7 +60,7 @@ void AppendEngineEventBody(const SauEventRecord& rec, std::string* out) {
   } else {
     if (rec.state != nullptr) w.Double("a_norm", rec.state->engine.a_norm);
     w.Double("alpha_dot_k", d.vla.alpha_dot_k);
-    if (rec.batch_digest != nullptr) w.String("batch_digest", ToHex(*rec.batch_digest));
+    if (rec.batch_digest != nullptr) w.Hex("batch_digest", *rec.batch_digest);
     w.String("engine", sau::EngineName(rec.engine))
         .String("kind", kRecordSauEvent)
         .Uint("log_seq", rec.log_seq)
@@ -69,7 +69,7 @@ void AppendEngineEventBody(const SauEventRecord& rec, std::string* out) {
     if (rec.state != nullptr) w.Double("s_norm", rec.state->engine.s_norm);
     w.Bool("skipped", d.vla.skipped);
   }
-  if (rec.state != nullptr) w.String("state_digest", ToHex(rec.state->digest));
+  if (rec.state != nullptr) w.Hex("state_digest", rec.state->digest);
   w.Uint("t", rec.t).Uint("ver_sau", rec.ver_sau);
   w.End();
 }
@@ -105,7 +105,7 @@ void AppendSauEventBody(const SauEventRecord& rec, std::string* out) {
   CanonicalObjectWriter w(out);
   // Keys in bytewise order.
   if (const std::string actions = SauEventActions(d); !actions.empty()) w.Raw("actions", actions);
-  if (rec.batch_digest != nullptr) w.String("batch_digest", ToHex(*rec.batch_digest));
+  if (rec.batch_digest != nullptr) w.Hex("batch_digest", *rec.batch_digest);
   w.Double("beta_floor", d.beta_floor).Double("bprime_hat", d.bprime_hat);
   w.Double("clip_rate", d.clip_rate);
   // A saturation event (seed 000 sec. 15): the log-features clipped at this event.
@@ -132,7 +132,7 @@ void AppendSauEventBody(const SauEventRecord& rec, std::string* out) {
       .String("rj_level", RjLevelName(d.rj_level))
       .Double("rj_threshold", d.rj_threshold)
       .Double("shr", d.shr);
-  if (rec.state != nullptr) w.String("state_digest", ToHex(rec.state->digest));
+  if (rec.state != nullptr) w.Hex("state_digest", rec.state->digest);
   w.Uint("t", rec.t).Uint("ver_sau", rec.ver_sau);
   w.End();
 }
@@ -156,7 +156,7 @@ void AppendLmuUpdateBody(const LmuUpdateRecord& rec, std::string* out) {
   CanonicalObjectWriter w(out);
   w.Uint("applied", rec.applied)
       .Uint("base_keys", ts.base_keys)
-      .String("batch_digest", ToHex(*rec.batch_digest))
+      .Hex("batch_digest", *rec.batch_digest)
       .Int("c_insert_p100", rec.c_insert_p100)
       .Int("c_lookup_p100", rec.c_lookup_p100)
       .Uint("delta_keys", ts.delta_keys)
@@ -170,7 +170,7 @@ void AppendLmuUpdateBody(const LmuUpdateRecord& rec, std::string* out) {
       .Uint("log_seq", rec.log_seq)
       .Int("ring_used", ts.ring_used)
       .Int("stash_used", ts.stash_used);
-  if (rec.state_digest != nullptr) w.String("state_digest", ToHex(*rec.state_digest));
+  if (rec.state_digest != nullptr) w.Hex("state_digest", *rec.state_digest);
   w.Uint("t_first", rec.t_first).Uint("t_last", rec.t_last);
   w.Uint("ver_base", ts.ver_base).Uint("ver_delta", ts.ver_delta);
   w.End();
@@ -178,12 +178,12 @@ void AppendLmuUpdateBody(const LmuUpdateRecord& rec, std::string* out) {
 
 void AppendSnapshotBody(const SnapshotRecord& rec, std::string* out) {
   CanonicalObjectWriter w(out);
-  w.String("blob_digest", ToHex(rec.blob_digest))
+  w.Hex("blob_digest", rec.blob_digest)
       .String("kind", kRecordSnapshot)
       .Uint("log_seq", rec.log_seq)
       .String("part", rec.part)
       .Uint("snapshot_seq", rec.snapshot_seq)
-      .String("state_digest", ToHex(rec.state_digest))
+      .Hex("state_digest", rec.state_digest)
       .Uint("steps", rec.steps);
   w.End();
 }

@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <array>
 #include <bit>
 #include <cstring>
 
@@ -10,19 +11,58 @@ namespace streamlearn {
 static_assert(std::endian::native == std::endian::little,
               "digests hash native doubles as little-endian bytes");
 
-std::string ToHex(const Digest& d) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(64, '0');
-  for (size_t i = 0; i < d.size(); ++i) {
-    out[2 * i] = kHex[d[i] >> 4];
-    out[2 * i + 1] = kHex[d[i] & 15];
+namespace {
+
+// The two hex digits of every byte: one lookup per byte (every audit record writes two digests).
+constexpr std::array<char, 512> MakeHexPairs() {
+  constexpr char kHex[] = "0123456789abcdef";
+  std::array<char, 512> pairs{};
+  for (int b = 0; b < 256; ++b) {
+    pairs[2 * b] = kHex[b >> 4];
+    pairs[2 * b + 1] = kHex[b & 15];
   }
+  return pairs;
+}
+constexpr std::array<char, 512> kHexPairs = MakeHexPairs();
+
+}  // namespace
+
+char* WriteHex(const Digest& d, char* out) {
+  for (size_t i = 0; i < d.size(); ++i) std::memcpy(out + 2 * i, &kHexPairs[2 * d[i]], 2);
+  return out + 2 * d.size();
+}
+
+std::string ToHex(const Digest& d) {
+  std::string out(64, '0');
+  WriteHex(d, out.data());
   return out;
 }
 
-Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
-  EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
+void AppendHex(const Digest& d, std::string* out) {
+  const size_t at = out->size();
+  out->resize(at + 64);
+  WriteHex(d, out->data() + at);
 }
+
+namespace {
+
+// SHA-256 fetched from the default provider once. EVP_sha256() makes OpenSSL 3 look the
+// algorithm up again at every EVP_DigestInit_ex (a lock and a property query, about 200 ns,
+// a third of hashing a 500-byte audit record; bench/RESULTS.md, "Audit cost per record").
+// Never freed: it lives as long as the process, like OpenSSL's own table.
+const EVP_MD* FetchedSha256() {
+  static const EVP_MD* const md = [] {
+    const EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    return fetched != nullptr ? fetched : EVP_sha256();
+  }();
+  return md;
+}
+
+}  // namespace
+
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) { Reset(); }
+
+void Sha256::Reset() { EVP_DigestInit_ex2(static_cast<EVP_MD_CTX*>(ctx_), FetchedSha256(), nullptr); }
 
 Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
 

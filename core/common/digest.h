@@ -18,6 +18,9 @@ namespace streamlearn {
 using Digest = std::array<uint8_t, 32>;
 
 std::string ToHex(const Digest& d);
+// The 64 lowercase hex digits of `d` at `out` (room for 64 chars); returns the end.
+char* WriteHex(const Digest& d, char* out);
+void AppendHex(const Digest& d, std::string* out);  // appends ToHex(d)
 
 // Incremental SHA-256. Not thread-safe; one hasher per thread.
 class Sha256 {
@@ -33,6 +36,8 @@ class Sha256 {
   void F64(double x);             // IEEE-754 bits, little-endian
   void F64s(std::span<const double> xs);
   Digest Finish();
+  // Starts a new digest on the same context (cheaper than a new hasher).
+  void Reset();
 
  private:
   void* ctx_;  // EVP_MD_CTX*

@@ -167,7 +167,7 @@ absl::StatusOr<Receipt> ShardChain::Commit(
   lines_.clear();
   for (size_t i = 0; i < bodies.size(); ++i) {
     RETURN_IF_ERROR(next.AppendCanonical(bodies.at(i), &lines_));
-    if (i == 0) receipt.first_curr = MerkleStep(writer_.chain().head(), bodies.at(0));
+    if (i == 0) receipt.first_curr = next.record_curr();
   }
   receipt.next_index = next.chain().size();
   receipt.head = next.chain().head();
