@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -302,7 +303,8 @@ TEST_F(ClusterE2eTest, KillsPausesNatsLossAndRebalanceLoseNothingAndForkNoChain)
         f->set_t(++fused_t[shard]);
         xs.emplace_back();
         for (int k = 0; k < kFeatures; ++k) {
-          const uint64_t id = 1 + static_cast<uint64_t>(inputs.Next() * 1e6) % 50;
+          // |u| * 1e6: a negative double cast to uint64_t is undefined (clang's UBSan).
+          const uint64_t id = 1 + static_cast<uint64_t>(std::fabs(inputs.Next()) * 1e6) % 50;
           const double val = inputs.Next();
           f->add_ids(id);
           f->add_vals(val);

@@ -9,6 +9,7 @@
 #ifndef STREAMLEARN_TESTS_SAU_LMU_BATCH_H_
 #define STREAMLEARN_TESTS_SAU_LMU_BATCH_H_
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,7 +49,8 @@ class SauLmuBatch {
       s->set_t(te);
       xs_.emplace_back();
       for (int f = 0; f < shape.features; ++f) {
-        const uint64_t id = 1 + static_cast<uint64_t>(inputs.Next() * 1e6) % 50;
+        // |u| * 1e6: a negative double cast to uint64_t is undefined (clang's UBSan).
+        const uint64_t id = 1 + static_cast<uint64_t>(std::fabs(inputs.Next()) * 1e6) % 50;
         const double val = inputs.Next();
         s->add_ids(id);
         s->add_vals(val);
