@@ -38,12 +38,6 @@ std::string ToHex(const Digest& d) {
   return out;
 }
 
-void AppendHex(const Digest& d, std::string* out) {
-  const size_t at = out->size();
-  out->resize(at + 64);
-  WriteHex(d, out->data() + at);
-}
-
 namespace {
 
 // SHA-256 fetched from the default provider once. EVP_sha256() makes OpenSSL 3 look the

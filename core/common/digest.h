@@ -20,7 +20,6 @@ using Digest = std::array<uint8_t, 32>;
 std::string ToHex(const Digest& d);
 // The 64 lowercase hex digits of `d` at `out` (room for 64 chars); returns the end.
 char* WriteHex(const Digest& d, char* out);
-void AppendHex(const Digest& d, std::string* out);  // appends ToHex(d)
 
 // Incremental SHA-256. Not thread-safe; one hasher per thread.
 class Sha256 {
