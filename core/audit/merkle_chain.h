@@ -49,8 +49,10 @@ struct ChainId {
 // 1 (a genesis without the field): chains written before prf events carried "clipped" (the
 // log-features an event clipped) and "median_den" (the floor policy's input on a trigger); the
 // verifier cannot recompute the clip rate or a triggered beta_floor from them and checks those
-// two by their bounds only (docs/AUDIT.md, "Record formats"). 2: with both.
-inline constexpr uint64_t kAuditRecordFormat = 2;
+// two by their bounds only (docs/AUDIT.md, "Record formats"). 2: with both. 3: a prf event
+// that clipped above c_hi also carries "clipped_hi", so that a verifier recomputes the clip
+// level's self-regulation (with 2 it checks a raise by its step and cap only).
+inline constexpr uint64_t kAuditRecordFormat = 3;
 
 // The genesis body; it names kAuditRecordFormat.
 AuditRecord GenesisBody(std::string_view model_spec, const Digest& w_digest,

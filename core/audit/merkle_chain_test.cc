@@ -28,7 +28,7 @@ TEST(MerkleChainTest, GenesisCommitsToSpecAndWDigest) {
   EXPECT_EQ(g->index, 0u);
   EXPECT_EQ(g->merkle_prev, Digest{});
   const std::string canon =
-      "{\"kind\":\"genesis\",\"model_spec\":\"sau:r=256\",\"record_format\":2,\"w_digest\":\"" +
+      "{\"kind\":\"genesis\",\"model_spec\":\"sau:r=256\",\"record_format\":3,\"w_digest\":\"" +
       ToHex(WDigest()) + "\"}";
   EXPECT_EQ(g->merkle_curr, MerkleStep(Digest{}, canon));
   EXPECT_EQ(chain.head(), g->merkle_curr);

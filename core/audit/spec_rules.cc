@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/audit/audit_record.h"
+#include "core/common/status_macros.h"
 #include "core/lmu/lmu_table.h"
 #include "core/sau/sau_spec.h"
 
@@ -45,7 +46,42 @@ absl::StatusOr<SauRuleParams> SauParams(const AuditRecord& sau, std::string_view
     if (!x.ok()) return x.status();
     *out = *x;
   }
+  // Self-regulation: a switch the spec does not name is off (specs written before it).
+  for (auto [field, out] : {std::pair<std::string_view, bool*>{"regulate_gamma",
+                                                               &p.regulate_gamma},
+                            {"regulate_clip", &p.regulate_clip}}) {
+    const AuditValue* v = sau.Find(field);
+    if (v == nullptr) continue;
+    const bool* on = v->get_if<bool>();
+    if (on == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the genesis model_spec's ", std::string(part), ".", std::string(field),
+          " is not a bool"));
+    }
+    *out = *on;
+  }
+  if (p.regulate_gamma) {
+    ASSIGN_OR_RETURN(p.gamma, Number(sau, part, "gamma"));
+    ASSIGN_OR_RETURN(p.gamma_max, Number(sau, part, "gamma_max"));
+  }
+  if (p.regulate_clip) {
+    ASSIGN_OR_RETURN(p.c_hi, Number(sau, part, "c_hi"));
+    ASSIGN_OR_RETURN(p.c_hi_max, Number(sau, part, "c_hi_max"));
+    // docs/SAU.md (K1): the step is one standard deviation of g in L2_SCALED mode (the
+    // default, also for an unspecified mode), 10 in RAW mode.
+    const AuditValue* mode = sau.Find("input_mode");
+    const std::string* mode_name = mode == nullptr ? nullptr : mode->get_if<std::string>();
+    if (mode_name != nullptr && *mode_name == "INPUT_MODE_RAW") {
+      p.clip_step = 10.0;
+    } else {
+      ASSIGN_OR_RETURN(const double a, Number(sau, part, "input_scale"));
+      ASSIGN_OR_RETURN(const double tau, Number(sau, part, "tau"));
+      if (!(tau > 0)) return Missing(part, "tau");
+      p.clip_step = a / std::sqrt(tau);
+    }
+  }
   const sau::SauSpec defaults;
+  p.median_start = static_cast<uint64_t>(defaults.warmup / 2);
   p.warmup = static_cast<uint64_t>(defaults.warmup);
   p.epoch_length = static_cast<uint64_t>(defaults.epoch_length);
   p.log_e_floor = defaults.log_e_floor;

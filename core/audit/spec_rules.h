@@ -3,8 +3,9 @@
 //
 // The genesis record's model_spec is the model's effective spec as protobuf JSON
 // (proto/admin.proto). From it:
-//   SAU (a prf SAU part; a fused model's fuse.sau for its threshold): r, C_RJ, delta_RJ, alpha
-//     and the base beta_floor,
+//   SAU (a prf SAU part; a fused model's fuse.sau for its threshold and its self-regulation):
+//     r, C_RJ, delta_RJ, alpha, the base beta_floor, and the self-regulation's switches,
+//     gamma, gamma_max, c_hi, c_hi_max and clip step,
 //     with the estimator's fixed constants (warm-up, epoch length, log E floor, the floor
 //     policy's fractions, cooldown and decay; core/sau/sau_spec.h), which are not part of the
 //     spec and so are the verifier's own;
@@ -40,6 +41,20 @@ struct SauRuleParams {
   double max_floor_frac = 0;
   uint64_t floor_cooldown = 0;
   double floor_decay = 0;
+  // Self-regulation (docs/SAU.md, "Self-regulation"): the switches and the values the
+  // regulator starts from and is capped at, from the spec (a spec written before the
+  // switches existed has neither: both off). clip_step is ClipStep of the spec: a / sqrt(tau)
+  // in L2_SCALED mode, 10 in RAW mode.
+  bool regulate_gamma = false;
+  bool regulate_clip = false;
+  double gamma = 0;
+  double gamma_max = 0;
+  double c_hi = 0;
+  double c_hi_max = 0;
+  double clip_step = 0;
+  // The running median of the denominators takes an event's den once this many events came
+  // before it (warm-up / 2; core/sau/sau_estimator.cc).
+  uint64_t median_start = 0;
 };
 
 struct LmuRuleParams {

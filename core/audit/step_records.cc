@@ -109,7 +109,10 @@ void AppendSauEventBody(const SauEventRecord& rec, std::string* out) {
   w.Double("beta_floor", d.beta_floor).Double("bprime_hat", d.bprime_hat);
   w.Double("clip_rate", d.clip_rate);
   // A saturation event (seed 000 sec. 15): the log-features clipped at this event.
+  // Of them, those clipped above c_hi (record format 3): the clip level's rule (K1) counts
+  // them, so that a verifier recomputes its raises.
   if (d.clipped > 0) w.Uint("clipped", static_cast<uint64_t>(d.clipped));
+  if (d.clipped_hi > 0) w.Uint("clipped_hi", static_cast<uint64_t>(d.clipped_hi));
   w.Double("den", d.den);
   if (rec.state != nullptr) {
     w.Uint("den_below_floor", rec.state->den_below_floor).Double("den_min", rec.state->den_min);

@@ -7,7 +7,8 @@
 //                rj_gap, rj_gap_eq16, rj_threshold, rj_exceeded, rj_level, beta_floor,
 //                lambda_star, nu2_hat, bprime_hat, den, shr, clip_rate (rho_clip),
 //                max_exponent; "clipped" (log-features clipped, seed 000's saturation events)
-//                on an event that clipped; "median_den" (the floor policy's input) on an event where RJ
+//                on an event that clipped, and "clipped_hi" (those above c_hi) when some
+//                were; "median_den" (the floor policy's input) on an event where RJ
 //                red or an alarm raised the floor; "actions" when the policy acted at this event
 //                ({"action":"raise_beta_floor","cause":"rj_red"} on every red event);
 //                "batch_digest" (SHA-256 of the log entry that carries the event) on the first

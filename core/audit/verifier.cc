@@ -79,6 +79,7 @@ std::string_view AuditRuleName(AuditRule rule) {
     case AuditRule::kBetaFloor: return "beta_floor";
     case AuditRule::kSaturation: return "saturation";
     case AuditRule::kEngine: return "engine";
+    case AuditRule::kRegulation: return "regulation";
   }
   return "unknown";
 }
@@ -298,6 +299,20 @@ absl::Status AuditVerifier::CheckBody(const AuditRecord& body, const Digest& pre
     if (absl::Status st = CheckSauThreshold(body, *rules_.fuse_sau, fuse_events_); !st.ok()) {
       return st;
     }
+    double den = 0;
+    if (!Num(body, "den", &den)) {
+      return Fail(at, AuditRule::kRegulation,
+                  "a fuse_learn record of a prf SAU needs a numeric \"den\"");
+    }
+    // The epochs and upper clips of a fused SAU are not logged.
+    if (std::string why = fuse_regulation_->Observe({.n = fuse_events_,
+                                                     .den = den,
+                                                     .clipped_hi = std::nullopt,
+                                                     .epoch_ending = std::nullopt},
+                                                    body);
+        !why.empty()) {
+      return Fail(at, AuditRule::kRegulation, why);
+    }
   }
   if (rules_.sau.has_value() && kind != nullptr && *kind == "sau_control") {
     if (absl::Status st = CheckSauControl(body); !st.ok()) return st;
@@ -412,7 +427,11 @@ absl::Status AuditVerifier::CheckGenesisSpec(const std::string& model_spec,
     return absl::OkStatus();
   }
   rules_ = *std::move(rules);
-  if (rules_.sau.has_value()) sau_.floor = rules_.sau->beta_floor;
+  if (rules_.sau.has_value()) {
+    sau_.floor = rules_.sau->beta_floor;
+    sau_.regulation.emplace(*rules_.sau);
+  }
+  if (rules_.fuse_sau.has_value()) fuse_regulation_.emplace(*rules_.fuse_sau);
   return absl::OkStatus();
 }
 
@@ -477,6 +496,30 @@ absl::Status AuditVerifier::CheckSauPolicy(const AuditRecord& body, bool red) {
   sau_.restart_pending =
       tested && (alarm || log_e < p.log_e_floor || sau_.epoch_events >= p.epoch_length);
 
+  // regulation: the median of the logged denominators, then the self-regulating actions.
+  double den = 0, clipped_hi = 0;
+  if (!Num(body, "den", &den)) {
+    return Fail(at, AuditRule::kRegulation, "a prf sau_event needs a numeric \"den\"");
+  }
+  std::optional<uint64_t> upper;
+  if (record_format_ >= 3) {
+    double clipped = 0;
+    if (body.Find("clipped_hi") != nullptr &&
+        (!Num(body, "clipped_hi", &clipped_hi) || clipped_hi < 1 ||
+         clipped_hi != std::floor(clipped_hi) || !Num(body, "clipped", &clipped) ||
+         clipped_hi > clipped)) {
+      return Fail(at, AuditRule::kSaturation,
+                  "\"clipped_hi\" must be an integer in 1..\"clipped\"");
+    }
+    upper = static_cast<uint64_t>(clipped_hi);
+  }
+  if (std::string why = sau_.regulation->Observe(
+          {.n = sau_.events, .den = den, .clipped_hi = upper, .epoch_ending = sau_.restart_pending},
+          body);
+      !why.empty()) {
+    return Fail(at, AuditRule::kRegulation, why);
+  }
+
   // beta_floor
   double want_floor = sau_.floor;
   bool floor_bounded_only = false;
@@ -490,6 +533,11 @@ absl::Status AuditVerifier::CheckSauPolicy(const AuditRecord& body, bool red) {
       }
       // Format 1 did not log the policy's input: the floor it set is only bounded below.
       floor_bounded_only = true;
+    } else if (!Close(median, sau_.regulation->median(), 0.0)) {
+      return Fail(at, AuditRule::kBetaFloor,
+                  absl::StrFormat("median_den %.17g is not the running median %.17g of the "
+                                  "logged denominators",
+                                  median, sau_.regulation->median()));
     }
     want_floor = std::max(2 * sau_.floor, p.red_floor_frac * median);
     if (median > 0) want_floor = std::min(want_floor, p.max_floor_frac * median);

@@ -41,7 +41,14 @@
 //               the previous floor, decayed towards the base after the cooldown. A
 //               sau_control record carries the floor of the event before it.
 //   saturation  "clip_rate" = (sum of the events' "clipped") / (n r), and "max_exponent" never
-//               decreases (a running maximum).
+//               decreases (a running maximum); "clipped_hi" (format 3) is at most "clipped".
+//   regulation  the running median of the logged "den" values (the verifier's own), which a
+//               triggered floor's "median_den" must equal (rule beta_floor); the
+//               self-regulating actions "raise_gamma", "lower_gamma" and "raise_c_hi" with
+//               their values, recomputed from it, the upper clips and the epochs
+//               (regulation_rule.h). Also for a fused model's fuse_learn records, whose
+//               epochs are not logged (the clip level's raises are then checked by their
+//               step and cap).
 // Values are compared to 1e-12 relative (a libm of another machine may round differently).
 //   certificate a nested record "certificate" (in the body, or in the body's "payload" record of
 //               a client append) passes CheckCertificateRecord (certificate.h).
@@ -69,6 +76,7 @@
 #include "core/audit/audit_record.h"
 #include "core/audit/ed25519_key.h"
 #include "core/audit/merkle_chain.h"
+#include "core/audit/regulation_rule.h"
 #include "core/audit/spec_rules.h"
 #include "core/common/digest.h"
 
@@ -92,6 +100,7 @@ enum class AuditRule {
   kBetaFloor,
   kSaturation,
   kEngine,
+  kRegulation,
 };
 
 std::string_view AuditRuleName(AuditRule rule);
@@ -154,8 +163,10 @@ class AuditVerifier {
     uint64_t since_trigger = 0;
     uint64_t clipped = 0;   // log-features clipped so far (the events' "clipped")
     double max_exponent = -HUGE_VAL;
+    std::optional<RegulationRule> regulation;  // the median and the self-regulation
   } sau_;
   uint64_t fuse_events_ = 0;  // fuse_learn records so far
+  std::optional<RegulationRule> fuse_regulation_;  // a fused model's prf SAU's
   uint64_t record_format_ = 1;  // the genesis's record_format (none: 1; merkle_chain.h)
   absl::Status status_;
   std::optional<ChainId> bound_;

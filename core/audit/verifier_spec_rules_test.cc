@@ -22,6 +22,7 @@
 #include "core/audit/verifier.h"
 #include "core/lmu/lmu_table.h"
 #include "core/sau/sau_estimator.h"
+#include "core/sau/counter_rng.h"
 #include "core/workloads/dgp.h"
 #include "gtest/gtest.h"
 
@@ -81,6 +82,66 @@ const Stream& TheStream() {
             R"({"c_insert_p100":)", 1 + i % 3, R"(,"c_lookup_p100":)", 2 + i % 2,
             R"(,"insert_bound":)", s->insert_bound, R"(,"kind":"lmu_update","locate_bound":)",
             s->locate_bound, "}"));
+      }
+    }
+    return s;
+  }();
+  return *stream;
+}
+
+// A self-regulating model (docs/SAU.md, "Self-regulation"; both switches on) through a real
+// estimator: two clusters of keys that leave and come back (their returns thin the
+// denominators, and the window widens), then keys along one feature row of norm about 4.5 (that
+// row clips above c_hi at every event, 1/64 > 1% of the log-features, and the clip level
+// rises at the epochs' ends). Written as TheStream is.
+const Stream& TheRegulatedStream() {
+  static const Stream* stream = [] {
+    auto* s = new Stream;
+    sau::SauSpec spec;
+    spec.d = 16;
+    spec.d_v = 2;
+    spec.r = 64;
+    spec.input_scale = 8;
+    spec.seed = 17;
+    spec.regulate_gamma = spec.regulate_clip = true;
+    absl::StatusOr<sau::SauEstimator> est = sau::SauEstimator::Create(spec);
+    EXPECT_TRUE(est.ok()) << est.status();
+    const sau::SauSpec& eff = est->spec();
+    s->model_spec = absl::StrFormat(
+        R"({"sau":{"alpha":%.17g,"beta_floor":%.17g,"c_hi":%.17g,"c_hi_max":%.17g,)"
+        R"("c_rj":%.17g,"engine":"ENGINE_PRF","gamma":%.17g,"gamma_max":%.17g,)"
+        R"("input_mode":"INPUT_MODE_L2_SCALED","input_scale":%.17g,"r":%d,)"
+        R"("regulate_clip":true,"regulate_gamma":true,"rj_delta":%.17g,"tau":%.17g}})",
+        eff.alpha, eff.beta_floor, eff.c_hi, eff.c_hi_max, eff.c_rj, eff.gamma, eff.gamma_max,
+        eff.input_scale, eff.r, eff.rj_delta, eff.tau);
+    std::vector<sau::DgpEvent> events = sau::ReturningClusters(16, 6000, 600, 23);
+    const std::vector<double>& w = est->features().w();
+    int best = 0;
+    double best_gap = HUGE_VAL;
+    for (int i = 0; i < eff.r; ++i) {
+      double n = 0;
+      for (int l = 0; l < eff.d; ++l) n += w[i * eff.d + l] * w[i * eff.d + l];
+      if (std::abs(std::sqrt(n) - 4.5) < best_gap) {
+        best_gap = std::abs(std::sqrt(n) - 4.5);
+        best = i;
+      }
+    }
+    sau::CounterRng rng(29, 7);
+    for (int t = 0; t < 3000; ++t) {
+      sau::DgpEvent e;
+      for (int l = 0; l < eff.d; ++l) e.k.push_back(w[best * eff.d + l] + 0.05 * rng.NextNormal());
+      e.v = {rng.NextNormal(), rng.NextNormal()};
+      events.push_back(std::move(e));
+    }
+    for (size_t i = 0; i < events.size(); ++i) {
+      const sau::EventDiagnostics d = est->Ingest(events[i].k, events[i].v);
+      std::string body;
+      AppendSauEventBody({.t = 1 + i, .log_seq = 1 + i, .ver_sau = 1 + i, .diag = &d}, &body);
+      s->bodies.push_back(body);
+      if (d.alarm) {
+        body.clear();
+        AppendSauAlarmBody(1 + i, 1 + i, d, &body);
+        s->bodies.push_back(body);
       }
     }
     return s;
@@ -277,7 +338,7 @@ std::vector<Forgery> Forgeries() {
          AuditRecord r = Parse((*b)[i]);
          AuditRecord without;
          for (const AuditField& f : r.fields()) {
-           if (f.key != "clipped") without.Set(f.key, f.value);
+           if (f.key != "clipped" && f.key != "clipped_hi") without.Set(f.key, f.value);
          }
          (*b)[i] = Canon(without);
          return i;
@@ -291,6 +352,28 @@ std::vector<Forgery> Forgeries() {
          });
          AuditRecord r = Parse((*b)[i]);
          r.Set("margin", Number(r, "margin") + 0.5).Set("engine", "ridge");
+         (*b)[i] = Canon(r);
+         return i;
+       }},
+      {"a triggered floor raised from a forged median_den (floor and median agree)",
+       AuditRule::kBetaFloor,
+       [](const Stream& s, std::vector<std::string>* b) {
+         const SauRuleParams p = *SpecRulesFromModelSpec(s.model_spec)->sau;
+         size_t i = 1;
+         double prev_floor = p.beta_floor;
+         for (; i < s.bodies.size(); ++i) {
+           const AuditRecord r = Parse(s.bodies[i]);
+           if (!Kind(r, "sau_event")) continue;
+           if (r.Find("median_den") != nullptr && i > 200) break;
+           prev_floor = Number(r, "beta_floor");
+         }
+         AuditRecord r = Parse((*b)[i]);
+         const double median = Number(r, "median_den") * 1.5;
+         const double floor = std::max(
+             std::min(std::max(2 * prev_floor, p.red_floor_frac * median),
+                      p.max_floor_frac * median),
+             p.beta_floor);
+         r.Set("median_den", median).Set("beta_floor", floor);
          (*b)[i] = Canon(r);
          return i;
        }},
@@ -374,9 +457,9 @@ TEST(VerifierSpecRules, AFormatOneChainIsCheckedByWhatItLogged) {
   EXPECT_TRUE(absl::StrContains(format2.message(), "saturation") ||
               absl::StrContains(format2.message(), "beta_floor"))
       << format2;
-  const absl::Status format3 = VerifyFormat(s, s.bodies, 3);
-  EXPECT_TRUE(absl::StrContains(format3.message(), "record_format must be an integer in 2..2"))
-      << format3;
+  const absl::Status format4 = VerifyFormat(s, s.bodies, 4);
+  EXPECT_TRUE(absl::StrContains(format4.message(), "record_format must be an integer in 2..3"))
+      << format4;
 
   const size_t event = FirstWhere(s, [](const AuditRecord& r) { return Kind(r, "sau_event"); });
   std::vector<std::string> bad_rate = old;
@@ -416,6 +499,203 @@ TEST(VerifierSpecRules, AnEmptyChainIsNotAVerifiedChain) {
   EXPECT_EQ(v.failed_rule(), AuditRule::kGenesis);
   EXPECT_EQ(st.message(), "audit record 0 breaks rule genesis: the chain is empty: there is no "
                           "genesis record");
+}
+
+}  // namespace
+}  // namespace streamlearn
+
+namespace streamlearn {
+namespace {
+
+// The regulation actions of a body: "raise_gamma" etc. -> value.
+std::vector<std::pair<std::string, double>> Regulations(const AuditRecord& r) {
+  std::vector<std::pair<std::string, double>> out;
+  const AuditValue* v = r.Find("actions");
+  if (v == nullptr) return out;
+  for (const AuditValue& e : *v->get_if<AuditList>()) {
+    const AuditRecord& a = *e.get_if<AuditRecord>();
+    const std::string& name = *a.Find("action")->get_if<std::string>();
+    if (name == "raise_gamma" || name == "lower_gamma" || name == "raise_c_hi") {
+      out.emplace_back(name, Number(a, "value"));
+    }
+  }
+  return out;
+}
+
+// A body with its "actions" replaced (none: the field removed).
+std::string WithActions(const std::string& body, const std::vector<AuditRecord>& actions) {
+  const AuditRecord r = Parse(body);
+  AuditRecord out;
+  for (const AuditField& f : r.fields()) {
+    if (f.key != "actions") out.Set(f.key, f.value);
+  }
+  if (!actions.empty()) {
+    AuditList list;
+    for (const AuditRecord& a : actions) list.emplace_back(a);
+    out.Set("actions", std::move(list));
+  }
+  return Canon(out);
+}
+
+std::vector<AuditRecord> ActionsOf(const std::string& body) {
+  std::vector<AuditRecord> out;
+  const AuditRecord r = Parse(body);
+  if (const AuditValue* v = r.Find("actions")) {
+    for (const AuditValue& e : *v->get_if<AuditList>()) out.push_back(*e.get_if<AuditRecord>());
+  }
+  return out;
+}
+
+size_t FirstRegulation(const Stream& s, std::string_view action) {
+  return FirstWhere(s, [action](const AuditRecord& r) {
+    for (const auto& [name, value] : Regulations(r)) {
+      if (name == action) return true;
+    }
+    return false;
+  });
+}
+
+// The regulated stream exercises both switches, and its records pass: the verifier's own
+// median of the logged denominators, blocks, levels, cooldown and epoch clip counts give the
+// same actions and values as the estimator's regulator.
+TEST(VerifierSpecRules, ARegulatedModelsRecordsPass) {
+  const Stream& s = TheRegulatedStream();
+  int raise = 0, lower = 0, clip = 0, upper = 0;
+  for (const std::string& b : s.bodies) {
+    const AuditRecord r = Parse(b);
+    if (r.Find("clipped_hi") != nullptr) ++upper;
+    for (const auto& [name, value] : Regulations(r)) {
+      raise += name == "raise_gamma";
+      lower += name == "lower_gamma";
+      clip += name == "raise_c_hi";
+    }
+  }
+  std::printf("regulated stream: %zu records, %d raise_gamma, %d lower_gamma, %d raise_c_hi, %d "
+              "events clipped above c_hi\n",
+              s.bodies.size(), raise, lower, clip, upper);
+  EXPECT_GT(raise, 0);
+  EXPECT_GT(clip, 0);
+  EXPECT_GT(upper, 0);
+  AuditVerifier v({});
+  const absl::Status st = Verify(s, s.bodies, &v);
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_EQ(v.records(), s.bodies.size() + 1);
+}
+
+TEST(VerifierSpecRules, ForgedSelfRegulationIsCaughtAndNamed) {
+  const Stream& s = TheRegulatedStream();
+  const std::vector<Forgery> forgeries = {
+      {"a widening of the window left out of the record", AuditRule::kRegulation,
+       [](const Stream& s, std::vector<std::string>* b) {
+         const size_t i = FirstRegulation(s, "raise_gamma");
+         std::vector<AuditRecord> kept;
+         for (const AuditRecord& a : ActionsOf((*b)[i])) {
+           if (*a.Find("action")->get_if<std::string>() != "raise_gamma") kept.push_back(a);
+         }
+         (*b)[i] = WithActions((*b)[i], kept);
+         return i;
+       }},
+      {"a widening to another gamma than the next level's", AuditRule::kRegulation,
+       [](const Stream& s, std::vector<std::string>* b) {
+         const size_t i = FirstRegulation(s, "raise_gamma");
+         std::vector<AuditRecord> actions = ActionsOf((*b)[i]);
+         for (AuditRecord& a : actions) {
+           if (*a.Find("action")->get_if<std::string>() == "raise_gamma") {
+             a.Set("value", 0.9999);
+           }
+         }
+         (*b)[i] = WithActions((*b)[i], actions);
+         return i;
+       }},
+      {"a widening where the block had too few thin events", AuditRule::kRegulation,
+       [](const Stream& s, std::vector<std::string>* b) {
+         // The 3rd block's last event (n = 300): the warm-up's, no thin event yet.
+         size_t i = 0;
+         for (int n = 0; i < s.bodies.size(); ++i) {
+           if (Kind(Parse(s.bodies[i]), "sau_event") && ++n == 300) break;
+         }
+         EXPECT_TRUE(Regulations(Parse((*b)[i])).empty());
+         std::vector<AuditRecord> actions = ActionsOf((*b)[i]);
+         AuditRecord a;
+         a.Set("action", "raise_gamma").Set("cause", "thin_denominators").Set("value", 0.995);
+         actions.push_back(a);
+         (*b)[i] = WithActions((*b)[i], actions);
+         return i;
+       }},
+      {"a raise of the clip level left out of the record", AuditRule::kRegulation,
+       [](const Stream& s, std::vector<std::string>* b) {
+         const size_t i = FirstRegulation(s, "raise_c_hi");
+         std::vector<AuditRecord> kept;
+         for (const AuditRecord& a : ActionsOf((*b)[i])) {
+           if (*a.Find("action")->get_if<std::string>() != "raise_c_hi") kept.push_back(a);
+         }
+         (*b)[i] = WithActions((*b)[i], kept);
+         return i;
+       }},
+      {"a raise of the clip level where no epoch ends", AuditRule::kRegulation,
+       [](const Stream& s, std::vector<std::string>* b) {
+         // An event after the first raise, inside an epoch (the next event's epoch is the
+         // same), that took no action.
+         size_t i = FirstRegulation(s, "raise_c_hi") + 1;
+         for (; i + 1 < s.bodies.size(); ++i) {
+           const AuditRecord r = Parse(s.bodies[i]), next = Parse(s.bodies[i + 1]);
+           if (Kind(r, "sau_event") && Kind(next, "sau_event") && r.Find("actions") == nullptr &&
+               Number(r, "epoch") == Number(next, "epoch")) {
+             break;
+           }
+         }
+         std::vector<AuditRecord> actions = ActionsOf((*b)[i]);
+         AuditRecord a;
+         a.Set("action", "raise_c_hi").Set("cause", "clip_rate").Set("value", 100.0);
+         actions.push_back(a);
+         (*b)[i] = WithActions((*b)[i], actions);
+         return i;
+       }},
+      {"more upper clips than clips", AuditRule::kSaturation,
+       [](const Stream& s, std::vector<std::string>* b) {
+         const size_t i =
+             FirstWhere(s, [](const AuditRecord& r) { return r.Find("clipped_hi") != nullptr; });
+         AuditRecord r = Parse((*b)[i]);
+         r.Set("clipped_hi", static_cast<uint64_t>(Number(r, "clipped")) + 1);
+         (*b)[i] = Canon(r);
+         return i;
+       }},
+  };
+  for (const Forgery& f : forgeries) {
+    SCOPED_TRACE(f.name);
+    std::vector<std::string> bodies = s.bodies;
+    const size_t i = f.forge(s, &bodies);
+    ASSERT_NE(bodies[i], s.bodies[i]);
+    AuditVerifier v({});
+    const absl::Status st = Verify(s, bodies, &v);
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+    EXPECT_EQ(v.failed_rule(), f.rule) << st;
+    EXPECT_EQ(v.first_bad_index(), i + 1) << st;
+    std::printf("%s:\n  %s\n", f.name.c_str(), std::string(st.message()).c_str());
+  }
+}
+
+// A format-2 chain did not log upper clips: its clip level's raises are checked by their step
+// and cap at an epoch's end only; the same records under a format-3 genesis fail (the raises
+// then follow from no logged clip), and a raise by more than a step fails either way.
+TEST(VerifierSpecRules, AFormatTwoChainChecksTheClipLevelByItsStep) {
+  const Stream& s = TheRegulatedStream();
+  std::vector<std::string> old;
+  for (const std::string& b : s.bodies) old.push_back(Without(b, {"clipped_hi"}));
+  const absl::Status format2 = VerifyFormat(s, old, 2);
+  EXPECT_TRUE(format2.ok()) << format2;
+  const absl::Status format3 = VerifyFormat(s, old, 3);
+  EXPECT_TRUE(absl::StrContains(format3.message(), "rule regulation")) << format3;
+  const size_t i = FirstRegulation(s, "raise_c_hi");
+  std::vector<AuditRecord> actions = ActionsOf(old[i]);
+  for (AuditRecord& a : actions) {
+    if (*a.Find("action")->get_if<std::string>() == "raise_c_hi") {
+      a.Set("value", Number(a, "value") + 1);
+    }
+  }
+  old[i] = WithActions(old[i], actions);
+  const absl::Status step = VerifyFormat(s, old, 2);
+  EXPECT_TRUE(absl::StrContains(step.message(), "rule regulation")) << step;
 }
 
 }  // namespace

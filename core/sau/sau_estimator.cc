@@ -293,6 +293,7 @@ EventDiagnostics SauEstimator::IngestFeatures(const double* x, const double* phi
   diag.lambda_star = effective_lambda();
   diag.clip_rate = st.clip_rate();
   diag.clipped = clip.clipped;
+  diag.clipped_hi = clip.clipped_hi;
   diag.max_exponent = st.max_exponent;
   diag.gamma = st.regulator.gamma();
   diag.c_hi = st.regulator.c_hi();

@@ -45,6 +45,7 @@ struct EventDiagnostics {
   double lambda_star = 0;   // in force for the next event
   double clip_rate = 0;     // cumulative rho_clip
   int clipped = 0;          // log-features clipped at this event (> 0: a saturation event)
+  int clipped_hi = 0;       // of them, those clipped above c_hi (self-regulation's (K1))
   double max_exponent = 0;  // largest unclipped log-feature seen
   double den = 0;           // raw whitened denominator phi_w(k)^T s_{t-1}
   double shr = 0;           // den / (den + lambda_star), docs/SAU.md M1
