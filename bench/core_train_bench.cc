@@ -28,7 +28,7 @@
 // stream) after the pass. The set-up stops the run otherwise. The notes after the ratio table
 // give the losses (progressive over the last 10^5 examples, held-out) and the LMU's rebuilds.
 // CPU time (single-threaded timed loops; RatioReporter::TimeBase::kCpu); counters: examples/s
-// (items_per_second) and per_feature (CPU time per pass / (10^6 * 20)). ~1 min on 2 cores.
+// (items_per_second) and per_feature (CPU time per pass / (10^6 * 20)). ~20 s on 2 cores.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
