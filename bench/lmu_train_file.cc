@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   const double total = Seconds(start, std::chrono::steady_clock::now());
   const double per = samples > 0 ? 1e6 / static_cast<double>(samples) : 0;
   std::printf(
-      "lmu_train_file %s: %llu samples, parse %.2f s, train %.2f s, total %.2f s "
+      "lmu_train_file %s: %llu samples, parse %.3f s, train %.3f s, total %.3f s "
       "(%.0f samples/s); per sample parse %.3f us, train %.3f us; %llu rebuilds\n",
       path.c_str(), static_cast<unsigned long long>(samples), parse_seconds, train_seconds, total,
       total > 0 ? static_cast<double>(samples) / total : 0.0, parse_seconds * per,
