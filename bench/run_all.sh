@@ -18,10 +18,12 @@
 # repetition and removes it at the end); ~1 min each for core_fuse_bench and rpc_fuse_bench
 # (bench/RESULTS.md, "Fuse"); ~3 min for cluster_bench, which needs Debian's nats-server
 # (scripts/setup.sh), builds streamlearn-server beside it and runs its takeover measurement
-# (12 kill -9's) before the Google Benchmark cases (bench/RESULTS.md, "Cluster mode").
+# (12 kill -9's) before the Google Benchmark cases (bench/RESULTS.md, "Cluster mode"); ~20 s
+# for core_train_bench. The end-to-end training benchmark is a script of its own,
+# bench/train_e2e.sh (bench/RESULTS.md, "Training on the VW-style stream").
 set -euo pipefail
 
-usage() { sed -n '2,22p' "$0" >&2; exit 2; }
+usage() { sed -n '2,23p' "$0" >&2; exit 2; }
 [[ $# -ge 1 ]] || usage
 OUT_DIR=$1
 shift
