@@ -33,7 +33,8 @@ constexpr const char* kKeys[] = {"listen",          "metrics",        "data_dir"
                                  "cluster",
                                  "models"};
 constexpr const char* kClusterKeys[] = {"nats",     "server_id", "advertise",
-                                        "replicas", "lease_ttl", "prefix"};
+                                        "replicas", "lease_ttl", "prefix",
+                                        "audit_archive_dir"};
 
 template <size_t N>
 absl::Status CheckKeys(const Json& object, const char* const (&keys)[N], const char* where) {
@@ -94,7 +95,8 @@ absl::Status ReadPositive(const Json& root, const char* key, uint64_t max,
 }
 
 // "cluster": {"nats": "nats://...", "server_id": .., "advertise": .., "replicas": 1..5,
-// "lease_ttl": ">= 1s", "prefix": "[A-Z0-9_]+"}; nats is required.
+// "lease_ttl": ">= 1s", "prefix": "[A-Z0-9_]+", "audit_archive_dir": a path}; nats is
+// required.
 absl::Status ReadCluster(const Json& root, std::optional<ClusterConfig>* out) {
   auto it = root.find("cluster");
   if (it == root.end()) return absl::OkStatus();
@@ -134,6 +136,7 @@ absl::Status ReadCluster(const Json& root, std::optional<ClusterConfig>* out) {
     c.lease_ttl = d;
   }
   RETURN_IF_ERROR(with_place(ReadString(*it, "prefix", &c.prefix)));
+  RETURN_IF_ERROR(with_place(ReadString(*it, "audit_archive_dir", &c.audit_archive_dir)));
   *out = std::move(c);
   return absl::OkStatus();
 }

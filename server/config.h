@@ -19,7 +19,8 @@
 //     "cluster": {                    // optional: the cluster mode (docs/CLUSTER.md)
 //       "nats": "nats://n1:4222,nats://n2:4222",  // required in the object
 //       "server_id": "s1", "advertise": "s1:50051", "replicas": 3, "lease_ttl": "6s",
-//       "prefix": "SL"                // each optional, as the flags of the same names
+//       "prefix": "SL", "audit_archive_dir": "/var/lib/sl-archive"
+//                                     // each optional, as the flags of the same names
 //     },
 //     "models": [                     // optional; created at start-up
 //       {"name": "demo", "shards": 2, "sau": {"d": 64, "d_v": 64, "r": 256}}
@@ -62,6 +63,7 @@ struct ClusterConfig {
   std::optional<int> replicas;
   std::optional<absl::Duration> lease_ttl;
   std::optional<std::string> prefix;
+  std::optional<std::string> audit_archive_dir;
 };
 
 struct ServerConfig {

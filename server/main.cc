@@ -147,6 +147,12 @@ ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(6),
           "cluster mode: a shard lease not renewed for this long is taken over (>= 1s)");
 ABSL_FLAG(std::string, cluster_prefix, "SL",
           "cluster mode: prefix of the JetStream streams and buckets, [A-Z0-9_]+");
+ABSL_FLAG(std::string, audit_archive_dir, "",
+          "cluster mode: a directory every server of the cluster shares (a ReadWriteMany "
+          "volume); each chain's old audit records move there as sealed segment files, as "
+          "the embedded mode's <data_dir>/audit-archive, and leave JetStream "
+          "(--audit_live_records, --audit_segment_records). Empty: JetStream keeps every "
+          "record (docs/CLUSTER.md, \"Audit archive\")");
 ABSL_FLAG(std::string, init_keys, "",
           "writes a new audit key (audit.key, audit.pub) and LMU secret (lmu.secret) into this "
           "directory for the servers of a cluster to share, then exits");
@@ -405,6 +411,7 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
   o.cluster_replicas = absl::GetFlag(FLAGS_cluster_replicas);
   o.lease_ttl = absl::GetFlag(FLAGS_lease_ttl);
   o.cluster_prefix = absl::GetFlag(FLAGS_cluster_prefix);
+  o.audit_archive_dir = absl::GetFlag(FLAGS_audit_archive_dir);
   o.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   o.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   o.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
@@ -466,6 +473,9 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
     if (c.replicas && !given.contains("cluster_replicas")) o.cluster_replicas = *c.replicas;
     if (c.lease_ttl && !given.contains("lease_ttl")) o.lease_ttl = *c.lease_ttl;
     if (c.prefix && !given.contains("cluster_prefix")) o.cluster_prefix = *c.prefix;
+    if (c.audit_archive_dir && !given.contains("audit_archive_dir")) {
+      o.audit_archive_dir = *c.audit_archive_dir;
+    }
   }
   return o;
 }

@@ -152,6 +152,13 @@ Metrics::Metrics()
                                           "Audit records of the shard's chain in archive segments.")),
       audit_live_records_(GaugeFamily(*registry_, "streamlearn_audit_live_records",
                                       "Audit records of the shard's chain still in the store.")),
+      audit_live_records_bound_(GaugeFamily(
+          *registry_, "streamlearn_audit_live_records_bound",
+          "The most audit records of the shard's chain the store keeps while archiving keeps "
+          "up (--audit_live_records + --audit_segment_records).")),
+      audit_archive_failures_total_(CounterFamily(
+          *registry_, "streamlearn_audit_archive_failures_total",
+          "Archive passes of the shard's audit chain that failed.")),
       fuse_gate_(GaugeFamily(*registry_, "streamlearn_fuse_gate",
                              "Fuse Gate in force (weight of the SAU prediction).")),
       fuse_gate_min_(GaugeFamily(*registry_, "streamlearn_fuse_gate_min",
@@ -498,15 +505,26 @@ void Metrics::SetLogBacklog(const std::string& model, uint32_t shard, uint64_t b
 }
 
 void Metrics::SetAuditArchive(const std::string& model, uint32_t shard, uint64_t archived,
-                              uint64_t live) {
-  std::pair<prometheus::Gauge*, prometheus::Gauge*>& g = CachedSeries(
+                              uint64_t live, uint64_t live_bound) {
+  AuditArchiveSeries& g = CachedSeries(
       &audit_archive_, model, shard,
-      [this](const prometheus::Labels& labels, std::pair<prometheus::Gauge*, prometheus::Gauge*>& s) {
-        s.first = &audit_archived_records_.Add(labels);
-        s.second = &audit_live_records_.Add(labels);
+      [this](const prometheus::Labels& labels, AuditArchiveSeries& s) {
+        s.archived = &audit_archived_records_.Add(labels);
+        s.live = &audit_live_records_.Add(labels);
+        s.live_bound = &audit_live_records_bound_.Add(labels);
       });
-  g.first->Set(static_cast<double>(archived));
-  g.second->Set(static_cast<double>(live));
+  g.archived->Set(static_cast<double>(archived));
+  g.live->Set(static_cast<double>(live));
+  g.live_bound->Set(static_cast<double>(live_bound));
+}
+
+void Metrics::RecordAuditArchiveFailure(const std::string& model, uint32_t shard) {
+  prometheus::Counter* failures =
+      CachedSeries(&audit_archive_failures_, model, shard,
+                   [this](const prometheus::Labels& labels, prometheus::Counter*& c) {
+                     c = &audit_archive_failures_total_.Add(labels);
+                   });
+  failures->Increment();
 }
 
 void Metrics::RecordFuse(const std::string& model, uint32_t shard, const FuseHealth& h) {

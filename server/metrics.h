@@ -37,6 +37,9 @@
 //   streamlearn_log_backlog_batches{model,shard}  gauge: batches logged since the last snapshot
 //   streamlearn_audit_{archived,live}_records{model,shard}  gauges: the chain's records in
 //                                                 archive segments / still in the store
+//   streamlearn_audit_live_records_bound{model,shard}  gauge: the most the store keeps while
+//                                                 archiving keeps up
+//   streamlearn_audit_archive_failures_total{model,shard}  counter: archive passes that failed
 //   streamlearn_fuse_{gate,gate_min,gate_max,abs_error}{model,shard}  gauges: Fuse health
 //   streamlearn_control_actions_total{model,shard}  counter: control-plane actions
 //   streamlearn_store_memory_bytes{kind}          gauge, read at each scrape: RocksDB's own
@@ -186,7 +189,8 @@ class Metrics final : public storage::StorageObserver {
   // The shard's audit records archived and still in the store (docs/AUDIT.md, "Bounded
   // storage").
   void SetAuditArchive(const std::string& model, uint32_t shard, uint64_t archived,
-                       uint64_t live) override;
+                       uint64_t live, uint64_t live_bound) override;
+  void RecordAuditArchiveFailure(const std::string& model, uint32_t shard) override;
 
   // After a Fuse step: sets the gate gauges, advances the control-action counter to
   // h.actions, and sets the shard's SAU health gauges (margin, RJ, beta_floor, lambda_*, den)
@@ -368,6 +372,8 @@ class Metrics final : public storage::StorageObserver {
   prometheus::Family<prometheus::Gauge>& log_backlog_batches_;
   prometheus::Family<prometheus::Gauge>& audit_archived_records_;
   prometheus::Family<prometheus::Gauge>& audit_live_records_;
+  prometheus::Family<prometheus::Gauge>& audit_live_records_bound_;
+  prometheus::Family<prometheus::Counter>& audit_archive_failures_total_;
   prometheus::Family<prometheus::Gauge>& fuse_gate_;
   prometheus::Family<prometheus::Gauge>& fuse_gate_min_;
   prometheus::Family<prometheus::Gauge>& fuse_gate_max_;
@@ -396,8 +402,13 @@ class Metrics final : public storage::StorageObserver {
   std::map<ShardKey, prometheus::Counter*> snapshot_failures_ ABSL_GUARDED_BY(mu_);
   std::map<ShardKey, RecoverySeries> recoveries_ ABSL_GUARDED_BY(mu_);
   std::map<ShardKey, prometheus::Gauge*> log_backlog_ ABSL_GUARDED_BY(mu_);
-  std::map<ShardKey, std::pair<prometheus::Gauge*, prometheus::Gauge*>> audit_archive_
-      ABSL_GUARDED_BY(mu_);
+  struct AuditArchiveSeries {
+    prometheus::Gauge* archived = nullptr;
+    prometheus::Gauge* live = nullptr;
+    prometheus::Gauge* live_bound = nullptr;
+  };
+  std::map<ShardKey, AuditArchiveSeries> audit_archive_ ABSL_GUARDED_BY(mu_);
+  std::map<ShardKey, prometheus::Counter*> audit_archive_failures_ ABSL_GUARDED_BY(mu_);
   std::map<ShardKey, FuseSeries> fuse_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -461,8 +461,16 @@ absl::StatusOr<std::unique_ptr<storage::Persistence>> Server::OpenPersistence(
                                  .snapshot_interval = options_.snapshot_interval,
                                  .keep_snapshots = options_.keep_snapshots,
                                  .audit_live_records = options_.audit_live_records,
-                                 .audit_segment_records = options_.audit_segment_records};
-  if (options_.cluster.empty()) return storage::Persistence::Open(po, &metrics_);
+                                 .audit_segment_records = options_.audit_segment_records,
+                                 .audit_archive_dir = options_.audit_archive_dir};
+  if (options_.cluster.empty()) {
+    if (!options_.audit_archive_dir.empty()) {
+      return absl::InvalidArgumentError(
+          "--audit_archive_dir applies to the cluster mode; the embedded mode archives under "
+          "<data_dir>/audit-archive (mount another volume there to keep it elsewhere)");
+    }
+    return storage::Persistence::Open(po, &metrics_);
+  }
   // Cluster mode: the state lives in JetStream; every server signs and hashes with the same
   // key and secret, which must exist (docs/CLUSTER.md, "Keys").
   po.data_dir.clear();

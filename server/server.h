@@ -122,6 +122,8 @@ class Server {
     std::string advertise;                 // host:port others reach this server at; empty =
                                            // the listen host (or the host name) and the port
     int cluster_replicas = 3;              // JetStream replicas of every stream and bucket
+    // The cluster mode's shared audit archive directory (empty: JetStream keeps every record).
+    std::string audit_archive_dir;
     absl::Duration lease_ttl = absl::Seconds(6);
     std::string cluster_prefix = "SL";     // names of the streams and buckets
     // How long a starting server waits for an unavailable NATS cluster before it gives up.

@@ -56,8 +56,8 @@ class ClusterProcessTest : public ::testing::Test {
     ASSERT_EQ(keys.exit_code, 0) << keys.err;
   }
 
-  // Starts server `id` and waits for its port.
-  void StartNode(const std::string& id) {
+  // Starts server `id` (with `extra` flags after the fixture's) and waits for its port.
+  void StartNode(const std::string& id, const std::vector<std::string>& extra = {}) {
     ClusterNodeProcess n;
     n.id = id;
     std::vector<std::string> flags = {"--cluster=" + nats_->urls(), "--server_id=" + id,
@@ -65,6 +65,7 @@ class ClusterProcessTest : public ::testing::Test {
                                       "--audit_key_file=" + dir_ + "/keys/audit.key",
                                       "--lmu_secret_file=" + dir_ + "/keys/lmu.secret"};
     flags.insert(flags.end(), server_flags_.begin(), server_flags_.end());
+    flags.insert(flags.end(), extra.begin(), extra.end());
     n.process = std::make_unique<server::ServerProcess>(flags, dir_ + "/" + id + ".log");
     const int port = n.process->WaitForPort(std::chrono::milliseconds(150000));
     ASSERT_GT(port, 0) << n.process->Log();

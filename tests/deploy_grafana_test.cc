@@ -226,7 +226,8 @@ class DeployGrafanaTest : public test_util::SharedServerSuite<DeployGrafanaTest>
                                           .beta_floor = 1e-12, .lambda_star = 0, .den = 0.5,
                                           .actions = 2});
     metrics.SetLogBacklog("deploy", 0, 5);
-    metrics.SetAuditArchive("deploy", 0, 65536, 300000);
+    metrics.SetAuditArchive("deploy", 0, 65536, 300000, 327680);
+    metrics.RecordAuditArchiveFailure("deploy", 0);
     metrics.RecordForward("Ingest", absl::StatusCode::kOk);
     metrics.SetOwnedShards(3);
     metrics.RecordLeaseEvent("lost");

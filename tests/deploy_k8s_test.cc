@@ -268,6 +268,7 @@ const std::map<std::string, std::vector<std::string>>& ConfigKeys() {
       {"cluster_replicas", {"cluster", "replicas"}},
       {"lease_ttl", {"cluster", "lease_ttl"}},
       {"cluster_prefix", {"cluster", "prefix"}},
+      {"audit_archive_dir", {"cluster", "audit_archive_dir"}},
   };
   return *keys;
 }
@@ -992,6 +993,24 @@ TEST_F(DeployK8sClusterTest, NatsUrlsNameEveryNatsPodThroughItsHeadlessService) 
   EXPECT_EQ(given.size(), urls.size()) << "a URL twice";
   // Either the names in the namespace or the fully qualified ones.
   EXPECT_TRUE(given == short_names || given == expected) << ServerFlags()["cluster"];
+}
+
+// The audit archive (docs/CLUSTER.md, "Audit archive"): every pod mounts one claim that many
+// pods may write at once, where --audit_archive_dir points.
+TEST_F(DeployK8sClusterTest, EveryServerArchivesIntoOneSharedClaim) {
+  std::string claim, volume;
+  for (const json& v : PodSpec(Streamlearn()).at("volumes")) {
+    if (!v.contains("persistentVolumeClaim")) continue;
+    volume = v.at("name").get<std::string>();
+    claim = v.at("persistentVolumeClaim").at("claimName").get<std::string>();
+  }
+  ASSERT_FALSE(claim.empty()) << "no volume of a PersistentVolumeClaim";
+  const json& pvc = Find(objects(), "PersistentVolumeClaim", claim);
+  EXPECT_EQ(pvc.at("spec").at("accessModes"), json::array({"ReadWriteMany"}));
+  EXPECT_FALSE(pvc.at("spec").at("resources").at("requests").value("storage", "").empty());
+  const std::map<std::string, std::string> mounts = Mounts(FirstContainer(Streamlearn()));
+  ASSERT_TRUE(mounts.contains(volume));
+  EXPECT_EQ(ServerFlags()["audit_archive_dir"], mounts.at(volume));
 }
 
 TEST_F(DeployK8sClusterTest, KeysSecretIsMountedWhereTheKeyFlagsPoint) {

@@ -257,6 +257,21 @@ absl::StatusOr<std::vector<AuditSegmentInfo>> LoadSegments(const std::string& di
   return out;
 }
 
+// Reads a chain's segment list from its directory again: a server sharing the archive
+// directory with others (the cluster mode) sees the segments another one sealed since. The
+// list only grows; an error (a gap, an unreadable file) makes every read fail until a reload
+// succeeds.
+void ReloadSegments(ChainSegments* chain) ABSL_LOCKS_EXCLUDED(chain->mu) {
+  absl::StatusOr<std::vector<AuditSegmentInfo>> loaded = LoadSegments(chain->dir);
+  MutexLock lock(&chain->mu);
+  if (!loaded.ok()) {
+    chain->loaded = loaded.status();
+    return;
+  }
+  chain->loaded = absl::OkStatus();
+  if (loaded->size() >= chain->segments.size()) chain->segments = *std::move(loaded);
+}
+
 class ArchivedShardStore final : public ShardStore {
  public:
   ArchivedShardStore(std::unique_ptr<ShardStore> inner, std::shared_ptr<ChainSegments> chain,
@@ -299,9 +314,16 @@ class ArchivedShardStore final : public ShardStore {
         if (stopped) return absl::OkStatus();
       }
       const uint64_t archived = segments.empty() ? 0 : segments.back().end;
+      // Archived meanwhile, here or (with an archive directory shared by several servers)
+      // by another server: then the records the live store no longer has are in a segment.
+      const auto archived_since = [&] {
+        if (chain_->archived_below() > archived) return true;
+        ReloadSegments(chain_.get());
+        return chain_->archived_below() > archived;
+      };
       bool first = true, gap = false;
       uint64_t found = 0;
-      RETURN_IF_ERROR(inner_->ScanAudit(next, [&](uint64_t index, std::string_view line) {
+      const absl::Status st = inner_->ScanAudit(next, [&](uint64_t index, std::string_view line) {
         if (first && archived > 0 && index != next) {
           gap = true;
           found = index;
@@ -310,9 +332,13 @@ class ArchivedShardStore final : public ShardStore {
         first = false;
         next = index + 1;
         return fn(index, line);
-      }));
+      });
+      if (!st.ok()) {
+        if (absl::IsDataLoss(st) && archived_since()) continue;
+        return st;
+      }
       if (!gap) return absl::OkStatus();
-      if (chain_->archived_below() > archived) continue;  // archived meanwhile: read it
+      if (archived_since()) continue;
       return absl::DataLossError(absl::StrFormat(
           "audit chain of model '%s' shard %d: the archive ends at record %d, but the live "
           "store's first record after it is %d", model(), shard(), archived - 1, found));
@@ -337,6 +363,9 @@ class ArchivedShardStore final : public ShardStore {
 
   absl::Status ArchiveAudit(uint64_t below, std::string_view seal) override {
     MutexLock serial(&chain_->archive_mu);
+    // What the directory holds now: with a directory shared by several servers, a segment
+    // another one sealed is not written again (its records may be gone from the live store).
+    ReloadSegments(chain_.get());
     ASSIGN_OR_RETURN(std::vector<AuditSegmentInfo> segments, Segments());
     const uint64_t first = segments.empty() ? 0 : segments.back().end;
     if (below <= first) return absl::OkStatus();
@@ -410,10 +439,12 @@ class ArchivedStorage final : public StorageBackend {
     std::unique_ptr<ShardStore> store = inner_->OpenShard(model, shard);
     if (store == nullptr) return store;
     std::shared_ptr<ChainSegments> chain;
+    bool known = true;
     {
       MutexLock lock(&mu_);
       std::shared_ptr<ChainSegments>& slot = chains_[{std::string(model), shard}];
       if (slot == nullptr) {
+        known = false;
         slot = std::make_shared<ChainSegments>();
         slot->dir = AuditSegmentDir(options_.dir, model, shard);
         absl::StatusOr<std::vector<AuditSegmentInfo>> loaded = LoadSegments(slot->dir);
@@ -426,6 +457,8 @@ class ArchivedStorage final : public StorageBackend {
       }
       chain = slot;
     }
+    // A shard opened again (the cluster mode: a lease taken back) reads the directory again.
+    if (known) ReloadSegments(chain.get());
     return std::make_unique<ArchivedShardStore>(std::move(store), std::move(chain),
                                                 options_.zlib_level);
   }

@@ -171,6 +171,10 @@ class JetStreamShardStore final : public ShardStore {
   absl::StatusOr<journal::SnapshotRef> PutSnapshotChunks(const SnapshotPut& put)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status MaybeCompact() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The audit records below `below` are sealed in archive segment files (audit_archive.h):
+  // purges the archive stream's messages that hold only such records, and compaction archives
+  // none of them again.
+  absl::Status TrimAudit(uint64_t below) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Layout {
     JetStreamOptions options;
@@ -191,6 +195,8 @@ class JetStreamShardStore final : public ShardStore {
   mutable uint64_t last_valid_ ABSL_GUARDED_BY(mu_) = 0;     // its last valid record
   mutable uint64_t archive_last_ ABSL_GUARDED_BY(mu_) = 0;   // the archive's last message
   mutable uint64_t archived_through_ ABSL_GUARDED_BY(mu_) = 1;  // indices < this: archive
+  // Indices < this are in archive segment files (TrimAudit; 0: none known to this store).
+  uint64_t trimmed_below_ ABSL_GUARDED_BY(mu_) = 0;
   mutable std::deque<uint64_t> records_ ABSL_GUARDED_BY(mu_);   // valid records, in order
   mutable std::map<PartKind, PartIndex> parts_ ABSL_GUARDED_BY(mu_);
   mutable std::optional<std::pair<uint64_t, std::string>> last_audit_ ABSL_GUARDED_BY(mu_);
@@ -425,10 +431,13 @@ absl::Status JetStreamShardStore::Commit(const ShardWrite& write) {
   RETURN_IF_ERROR(EnsureLoaded());
   RETURN_IF_ERROR(Resync());
   if (write.empty()) return absl::OkStatus();
-  // The caller's bugs, refused before anything is published (FakeStorage refuses the same).
   if (write.trim_audit_below > 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        Where(), ": the JetStream store keeps its own audit archive; it trims no records"));
+    // Only an archive sets it, in a write of its own (audit_archive.h).
+    if (write.log.has_value() || !write.audit.empty() || write.snapshot.has_value()) {
+      return absl::InternalError(absl::StrCat(
+          Where(), ": a trim of the audit records comes in a write of its own"));
+    }
+    return TrimAudit(write.trim_audit_below);
   }
   uint64_t next_audit = last_audit_->first + 1;
   for (const AuditAppend& a : write.audit) {
@@ -490,6 +499,37 @@ absl::Status JetStreamShardStore::Commit(const ShardWrite& write) {
   return absl::OkStatus();
 }
 
+absl::Status JetStreamShardStore::TrimAudit(uint64_t below) {
+  if (below > last_audit_->first + 1) {
+    return absl::InternalError(absl::StrCat(Where(), ": trimming the audit records below ",
+                                            below, ", past the chain's last record ",
+                                            last_audit_->first));
+  }
+  trimmed_below_ = std::max(trimmed_below_, below);
+  if (archive_last_ == 0) return absl::OkStatus();
+  // The archive's messages hold consecutive records in order: keep from the first one that
+  // holds a record at or past `below`.
+  uint64_t keep = archive_last_ + 1;
+  absl::Status inner;
+  RETURN_IF_ERROR(nats_.ScanSubject(
+      backend_->archive_stream, archive_subject_, 1, archive_last_, [&](const StoredMsg& m) {
+        journal::AuditArchive batch;
+        if (!batch.ParseFromString(m.data)) {
+          inner = absl::DataLossError(absl::StrCat(Where(), ": audit archive message ", m.seq,
+                                                   " does not parse"));
+          return false;
+        }
+        if (batch.records_size() > 0 &&
+            batch.records(batch.records_size() - 1).index() >= below) {
+          keep = m.seq;
+          return false;
+        }
+        return true;
+      }));
+  RETURN_IF_ERROR(inner);
+  return nats_.PurgeSubject(backend_->archive_stream, archive_subject_, keep);
+}
+
 absl::Status JetStreamShardStore::MaybeCompact() {
   // The journal's messages before `keep` hold nothing the parts' logs still need.
   // The purge must stop at a valid record (a reader takes the first message it finds for one):
@@ -509,7 +549,9 @@ absl::Status JetStreamShardStore::MaybeCompact() {
   // 1. Archive the prefix's audit records not archived yet.
   journal::AuditArchive batch;
   size_t batch_bytes = 0;
-  uint64_t archived = archived_through_;
+  // Records sealed in archive segments since (TrimAudit) need no copy in the stream.
+  const uint64_t archive_from = std::max(archived_through_, trimmed_below_);
+  uint64_t archived = archive_from;
   auto flush = [&]() -> absl::Status {
     mu_.AssertHeld();  // called only below, under the caller's lock
     if (batch.records_size() == 0) return absl::OkStatus();
@@ -537,7 +579,7 @@ absl::Status JetStreamShardStore::MaybeCompact() {
           return false;
         }
         for (const journal::AuditRecord& a : r.audit()) {
-          if (a.index() < archived_through_) continue;
+          if (a.index() < archive_from) continue;
           *batch.add_records() = a;
           batch_bytes += a.line().size() + 16;
           if (batch_bytes >= backend_->options.snapshot_chunk) {
@@ -665,9 +707,14 @@ absl::Status JetStreamShardStore::ScanAudit(uint64_t from, const AuditVisitor& f
   absl::Status inner;
   auto visit = [&](const journal::AuditRecord& a) {
     if (a.index() < next) return true;  // a duplicate (archive) or already given
+    // The records before `from` may be gone from the stream: sealed in archive segments
+    // (TrimAudit), which the caller reads first.
+    if (a.index() > next && a.index() <= from) next = a.index();
     if (a.index() != next) {
-      inner = absl::DataLossError(absl::StrCat(Where(), ": the audit chain jumps from ",
-                                               next - 1, " to ", a.index()));
+      inner = absl::DataLossError(absl::StrCat(
+          Where(), ": the audit chain jumps from ", next - 1, " to ", a.index(),
+          " (records sealed in archive segment files leave the stream; they are read from "
+          "the archive directory)"));
       return false;
     }
     ++next;
@@ -696,8 +743,9 @@ absl::Status JetStreamShardStore::ScanAudit(uint64_t from, const AuditVisitor& f
   }
   if (!go_on) return absl::OkStatus();
   if (next < archived_through) {
-    return absl::DataLossError(absl::StrCat(Where(), ": the audit archive ends at ", next - 1,
-                                            ", before ", archived_through - 1));
+    return absl::DataLossError(absl::StrCat(Where(), ": the audit archive stream ends at ",
+                                            next - 1, ", before ", archived_through - 1,
+                                            " (reading from ", from, ")"));
   }
   if (last_jseq == 0) return absl::OkStatus();
   RETURN_IF_ERROR(nats_.ScanSubject(

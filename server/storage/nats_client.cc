@@ -368,6 +368,9 @@ absl::Status NatsClient::ScanWithConsumer(std::string_view stream, std::string_v
 
 absl::Status NatsClient::PurgeSubject(std::string_view stream, std::string_view subject,
                                       uint64_t before) {
+  // Nothing lies before sequence 1; nats-server reads a purge sequence of 1 as no bound and
+  // would purge the whole subject.
+  if (before == 1) return absl::OkStatus();
   std::string st(stream), subj(subject);
   jsOptions o = RequestOptions(options_);
   o.Stream.Purge.Subject = subj.c_str();

@@ -100,7 +100,7 @@ class NatsClient {
   // node is down; a direct get needs only the stream's leader.
   absl::Status ScanSubjectDirect(std::string_view stream, std::string_view subject,
                                  const std::function<bool(const StoredMsg&)>& fn);
-  // Removes the subject's messages with stream sequence < before (0: all of them).
+  // Removes the subject's messages with stream sequence < before (0: all of them; 1: none).
   absl::Status PurgeSubject(std::string_view stream, std::string_view subject,
                             uint64_t before = 0);
   // The stream's last sequence (0 when it never held a message).

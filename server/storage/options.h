@@ -30,6 +30,10 @@ struct PersistenceOptions {
   // records under <data_dir>/audit-archive, archived beside snapshots. 0: never archive.
   uint64_t audit_live_records = uint64_t{1} << 18;
   uint64_t audit_segment_records = uint64_t{1} << 16;  // >= 1
+  // The cluster mode's archive directory, shared by every server (empty: no archive; the
+  // JetStream store keeps every record in its archive stream). The embedded mode's is
+  // <data_dir>/audit-archive.
+  std::string audit_archive_dir;
   // Cluster mode (docs/CLUSTER.md): shards are served only once loaded (Persistence::LoadShard,
   // when this server holds their lease); Recover registers the models without loading any.
   bool cluster = false;

@@ -143,6 +143,7 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOption
     if (!store.ok()) return store.status();
     auto rocks = std::make_unique<RocksStorage>(*std::move(store));
     p->rocks_ = rocks.get();
+    p->archiving_ = p->options_.audit_live_records > 0;
     ASSIGN_OR_RETURN(std::unique_ptr<StorageBackend> archived,
                      ArchiveAuditTo(std::move(rocks),
                                     {.dir = AuditArchiveDir(p->options_.data_dir)}));
@@ -178,6 +179,17 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::OpenWith(
                                      : LoadOrCreateAuditKey(options.audit_key_file);
   if (!key.ok()) return key.status();
   std::unique_ptr<Persistence> p(new Persistence(std::move(options), observer, *std::move(key)));
+  if (!p->options_.audit_archive_dir.empty()) {
+    // The cluster mode's shared archive: segments every server reads (docs/CLUSTER.md,
+    // "Audit archive").
+    ASSIGN_OR_RETURN(backend, ArchiveAuditTo(std::move(backend),
+                                             {.dir = p->options_.audit_archive_dir}));
+    p->archiving_ = p->options_.audit_live_records > 0;
+  } else if (p->options_.cluster) {
+    spdlog::warn("no --audit_archive_dir: the JetStream archive stream keeps every audit "
+                 "record (about 600 bytes per SAU event); give the servers a shared archive "
+                 "directory to bound it (docs/CLUSTER.md, \"Audit archive\")");
+  }
   ASSIGN_OR_RETURN(p->backend_, WithTenantKeys(p->options_, std::move(backend)));
   spdlog::info("storage: {}", p->backend_->Describe());
   return p;
@@ -561,15 +573,19 @@ absl::Status Persistence::Backup(const std::string& dir) {
 
 absl::Status Persistence::ArchiveChain(const std::string& model, uint32_t shard,
                                        ShardWriter& writer) {
-  if (rocks_ == nullptr || options_.audit_live_records == 0) return absl::OkStatus();
+  if (!archiving_) return absl::OkStatus();
   const absl::Time start = absl::Now();
-  ASSIGN_OR_RETURN(const uint64_t n, writer.chain().Archive(options_.audit_live_records,
-                                                            options_.audit_segment_records));
+  const absl::StatusOr<uint64_t> archived_now =
+      writer.chain().Archive(options_.audit_live_records, options_.audit_segment_records);
   if (observer_ != nullptr) {
+    // Also after a failure: the live count then shows how far the store grows past its bound.
+    if (!archived_now.ok()) observer_->RecordAuditArchiveFailure(model, shard);
     const uint64_t archived = writer.chain().store()->ArchivedBelow();
-    observer_->SetAuditArchive(model, shard, archived,
-                               writer.chain().head().next_index - archived);
+    observer_->SetAuditArchive(model, shard, archived, writer.chain().head().next_index - archived,
+                               options_.audit_live_records + options_.audit_segment_records);
   }
+  if (!archived_now.ok()) return archived_now.status();
+  const uint64_t n = *archived_now;
   if (n > 0) {
     const uint64_t from = writer.chain().store()->ArchivedBelow();
     const uint64_t next = writer.chain().head().next_index;
@@ -583,9 +599,8 @@ absl::Status Persistence::ArchiveChain(const std::string& model, uint32_t shard,
 
 void Persistence::StartSnapshotter(ModelRegistry* registry) {
   if (backend_ == nullptr) return;
-  const bool archiving = rocks_ != nullptr && options_.audit_live_records > 0;
   if (options_.snapshot_every_steps == 0 && options_.snapshot_interval <= absl::ZeroDuration() &&
-      !archiving) {
+      !archiving_) {
     return;
   }
   snapshotter_ = std::thread([this, registry] { SnapshotterLoop(registry); });

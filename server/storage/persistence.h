@@ -169,6 +169,7 @@ class Persistence {
   Ed25519PrivateKey key_;
   std::unique_ptr<StorageBackend> backend_;  // null: memory only
   RocksStorage* rocks_ = nullptr;            // backend_, when it is the embedded store
+  bool archiving_ = false;  // chains move their old records to archive segments
 
   // Never held while a shard's snapshot_mu() is taken (RecordFloor).
   mutable Mutex mu_;

@@ -8,6 +8,7 @@
 // acknowledged, and every reader sees that one alone.
 // STREAMLEARN_TEST_SEED is not used: the races are as the scheduler makes them; the
 // assertions hold whichever way each one goes.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <latch>
@@ -20,13 +21,16 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
 #include "fake_storage.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nats_cluster.h"
+#include "server/storage/audit_archive.h"
 #include "server/storage/encrypted_storage.h"
 #include "server/storage/jetstream_storage.h"
+#include "journal.pb.h"
 #include "server/storage/rocks_storage.h"
 
 namespace streamlearn::storage {
@@ -375,6 +379,165 @@ TEST_F(JetStreamTest, CompactionPurgesTheJournalAndKeepsTheWholeChain) {
     // The store's own view goes on writing after the compactions.
     ASSERT_TRUE(CommitBatch(*s, PartKind::kSau, ++sau, &audit).ok());
   }
+}
+
+// The records of the archive stream's messages (journal.AuditArchive), in order.
+std::vector<uint64_t> ArchiveStreamRecords(JetStreamStorage& storage, const std::string& prefix,
+                                           uint32_t shard) {
+  std::vector<uint64_t> out;
+  NatsClient& nats = storage.nats();
+  absl::StatusOr<std::vector<std::string>> subjects = nats.Subjects(
+      storage.archive_stream(), absl::StrCat(absl::AsciiStrToLower(prefix), ".a.*.", shard));
+  EXPECT_TRUE(subjects.ok()) << subjects.status();
+  if (!subjects.ok() || subjects->empty()) return out;
+  EXPECT_EQ(subjects->size(), 1u);
+  absl::StatusOr<uint64_t> last = nats.LastSeq(storage.archive_stream());
+  EXPECT_TRUE(last.ok()) << last.status();
+  absl::Status st = nats.ScanSubject(storage.archive_stream(), subjects->front(), 1, *last,
+                                     [&](const StoredMsg& m) {
+                                       journal::AuditArchive batch;
+                                       EXPECT_TRUE(batch.ParseFromString(m.data));
+                                       for (const auto& a : batch.records()) {
+                                         out.push_back(a.index());
+                                       }
+                                       return true;
+                                     });
+  EXPECT_TRUE(st.ok()) << st;
+  return out;
+}
+
+// The cluster mode's archive (docs/CLUSTER.md, "Audit archive"): segments sealed in a
+// directory the servers share take the place of the archive stream's records, which the
+// stream then drops. A shard's owner changes hands (a store is a shard's one writer and
+// reader, as a lease makes it): every owner reads the chain whole across the segments,
+// including one that listed the directory before another owner sealed a segment, and seals
+// the next segment after the last one sealed; a server without the directory reads the live
+// tail and is told where the rest went.
+TEST_F(JetStreamTest, ArchiveSegmentsInASharedDirectoryBoundTheArchiveStream) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/shared_archive_", getpid(), "_",
+                                       prefix_);
+  std::filesystem::remove_all(dir);
+  auto open_archived = [&] {
+    absl::StatusOr<std::unique_ptr<StorageBackend>> b =
+        ArchiveAuditTo(Open({.snapshot_chunk = 300, .compact_after = 8}), {.dir = dir});
+    EXPECT_TRUE(b.ok()) << b.status();
+    return *std::move(b);
+  };
+  auto plain = Open({.snapshot_chunk = 300, .compact_after = 8});
+  std::unique_ptr<StorageBackend> a = open_archived(), b = open_archived();
+  ASSERT_TRUE(a->CreateModel("m", "spec", kGenesis).ok());
+  uint64_t audit = 1, sau = 0;
+  // 30 batches and a snapshot that trims the log: the journal's prefix is compacted, its audit
+  // records copied to the archive stream.
+  auto round = [&](ShardStore& s) {
+    for (int i = 0; i < 30; ++i) {
+      ASSERT_TRUE(CommitBatch(s, PartKind::kSau, ++sau, &audit).ok());
+    }
+    ShardWrite w;
+    const std::string line = absl::StrCat("line ", audit), blob = absl::StrCat("snap ", sau);
+    w.audit.push_back({.index = audit, .line = line});
+    w.snapshot = SnapshotPut{.part = PartKind::kSau, .seq = sau, .blob = blob,
+                             .manifest = absl::StrCat("manifest ", sau),
+                             .dropped = {}, .trim_log_through = sau};
+    ASSERT_TRUE(s.Commit(w).ok());
+    ++audit;
+  };
+  auto whole_chain = [&](const ShardStore& s) {
+    std::vector<uint64_t> chain = AuditIndices(s, 0);
+    ASSERT_EQ(chain.size(), audit);
+    for (uint64_t i = 0; i < audit; ++i) ASSERT_EQ(chain[i], i);
+  };
+
+  // Server b owns the shard first, then server a.
+  round(*b->OpenShard("m", 0));
+  auto owner_a = a->OpenShard("m", 0);
+  round(*owner_a);
+  std::vector<uint64_t> in_stream = ArchiveStreamRecords(*plain, prefix_, 0);
+  ASSERT_FALSE(in_stream.empty());
+  EXPECT_EQ(in_stream.front(), 1u) << "before archiving, the stream holds the chain's start";
+  whole_chain(*owner_a);
+
+  // a seals records [0, 40); the stream keeps only messages with a record from 40 on.
+  ASSERT_TRUE(owner_a->ArchiveAudit(40, "seal 40").ok());
+  EXPECT_EQ(owner_a->ArchivedBelow(), 40u);
+  in_stream = ArchiveStreamRecords(*plain, prefix_, 0);
+  ASSERT_FALSE(in_stream.empty());
+  EXPECT_GT(in_stream.front(), 1u);
+  EXPECT_GE(in_stream.back(), 40u);
+  const uint64_t first_kept = in_stream.front();
+  whole_chain(*owner_a);
+  owner_a.reset();
+
+  // b owns the shard again: its list of the directory (empty when it last had the shard) is
+  // read again. Later compactions copy no sealed record into the stream again.
+  auto owner_b = b->OpenShard("m", 0);
+  EXPECT_EQ(owner_b->ArchivedBelow(), 40u);
+  whole_chain(*owner_b);
+  round(*owner_b);
+  round(*owner_b);
+  in_stream = ArchiveStreamRecords(*plain, prefix_, 0);
+  EXPECT_EQ(in_stream.front(), first_kept);
+  // A server that opens the shard now lists one segment; b seals the next before it reads.
+  auto next_owner = open_archived();
+  auto owner_c = next_owner->OpenShard("m", 0);
+  ASSERT_TRUE(owner_b->ArchiveAudit(80, "seal 80").ok());
+  EXPECT_EQ(owner_b->ArchivedBelow(), 80u);
+  in_stream = ArchiveStreamRecords(*plain, prefix_, 0);
+  ASSERT_FALSE(in_stream.empty());
+  EXPECT_GT(in_stream.front(), 40u);
+  owner_b.reset();
+  whole_chain(*owner_c);
+  EXPECT_EQ(owner_c->ArchivedBelow(), 80u);
+
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) files.push_back(e.path().filename().string());
+  }
+  std::sort(files.begin(), files.end());
+  EXPECT_THAT(files, ElementsAre(absl::StrFormat("%020d-%020d.seg", 0, 40),
+                                 absl::StrFormat("%020d-%020d.seg", 40, 80)));
+
+  // A server without the directory reads the live tail, and is told where the rest went.
+  auto bare = plain->OpenShard("m", 0);
+  EXPECT_EQ(AuditIndices(*bare, 80).front(), 80u);
+  absl::Status st = bare->ScanAudit(0, [](uint64_t, std::string_view) { return true; });
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_THAT(st.message(), HasSubstr("archive segment files"));
+  std::filesystem::remove_all(dir);
+}
+
+// A segment sealed before the journal's prefix is compacted: the compaction copies only the
+// records after it to the archive stream, and the chain still reads whole.
+TEST_F(JetStreamTest, ASegmentSealedBeforeACompactionLeavesTheChainWhole) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/early_archive_", getpid(), "_",
+                                       prefix_);
+  std::filesystem::remove_all(dir);
+  absl::StatusOr<std::unique_ptr<StorageBackend>> backend =
+      ArchiveAuditTo(Open({.snapshot_chunk = 300, .compact_after = 8}), {.dir = dir});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_TRUE((*backend)->CreateModel("m", "spec", kGenesis).ok());
+  auto s = (*backend)->OpenShard("m", 0);
+  uint64_t audit = 1, sau = 0;
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(CommitBatch(*s, PartKind::kSau, ++sau, &audit).ok());
+  ASSERT_TRUE(s->ArchiveAudit(20, "seal 20").ok());
+  ShardWrite w;
+  const std::string line = absl::StrCat("line ", audit), blob = absl::StrCat("snap ", sau);
+  w.audit.push_back({.index = audit, .line = line});
+  w.snapshot = SnapshotPut{.part = PartKind::kSau, .seq = sau, .blob = blob,
+                           .manifest = absl::StrCat("manifest ", sau), .dropped = {},
+                           .trim_log_through = sau};
+  ASSERT_TRUE(s->Commit(w).ok());
+  ++audit;
+  auto whole_from = [&](uint64_t from) {
+    std::vector<uint64_t> chain = AuditIndices(*s, from);
+    ASSERT_EQ(chain.size(), audit - from);
+    for (uint64_t i = from; i < audit; ++i) ASSERT_EQ(chain[i - from], i);
+  };
+  for (uint64_t from : {0, 20, 25}) whole_from(from);
+  // A segment that ends inside the stream's message: the message stays.
+  ASSERT_TRUE(s->ArchiveAudit(25, "seal 25").ok());
+  for (uint64_t from : {0, 20, 25, 27}) whole_from(from);
+  std::filesystem::remove_all(dir);
 }
 
 // A 3-node NATS cluster, every stream with 3 replicas: the store keeps writing and reading

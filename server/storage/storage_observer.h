@@ -31,11 +31,16 @@ class StorageObserver {
                               uint64_t replayed_batches, double seconds) = 0;
   // Log entries of the shard since its last snapshots (what a recovery would replay).
   virtual void SetLogBacklog(const std::string& model, uint32_t shard, uint64_t batches) = 0;
-  // The shard's audit chain: records moved to archive segments, records still in the store
-  // (audit_archive.h; the embedded mode with archiving on).
+  // The shard's audit chain: records moved to archive segments, records still in the store,
+  // and the most the store keeps while archiving keeps up (audit_live_records +
+  // audit_segment_records; audit_archive.h, when archiving is on).
   virtual void SetAuditArchive(const std::string& model, uint32_t shard, uint64_t archived,
-                               uint64_t live) {
-    (void)model, (void)shard, (void)archived, (void)live;
+                               uint64_t live, uint64_t live_bound) {
+    (void)model, (void)shard, (void)archived, (void)live, (void)live_bound;
+  }
+  // An archive pass of the shard's chain failed (its records stay in the store).
+  virtual void RecordAuditArchiveFailure(const std::string& model, uint32_t shard) {
+    (void)model, (void)shard;
   }
 };
 

@@ -390,7 +390,31 @@ def check_servers(services, nats_port, key_dir, key_volume, checks):
         targets = {int(str(p).split(":")[-1].split("/")[0]) for p in s.get("ports", [])}
         checks.expect(targets <= {listen}, f"{name} publishes only its gRPC port: {targets}")
     checks.expect(len(ids) == len(SERVERS), f"the server ids are distinct: {ids}")
+    # The audit archive: one directory on one volume, the same for every server
+    # (docs/CLUSTER.md, "Audit archive").
+    archives = set()
+    for name in SERVERS:
+        s = services[name]
+        archive = flags(s.get("command")).get("audit_archive_dir", "")
+        volume = next((volume_at(s, d) for d in ancestors(archive) if volume_at(s, d)), None)
+        checks.expect(bool(archive) and volume is not None,
+                      f"{name}: --audit_archive_dir {archive!r} lies on a named volume")
+        archives.add((archive, volume))
+    checks.expect(len(archives) == 1,
+                  f"every server archives into the same directory of the same volume: {archives}")
     return metrics
+
+
+def ancestors(path):
+    """The path and the directories above it, the path first ("/a/b" -> "/a/b", "/a", "/")."""
+    out = []
+    while path:
+        out.append(path)
+        parent = path.rsplit("/", 1)[0] or "/"
+        if parent == path:
+            break
+        path = parent
+    return out
 
 
 def check_published_ports(services, checks):
