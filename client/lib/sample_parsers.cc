@@ -1,32 +1,42 @@
 #include "client/lib/sample_parsers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "client/lib/number_parse.h"
-#include "core/common/routing.h"
+#include "core/common/digest.h"
 
 namespace streamlearn {
 namespace {
 
-struct Token {
-  std::string_view text;
-  size_t column;  // 1-based, in the whole line
-};
+using Token = LineToken;
 
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
 
-// The blank-separated tokens of `s`, which starts at byte `offset` of its line.
-std::vector<Token> Tokens(std::string_view s, size_t offset) {
-  std::vector<Token> out;
+// The blank-separated tokens of `s`, which starts at byte `offset` of its line, into *out
+// (cleared first). The callers pass a scratch vector of their thread's: a line allocates
+// nothing once the scratch has grown to the longest line's token count.
+const std::vector<Token>& Tokens(std::string_view s, size_t offset, std::vector<Token>* out) {
+  out->clear();
   size_t i = 0;
   while (i < s.size()) {
     while (i < s.size() && IsBlank(s[i])) ++i;
     const size_t begin = i;
     while (i < s.size() && !IsBlank(s[i])) ++i;
-    if (i > begin) out.push_back({s.substr(begin, i - begin), offset + begin + 1});
+    if (i > begin) out->push_back({s.substr(begin, i - begin), offset + begin + 1});
   }
-  return out;
+  return *out;
+}
+
+// Per-thread scratch for the token lists (Parse is const and may run on many threads).
+std::vector<Token>& LineTokens() {
+  thread_local std::vector<Token> tokens;
+  return tokens;
+}
+std::vector<Token>& LabelTokens() {
+  thread_local std::vector<Token> tokens;
+  return tokens;
 }
 
 bool Fail(LineError* error, size_t column, std::string message) {
@@ -52,10 +62,17 @@ bool IsNumberToken(std::string_view s) {
 }  // namespace
 
 uint64_t FeatureHash(std::string_view ns, std::string_view feature) {
-  std::string key;
-  key.reserve(ns.size() + 1 + feature.size());
-  key.append(ns).append("^").append(feature);
-  return RoutingHash(key);
+  // RoutingHash(ns + "^" + feature), without building the string, on one SHA-256 context per
+  // thread (making one per feature cost about as much as hashing it).
+  thread_local Sha256 sha;
+  sha.Reset();
+  sha.Update(ns);
+  sha.Update("^");
+  sha.Update(feature);
+  const Digest d = sha.Finish();
+  uint64_t h = 0;
+  for (int i = 0; i < 8; ++i) h = (h << 8) | d[i];
+  return h;
 }
 
 bool SampleLineParser::Parse(std::string_view line, SampleRecord* out, LineError* error) const {
@@ -96,34 +113,74 @@ bool SampleLineParser::ParseTargets(std::string_view token, size_t column, Sampl
 
 bool SampleLineParser::ParseLibsvm(std::string_view line, SampleRecord* out,
                                    LineError* error) const {
-  const std::vector<Token> tokens = Tokens(line.substr(0, line.find('#')), 0);
-  if (tokens.empty()) return Fail(error, 1, "missing y");
-  if (!ParseTargets(tokens[0].text, tokens[0].column, out, error)) return false;
-  for (size_t i = 1; i < tokens.size(); ++i) {
-    const Token& tok = tokens[i];
-    const size_t colon = tok.text.find(':');
-    if (colon == std::string_view::npos || colon == 0) {
-      return Fail(error, tok.column, "expected id:value, got " + Quoted(tok.text));
-    }
-    const std::string_view id_text = tok.text.substr(0, colon);
-    const std::string_view val_text = tok.text.substr(colon + 1);
+  line = line.substr(0, line.find('#'));
+  // One pass over the line: each token is found and parsed as it is read (the tokenizing and
+  // the id's digits were most of a line's cost). A token other than digits ':' value goes to
+  // ParseLibsvmFeature, which also names what is wrong with it.
+  const size_t n = line.size();
+  size_t i = 0;
+  while (i < n && IsBlank(line[i])) ++i;
+  if (i == n) return Fail(error, 1, "missing y");
+  size_t begin = i;
+  while (i < n && !IsBlank(line[i])) ++i;
+  if (!ParseTargets(line.substr(begin, i - begin), begin + 1, out, error)) return false;
+  while (true) {
+    while (i < n && IsBlank(line[i])) ++i;
+    if (i == n) return true;
+    begin = i;
+    while (i < n && line[i] >= '0' && line[i] <= '9') ++i;
+    // Up to 19 digits always fit in 64 bits; a 20th may not.
+    const size_t digits = i - begin;
     uint64_t id = 0;
-    if (hash_strings_) {
-      id = FeatureHash("", id_text);
-    } else if (!ParseUint64(id_text, &id) || id_text.front() == '+') {
-      return Fail(error, tok.column,
-                  "id " + Quoted(id_text) +
-                      " is not an unsigned 64-bit integer (string ids need --hash-strings)");
+    for (size_t k = begin; k < begin + std::min<size_t>(digits, 19); ++k) {
+      id = id * 10 + static_cast<uint64_t>(line[k] - '0');
     }
-    double val = 0;
-    if (!ParseFiniteDouble(val_text, &val)) {
-      return Fail(error, tok.column + colon + 1,
-                  "value of id " + std::string(id_text) + ": expected a finite number, got " +
-                      Quoted(val_text));
+    bool fits = digits <= 20;
+    if (digits == 20) {
+      const uint64_t digit = static_cast<uint64_t>(line[begin + 19] - '0');
+      fits = id <= (UINT64_MAX - digit) / 10;
+      id = id * 10 + digit;
     }
-    out->ids.push_back(id);
-    out->vals.push_back(val);
+    const bool numeric_id = !hash_strings_ && fits && i > begin && i < n && line[i] == ':';
+    while (i < n && !IsBlank(line[i])) ++i;
+    const std::string_view token = line.substr(begin, i - begin);
+    if (numeric_id) {
+      const size_t colon = token.find(':');
+      double val = 0;
+      if (ParseFiniteDouble(token.substr(colon + 1), &val)) {
+        out->ids.push_back(id);
+        out->vals.push_back(val);
+        continue;
+      }
+    }
+    if (!ParseLibsvmFeature({token, begin + 1}, out, error)) return false;
   }
+}
+
+bool SampleLineParser::ParseLibsvmFeature(const LineToken& tok, SampleRecord* out,
+                                          LineError* error) const {
+  const size_t colon = tok.text.find(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return Fail(error, tok.column, "expected id:value, got " + Quoted(tok.text));
+  }
+  const std::string_view id_text = tok.text.substr(0, colon);
+  const std::string_view val_text = tok.text.substr(colon + 1);
+  uint64_t id = 0;
+  if (hash_strings_) {
+    id = FeatureHash("", id_text);
+  } else if (!ParseUint64(id_text, &id) || id_text.front() == '+') {
+    return Fail(error, tok.column,
+                "id " + Quoted(id_text) +
+                    " is not an unsigned 64-bit integer (string ids need --hash-strings)");
+  }
+  double val = 0;
+  if (!ParseFiniteDouble(val_text, &val)) {
+    return Fail(error, tok.column + colon + 1,
+                "value of id " + std::string(id_text) + ": expected a finite number, got " +
+                    Quoted(val_text));
+  }
+  out->ids.push_back(id);
+  out->vals.push_back(val);
   return true;
 }
 
@@ -133,7 +190,7 @@ bool SampleLineParser::ParseVw(std::string_view line, SampleRecord* out, LineErr
     return Fail(error, line.size() + 1, "expected '|' before the features (VW: y |ns feat ...)");
   }
   // Label section: y [weight] ['tag]; a last token that is not a number is the tag.
-  const std::vector<Token> label = Tokens(line.substr(0, bar), 0);
+  const std::vector<Token>& label = Tokens(line.substr(0, bar), 0, &LabelTokens());
   if (label.empty()) return Fail(error, 1, "missing y before '|'");
   size_t numbers = label.size();
   if (label.back().text.front() == '\'' ||
@@ -159,12 +216,13 @@ bool SampleLineParser::ParseVw(std::string_view line, SampleRecord* out, LineErr
   while (pos < line.size()) {
     const size_t next = line.find('|', pos + 1);
     const std::string_view section = line.substr(pos + 1, next - pos - 1);
-    std::vector<Token> tokens = Tokens(section, pos + 1);
+    const std::vector<Token>& tokens = Tokens(section, pos + 1, &LineTokens());
+    size_t first_feature = 0;
     std::string_view ns;
     double scale = 1;
     if (!section.empty() && !IsBlank(section.front())) {  // |ns directly after the bar
-      const Token head = tokens.front();
-      tokens.erase(tokens.begin());
+      const Token& head = tokens.front();
+      first_feature = 1;
       const size_t colon = head.text.find(':');
       ns = head.text.substr(0, colon);
       if (colon != std::string_view::npos &&
@@ -174,7 +232,8 @@ bool SampleLineParser::ParseVw(std::string_view line, SampleRecord* out, LineErr
                         Quoted(head.text.substr(colon + 1)));
       }
     }
-    for (const Token& tok : tokens) {
+    for (size_t k = first_feature; k < tokens.size(); ++k) {
+      const Token& tok = tokens[k];
       const size_t colon = tok.text.find(':');
       const std::string_view name = tok.text.substr(0, colon);
       if (name.empty()) {

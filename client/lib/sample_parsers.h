@@ -22,6 +22,7 @@
 #ifndef STREAMLEARN_CLIENT_LIB_SAMPLE_PARSERS_H_
 #define STREAMLEARN_CLIENT_LIB_SAMPLE_PARSERS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,12 @@
 namespace streamlearn {
 
 enum class SampleFormat { kLibsvm, kVw };
+
+// A blank-separated token of a line and where it starts.
+struct LineToken {
+  std::string_view text;
+  size_t column;  // 1-based, in the whole line
+};
 
 struct SampleRecord {
   uint64_t t = 0;              // set by the reader: the line number
@@ -57,6 +64,8 @@ class SampleLineParser {
 
  private:
   bool ParseLibsvm(std::string_view line, SampleRecord* out, LineError* error) const;
+  // One id:value token of a libsvm line, with the error naming what is wrong with it.
+  bool ParseLibsvmFeature(const LineToken& tok, SampleRecord* out, LineError* error) const;
   bool ParseVw(std::string_view line, SampleRecord* out, LineError* error) const;
   // y at `column`: m comma-separated finite numbers.
   bool ParseTargets(std::string_view token, size_t column, SampleRecord* out,
