@@ -16,6 +16,7 @@
 
 #include <array>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 
 namespace streamlearn::lmu {
@@ -29,6 +30,12 @@ struct HashKey {
 // SipHash-1-3 of one 64-bit word (8 message bytes, little-endian) under `key`.
 uint64_t SipHash13(const HashKey& key, uint64_t x);
 
+// SipHash13(key, x[i]) into out[i] for i < n, several words at a time in the 64-bit lanes
+// of a vector register: eight with AVX-512 where the CPU has it (chosen at run time), four
+// with AVX2 where the build targets it, the rest one at a time. Every path does the same
+// integer operations, so the values are the scalar function's, bit for bit, on any CPU.
+void SipHash13Many(const HashKey& key, const uint64_t* x, size_t n, uint64_t* out);
+
 // 32 bytes of secret material.
 using HashSecret = std::array<uint8_t, 32>;
 
@@ -37,6 +44,11 @@ enum class HashPurpose : uint64_t { kMphf = 1, kCuckooA = 2, kCuckooB = 3, kCuck
 HashKey DeriveHashKey(const HashSecret& secret, HashPurpose purpose, uint64_t generation);
 
 namespace internal {
+
+// The vector paths of SipHash13Many, for its tests: each hashes a prefix of x[0..n) and
+// returns its length (0 where the CPU or the build lacks the instructions).
+size_t SipHash13ManyWide(const HashKey& key, const uint64_t* x, size_t n, uint64_t* out);
+size_t SipHash13ManyAvx2(const HashKey& key, const uint64_t* x, size_t n, uint64_t* out);
 
 // SipHash-c-d (Aumasson & Bernstein 2012) of one 64-bit message word: the word is the only
 // full block and the final block is the length byte alone (8 << 56). Inline so that hot paths

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <random>
 #include <set>
+#include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -89,6 +91,45 @@ TEST(SipHashTest, SipHash13MatchesReferenceOnRandomWordsAndKeys) {
     SCOPED_TRACE(i);
     ASSERT_EQ(SipHash13(key, x), ReferenceSipHash(1, 3, key, LeBytes(x)));
     ASSERT_EQ((internal::SipHashWord<2, 4>(key, x)), ReferenceSipHash(2, 4, key, LeBytes(x)));
+  }
+}
+
+// The batched form (four words per AVX2 register, the rest one by one) gives the scalar
+// function's values, for every count around the vector width and any alignment of the input.
+TEST(SipHashTest, SipHash13ManyIsSipHash13ForEveryCountAndOffset) {
+  std::mt19937_64 rng(31);
+  std::vector<uint64_t> words(80);
+  for (uint64_t& w : words) w = rng();
+  words[0] = 0;
+  words[1] = ~uint64_t{0};
+  for (int trial = 0; trial < 20; ++trial) {
+    const HashKey key{rng(), rng()};
+    for (size_t offset = 0; offset < 4; ++offset) {
+      for (size_t n = 0; n + offset <= 37; ++n) {
+        std::vector<uint64_t> out(n + 1, 0xdeadbeef);
+        SipHash13Many(key, words.data() + offset, n, out.data());
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(out[i], SipHash13(key, words[offset + i])) << "n " << n << " i " << i;
+        }
+        ASSERT_EQ(out[n], 0xdeadbeef) << "wrote past n = " << n;
+      }
+    }
+  }
+}
+
+// Each vector path on its own: the AVX-512 one (where the CPU has it) and the AVX2 one.
+TEST(SipHashTest, EachVectorPathGivesTheScalarValues) {
+  std::mt19937_64 rng(47);
+  std::vector<uint64_t> words(64), out(64);
+  for (uint64_t& w : words) w = rng();
+  const HashKey key{rng(), rng()};
+  for (const auto& [name, path] :
+       {std::pair<const char*, size_t (*)(const HashKey&, const uint64_t*, size_t, uint64_t*)>{
+            "avx512", &internal::SipHash13ManyWide},
+        {"avx2", &internal::SipHash13ManyAvx2}}) {
+    const size_t done = path(key, words.data(), words.size(), out.data());
+    std::printf("%s path: %zu of %zu words\n", name, done, words.size());
+    for (size_t i = 0; i < done; ++i) ASSERT_EQ(out[i], SipHash13(key, words[i])) << name << i;
   }
 }
 

@@ -7,6 +7,8 @@
 #ifndef STREAMLEARN_CORE_LMU_LMU_BASE_H_
 #define STREAMLEARN_CORE_LMU_LMU_BASE_H_
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -46,6 +48,14 @@ class LmuBase {
   // The two halves of Locate, for staged lookups of many ids: the position (hashing only),
   // then the entry there (one memory access, which the caller may have prefetched).
   uint64_t Position(uint64_t id) const { return entries_.empty() ? 0 : mphf_(id); }
+  // Position of ids[i] into pos[i], for i < n (several ids hashed at once).
+  void Positions(const uint64_t* ids, size_t n, uint64_t* pos) const {
+    if (entries_.empty()) {
+      std::fill(pos, pos + n, uint64_t{0});
+      return;
+    }
+    mphf_.Positions(ids, n, pos);
+  }
   const BaseEntry* EntryAt(uint64_t pos) const {
     return entries_.empty() ? nullptr : &entries_[pos];
   }

@@ -101,10 +101,14 @@ absl::StatusOr<StepResult> LmuLearner::Step(std::span<const Feature> x, std::spa
   slots_.resize(x.size());
   for (size_t j = 0; j < x.size(); ++j) ids_[j] = x[j].id;
   out.max_locate_probes = table_.LocateMany(ids_.data(), x.size(), slots_.data());
+  rows_.resize(x.size());
+  for (size_t j = 0; j < x.size(); ++j) {
+    rows_[j] = slots_[j] == kAbsent ? nullptr : w.RowOf(slots_[j]);
+  }
   for (int o = 0; o < m; ++o) y_before[o] = bias_[o];
   for (size_t j = 0; j < x.size(); ++j) {
-    if (slots_[j] == kAbsent) continue;
-    for (int o = 0; o < m; ++o) y_before[o] += w.Load(slots_[j], o) * x[j].val;
+    if (rows_[j] == nullptr) continue;
+    for (int o = 0; o < m; ++o) y_before[o] += WeightArena::LoadAt(rows_[j] + o) * x[j].val;
   }
   // Update, in feature order.
   ++samples_;
@@ -112,10 +116,13 @@ absl::StatusOr<StepResult> LmuLearner::Step(std::span<const Feature> x, std::spa
   if (lr_scale_ != 1.0) eta = eta * lr_scale_;  // control input; scale 1 leaves eta as is
   if (spec_.schedule == LrSchedule::kInverseSqrt) eta = eta / std::sqrt(static_cast<double>(samples_));
   const double shrink = 1.0 - eta * (std::isnan(l2) ? spec_.l2 : l2);
+  step_.resize(m);
+  for (int o = 0; o < m; ++o) step_[o] = eta * (y[o] - y_before[o]);
   for (size_t j = 0; j < x.size(); ++j) {
-    uint64_t slot = slots_[j];
-    if (slot == kAbsent) {
+    double* row = rows_[j];
+    if (row == nullptr) {
       // An id repeated in the sample is found on its second occurrence.
+      uint64_t slot = 0;
       int probes = 0;
       if (!table_.Locate(x[j].id, &slot, &probes)) {
         LmuTable::Probes p;
@@ -125,10 +132,11 @@ absl::StatusOr<StepResult> LmuLearner::Step(std::span<const Feature> x, std::spa
         out.max_insert_probes = std::max(out.max_insert_probes, p.insert);
         ++out.inserted;
       }
+      row = w.RowOf(slot);
     }
+    // docs/LMU.md (L2): w <- (1 - eta l2) w + eta (y - y_hat) x, per output.
     for (int o = 0; o < m; ++o) {
-      const double e = y[o] - y_before[o];
-      w.Store(slot, o, shrink * w.Load(slot, o) + (eta * e) * x[j].val);
+      WeightArena::StoreAt(row + o, shrink * WeightArena::LoadAt(row + o) + step_[o] * x[j].val);
     }
   }
   for (int o = 0; o < m; ++o) {

@@ -111,6 +111,8 @@ class LmuLearner {
   uint64_t samples_ = 0;
   double lr_scale_ = 1.0;
   std::vector<uint64_t> ids_, slots_;  // writer scratch: per feature, its id and slot
+  std::vector<double*> rows_;          // and its weight row (null: not in the table yet)
+  std::vector<double> step_;           // per output, eta times the error
 };
 
 }  // namespace streamlearn::lmu

@@ -51,8 +51,8 @@ bool LmuTable::Locate(uint64_t id, uint64_t* slot, int* probes) const {
 int LmuTable::LocateMany(const Generation& g, const WeightArena& w, const uint64_t* ids,
                          size_t n, uint64_t* slots) {
   const LmuBase& base = *g.base;
+  base.Positions(ids, n, slots);
   for (size_t j = 0; j < n; ++j) {
-    slots[j] = base.Position(ids[j]);
     if (const BaseEntry* e = base.EntryAt(slots[j])) __builtin_prefetch(e);
   }
   int max_probes = 1;

@@ -429,6 +429,20 @@ uint64_t Mphf::operator()(uint64_t key) const {
   return f.RemapEntry(pos - f.n);
 }
 
+void Mphf::Positions(const uint64_t* keys, size_t n, uint64_t* out) const {
+  if (impl_ == nullptr) {
+    std::fill(out, out + n, uint64_t{0});
+    return;
+  }
+  const Impl& f = *impl_;
+  SipHash13Many(f.salt, keys, n, out);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t h = out[i];
+    const uint64_t pos = Position(h, f.pilots[f.Bucket(h)], f.m);
+    out[i] = pos < f.n ? pos : f.RemapEntry(pos - f.n);
+  }
+}
+
 size_t Mphf::size() const { return impl_ == nullptr ? 0 : impl_->n; }
 
 size_t Mphf::bytes() const {

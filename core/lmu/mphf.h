@@ -49,6 +49,8 @@ class Mphf {
   Mphf() = default;  // the empty function (size 0)
 
   uint64_t operator()(uint64_t key) const;
+  // out[i] = (*this)(keys[i]) for i < n, hashing several keys at once (SipHash13Many).
+  void Positions(const uint64_t* keys, size_t n, uint64_t* out) const;
   size_t size() const;
   size_t bytes() const;  // memory of the function itself (not of any key or value array)
   double bits_per_key() const { return size() == 0 ? 0.0 : 8.0 * bytes() / size(); }

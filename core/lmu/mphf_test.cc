@@ -68,6 +68,14 @@ TEST(MphfTest, MinimalPerfectDeterministicAndRoundTripsAcrossSizes) {
     EXPECT_EQ(loaded->bytes(), f->bytes());
     EXPECT_EQ(Image(*loaded), image);
     for (uint64_t k : keys) ASSERT_EQ((*loaded)(k), (*f)(k)) << k;
+
+    // The batched lookup gives each key's value, members and others alike.
+    std::vector<uint64_t> probe = keys;
+    probe.resize(std::min<size_t>(probe.size(), 1000));
+    for (uint64_t k : RandomDistinctKeys(7, n + 2)) probe.push_back(k);
+    std::vector<uint64_t> batched(probe.size());
+    f->Positions(probe.data(), probe.size(), batched.data());
+    for (size_t i = 0; i < probe.size(); ++i) ASSERT_EQ(batched[i], (*f)(probe[i])) << i;
   }
 }
 

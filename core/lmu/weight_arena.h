@@ -60,6 +60,18 @@ class WeightArena {
   // A hint that the row of `slot` will be read soon.
   void Prefetch(uint64_t slot) const { __builtin_prefetch(Row(slot)); }
 
+  // The row of `slot` (its m weights), for a caller that reads or writes a row several times:
+  // it stays where it is for the arena's life. Read and write it through LoadAt and StoreAt.
+  // REQUIRES: slot < size() (as observed by the caller).
+  double* RowOf(uint64_t slot) const { return Row(slot); }
+  static double LoadAt(const double* w) {
+    return std::atomic_ref<const double>(*w).load(std::memory_order_relaxed);
+  }
+  // Writer only.
+  static void StoreAt(double* w, double value) {
+    std::atomic_ref<double>(*w).store(value, std::memory_order_relaxed);
+  }
+
   size_t bytes() const {
     const uint64_t chunks = (size() + kChunkRows - 1) >> kChunkBits;
     return chunks * kChunkRows * m_ * sizeof(double) + kMaxChunks * sizeof(void*);
