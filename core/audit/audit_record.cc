@@ -1,5 +1,7 @@
 #include "core/audit/audit_record.h"
 
+#include <cassert>
+
 #include "core/audit/canonical_double.h"
 
 #include <algorithm>
@@ -20,6 +22,12 @@ AuditRecord& AuditRecord::Set(std::string_view key, AuditValue value) {
   } else {
     fields_.push_back(AuditField{std::string(key), std::move(value)});
   }
+  return *this;
+}
+
+AuditRecord& AuditRecord::Add(std::string_view key, AuditValue value) {
+  assert(Find(key) == nullptr);
+  fields_.push_back(AuditField{std::string(key), std::move(value)});
   return *this;
 }
 

@@ -46,16 +46,27 @@ std::string_view LevelName(sau::RjLevel level) {
 
 Digest InputDigest(uint64_t t, std::span<const lmu::Feature> x, std::span<const double> q,
                    std::span<const double> y) {
-  Sha256 h;
-  h.Update("streamlearn.fuse.input.v1");
-  h.U64(t);
-  h.U64(x.size());
+  // The bytes Sha256::U64 / F64 / F64s would feed one at a time (little-endian words), laid
+  // out in one buffer and hashed with one update, on one context per thread.
+  thread_local Sha256 h;
+  thread_local std::string bytes;
+  constexpr std::string_view kDomain = "streamlearn.fuse.input.v1";
+  bytes.assign(kDomain);
+  const auto u64 = [](uint64_t v) {
+    char le[8];
+    for (int i = 0; i < 8; ++i) le[i] = static_cast<char>(v >> (8 * i));
+    bytes.append(le, 8);
+  };
+  u64(t);
+  u64(x.size());
   for (const lmu::Feature& f : x) {
-    h.U64(f.id);
-    h.F64(f.val);
+    u64(f.id);
+    u64(std::bit_cast<uint64_t>(f.val));
   }
-  h.F64s(q);
-  h.F64s(y);
+  for (double v : q) u64(std::bit_cast<uint64_t>(v));
+  for (double v : y) u64(std::bit_cast<uint64_t>(v));
+  h.Reset();
+  h.Update(bytes);
   return h.Finish();
 }
 
@@ -400,16 +411,16 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
   AuditList list;
   for (const control::ControlAction& a : actions) {
     AuditRecord r;
-    r.Set("action", control::ActionName(a.action))
-        .Set("cause", control::CauseName(a.cause))
-        .Set("value", a.value);
+    r.Add("action", control::ActionName(a.action))
+        .Add("cause", control::CauseName(a.cause))
+        .Add("value", a.value);
     list.emplace_back(std::move(r));
   }
   if (prf != nullptr) {  // the SAU's own self-regulation (docs/SAU.md, "Self-regulation")
     const auto regulation = [&list](std::string_view action, std::string_view cause,
                                     double value) {
       AuditRecord r;
-      r.Set("action", std::string(action)).Set("cause", std::string(cause)).Set("value", value);
+      r.Add("action", std::string(action)).Add("cause", std::string(cause)).Add("value", value);
       list.emplace_back(std::move(r));
     };
     if (diag.gamma_change > 0) regulation("raise_gamma", "thin_denominators", diag.gamma);
@@ -417,55 +428,56 @@ absl::StatusOr<FuseStep> FuseUnit::Learn(uint64_t t, std::span<const lmu::Featur
     if (diag.c_hi_raised) regulation("raise_c_hi", "clip_rate", diag.c_hi);
   }
   AuditRecord& r = out.record;
-  r.Set("kind", kRecordFuseLearn)
-      .Set("t", t)
-      .Set("pattern", PatternName(spec_.pattern))
-      .Set("input_digest", ToHex(InputDigest(t, x, q, y)))
-      .Set("ver_sau", ver_sau)
-      .Set("ver_base", stats.ver_base)
-      .Set("ver_delta", stats.ver_delta)
-      .Set("y_hat", Doubles(p.y_hat))
-      .Set("y_hat_sau", Doubles(p.y_hat_sau))
-      .Set("y_hat_lmu", Doubles(p.y_hat_lmu))
-      .Set("gate", p.gate)
-      .Set("g_min", p.g_min)
-      .Set("g_max", p.g_max);
+  r.Reserve(40);  // the most fields a body has; each distinct, so Add, not Set
+  r.Add("kind", kRecordFuseLearn)
+      .Add("t", t)
+      .Add("pattern", PatternName(spec_.pattern))
+      .Add("input_digest", ToHex(InputDigest(t, x, q, y)))
+      .Add("ver_sau", ver_sau)
+      .Add("ver_base", stats.ver_base)
+      .Add("ver_delta", stats.ver_delta)
+      .Add("y_hat", Doubles(p.y_hat))
+      .Add("y_hat_sau", Doubles(p.y_hat_sau))
+      .Add("y_hat_lmu", Doubles(p.y_hat_lmu))
+      .Add("gate", p.gate)
+      .Add("g_min", p.g_min)
+      .Add("g_max", p.g_max);
   if (prf != nullptr) {
-    r.Set("margin", diag.margin)
-        .Set("rj_gap", diag.rj_gap)
-        .Set("rj_threshold", diag.rj_threshold)
-        .Set("rj_exceeded", diag.rj_gap > diag.rj_threshold)
-        .Set("rj_level", LevelName(diag.rj_level))
-        .Set("den", diag.den)
-        .Set("beta_floor", floor_used)
-        .Set("lambda_star", lambda_used)
-        .Set("clip_rate", diag.clip_rate);
+    r.Add("margin", diag.margin)
+        .Add("rj_gap", diag.rj_gap)
+        .Add("rj_threshold", diag.rj_threshold)
+        .Add("rj_exceeded", diag.rj_gap > diag.rj_threshold)
+        .Add("rj_level", LevelName(diag.rj_level))
+        .Add("den", diag.den)
+        .Add("beta_floor", floor_used)
+        .Add("lambda_star", lambda_used)
+        .Add("clip_rate", diag.clip_rate);
   } else if (sau_.engine() == sau::Engine::kRidge) {
     // The readout's diagnostics at q before the write, and the write's (docs/ENGINES.md).
-    r.Set("engine", sau::EngineName(sau::Engine::kRidge))
-        .Set("condition", p.engine.condition)
-        .Set("residual", p.engine.residual)
-        .Set("jitter", p.engine.jitter)
-        .Set("key_norm2", diag.ridge.key_norm2)
-        .Set("scale", diag.ridge.scale);
+    r.Add("engine", sau::EngineName(sau::Engine::kRidge))
+        .Add("condition", p.engine.condition)
+        .Add("residual", p.engine.residual)
+        .Add("jitter", p.engine.jitter)
+        .Add("key_norm2", diag.ridge.key_norm2)
+        .Add("scale", diag.ridge.scale);
   } else {
-    r.Set("engine", sau::EngineName(sau::Engine::kVla))
-        .Set("residual_norm", diag.vla.residual_norm)
-        .Set("alpha_dot_k", diag.vla.alpha_dot_k)
-        .Set("refreshed", diag.vla.refreshed)
-        .Set("skipped", diag.vla.skipped)
-        .Set("s_norm", engine->s_norm);
+    r.Add("engine", sau::EngineName(sau::Engine::kVla))
+        .Add("residual_norm", diag.vla.residual_norm)
+        .Add("alpha_dot_k", diag.vla.alpha_dot_k)
+        .Add("refreshed", diag.vla.refreshed)
+        .Add("skipped", diag.vla.skipped)
+        .Add("s_norm", engine->s_norm);
   }
-  r.Set("c_lookup_p100", step->max_locate_probes)
-      .Set("locate_bound", stats.locate_bound)
-      .Set("c_insert_p100", step->max_insert_probes)
-      .Set("insert_bound", stats.insert_bound)
-      .Set("delta_load", stats.delta_load)
-      .Set("stash_used", stats.stash_used)
-      .Set("ring_used", stats.ring_used)
-      .Set("emergency_used", stats.emergency_used)
-      .Set("y_scale", YScale())
-      .Set("actions", std::move(list));
+  r.Add("c_lookup_p100", step->max_locate_probes)
+      .Add("locate_bound", stats.locate_bound)
+      .Add("c_insert_p100", step->max_insert_probes)
+      .Add("insert_bound", stats.insert_bound)
+      .Add("delta_load", stats.delta_load)
+      .Add("stash_used", stats.stash_used)
+      .Add("ring_used", stats.ring_used)
+      .Add("emergency_used", stats.emergency_used)
+      .Add("y_scale", YScale())
+      .Add("actions", std::move(list));
   out.actions = std::move(actions);
   out.prediction = std::move(f.p);
   out.diag = diag;
