@@ -1,5 +1,6 @@
 #include "core/common/byte_codec.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -14,13 +15,6 @@ namespace streamlearn {
 namespace {
 
 template <typename T>
-void PutLe(std::string& out, T x) {
-  char buf[sizeof(T)];
-  for (size_t i = 0; i < sizeof(T); ++i) buf[i] = static_cast<char>((x >> (8 * i)) & 0xff);
-  out.append(buf, sizeof(T));
-}
-
-template <typename T>
 T GetLe(const char* p) {
   T x = 0;
   for (size_t i = 0; i < sizeof(T); ++i) {
@@ -31,24 +25,24 @@ T GetLe(const char* p) {
 
 }  // namespace
 
-void ByteWriter::U32(uint32_t x) { PutLe(out_, x); }
-void ByteWriter::U64(uint64_t x) { PutLe(out_, x); }
-void ByteWriter::F64(double x) { PutLe(out_, std::bit_cast<uint64_t>(x)); }
+void ByteWriter::Grow(size_t n) {
+  out_.resize(std::max(size_ + n, 2 * out_.size() + 64));
+}
 
 void ByteWriter::Bytes(std::string_view s) {
   U64(s.size());
-  out_.append(s);
+  Raw(s);
 }
 
 void ByteWriter::F64s(std::span<const double> xs) {
   U64(xs.size());
-  out_.reserve(out_.size() + 8 * xs.size());
+  if (out_.size() - size_ < 8 * xs.size()) Grow(8 * xs.size());
   for (double x : xs) F64(x);
 }
 
 void ByteWriter::U64s(std::span<const uint64_t> xs) {
   U64(xs.size());
-  out_.reserve(out_.size() + 8 * xs.size());
+  if (out_.size() - size_ < 8 * xs.size()) Grow(8 * xs.size());
   for (uint64_t x : xs) U64(x);
 }
 

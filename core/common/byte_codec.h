@@ -17,8 +17,10 @@
 #ifndef STREAMLEARN_CORE_COMMON_BYTE_CODEC_H_
 #define STREAMLEARN_CORE_COMMON_BYTE_CODEC_H_
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,20 +34,48 @@ namespace streamlearn {
 
 class ByteWriter {
  public:
-  void U8(uint8_t x) { out_.push_back(static_cast<char>(x)); }
-  void U32(uint32_t x);
-  void U64(uint64_t x);
-  void F64(double x);                          // IEEE-754 bits
+  void U8(uint8_t x) { Put(&x, 1); }
+  void U32(uint32_t x) { PutLe(x); }
+  void U64(uint64_t x) { PutLe(x); }
+  void F64(double x) { PutLe(std::bit_cast<uint64_t>(x)); }  // IEEE-754 bits
   void Bytes(std::string_view s);              // u64 length + bytes
   void F64s(std::span<const double> xs);       // u64 count + bits
   void U64s(std::span<const uint64_t> xs);     // u64 count + values
-  void Raw(std::string_view s) { out_.append(s); }  // no length prefix
+  void Raw(std::string_view s) { Put(s.data(), s.size()); }  // no length prefix
 
-  const std::string& data() const { return out_; }
-  std::string Take() { return std::move(out_); }
+  // The bytes written so far.
+  const std::string& data() {
+    out_.resize(size_);
+    return out_;
+  }
+  std::string Take() {
+    out_.resize(size_);
+    size_ = 0;
+    return std::move(out_);
+  }
 
  private:
+  // The buffer grows geometrically and `size_` bytes of it are written: a value is one bounds
+  // check and one copy (a log entry writes a few thousand of them).
+  void Put(const void* p, size_t n) {
+    if (out_.size() - size_ < n) Grow(n);
+    std::memcpy(out_.data() + size_, p, n);
+    size_ += n;
+  }
+  template <typename T>
+  void PutLe(T x) {
+    if constexpr (std::endian::native == std::endian::little) {
+      Put(&x, sizeof(T));
+    } else {
+      char le[sizeof(T)];
+      for (size_t i = 0; i < sizeof(T); ++i) le[i] = static_cast<char>((x >> (8 * i)) & 0xff);
+      Put(le, sizeof(T));
+    }
+  }
+  void Grow(size_t n);
+
   std::string out_;
+  size_t size_ = 0;
 };
 
 // Reads what ByteWriter wrote. Every read checks the bounds; on truncation it returns
