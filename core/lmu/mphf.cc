@@ -436,6 +436,9 @@ void Mphf::Positions(const uint64_t* keys, size_t n, uint64_t* out) const {
   }
   const Impl& f = *impl_;
   SipHash13Many(f.salt, keys, n, out);
+  // Every pilot is asked for before any is read, so that their cache misses overlap (the
+  // pilots of 10^7 keys are ~3 MB).
+  for (size_t i = 0; i < n; ++i) __builtin_prefetch(&f.pilots[f.Bucket(out[i])]);
   for (size_t i = 0; i < n; ++i) {
     const uint64_t h = out[i];
     const uint64_t pos = Position(h, f.pilots[f.Bucket(h)], f.m);
