@@ -218,70 +218,48 @@ void SetCounters(benchmark::State& state) {
       benchmark::Counter(features, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+// One timed pass over the training stream by a new learner (make()), after `warm_passes`
+// untimed ones; the learner is made and destroyed outside the timing.
+template <typename Make>
+void TimedPass(benchmark::State& state, int warm_passes, Make make) {
+  CheckBitIdentity();
+  const VwStyleExamples& train = Train();
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto learner = make();
+    for (int p = 0; p < warm_passes; ++p) {
+      for (size_t i = 0; i < train.size(); ++i) learner->Step(train, i);
+    }
+    state.ResumeTiming();
+    for (size_t i = 0; i < train.size(); ++i) benchmark::DoNotOptimize(learner->Step(train, i));
+    state.PauseTiming();
+    learner.reset();
+    state.ResumeTiming();
+  }
+  SetCounters(state);
+}
+
+// The two learners behind one Step(examples, i).
+struct TimedLmu {
+  lmu::LmuLearner lmu{Spec(), Secret()};
+  double Step(const VwStyleExamples& ex, size_t i) { return LmuStep(lmu, ex, i); }
+};
+struct TimedAbsl {
+  AbslSgd absl{kLr, 0.0};
+  double Step(const VwStyleExamples& ex, size_t i) { return absl.Step(ex.example(i), ex.y[i]); }
+};
+
 void BM_TrainCold_Lmu(benchmark::State& state) {
-  CheckBitIdentity();
-  const VwStyleExamples& train = Train();
-  for (auto _ : state) {
-    state.PauseTiming();
-    auto lmu = std::make_unique<lmu::LmuLearner>(Spec(), Secret());
-    state.ResumeTiming();
-    for (size_t i = 0; i < train.size(); ++i) benchmark::DoNotOptimize(LmuStep(*lmu, train, i));
-    state.PauseTiming();
-    lmu.reset();
-    state.ResumeTiming();
-  }
-  SetCounters(state);
+  TimedPass(state, 0, [] { return std::make_unique<TimedLmu>(); });
 }
-
 void BM_TrainCold_Absl(benchmark::State& state) {
-  CheckBitIdentity();
-  const VwStyleExamples& train = Train();
-  for (auto _ : state) {
-    state.PauseTiming();
-    auto absl = std::make_unique<AbslSgd>(kLr, 0.0);
-    state.ResumeTiming();
-    for (size_t i = 0; i < train.size(); ++i) {
-      benchmark::DoNotOptimize(absl->Step(train.example(i), train.y[i]));
-    }
-    state.PauseTiming();
-    absl.reset();
-    state.ResumeTiming();
-  }
-  SetCounters(state);
+  TimedPass(state, 0, [] { return std::make_unique<TimedAbsl>(); });
 }
-
 void BM_TrainWarm_Lmu(benchmark::State& state) {
-  CheckBitIdentity();
-  const VwStyleExamples& train = Train();
-  for (auto _ : state) {
-    state.PauseTiming();
-    auto lmu = std::make_unique<lmu::LmuLearner>(Spec(), Secret());
-    for (size_t i = 0; i < train.size(); ++i) LmuStep(*lmu, train, i);
-    state.ResumeTiming();
-    for (size_t i = 0; i < train.size(); ++i) benchmark::DoNotOptimize(LmuStep(*lmu, train, i));
-    state.PauseTiming();
-    lmu.reset();
-    state.ResumeTiming();
-  }
-  SetCounters(state);
+  TimedPass(state, 1, [] { return std::make_unique<TimedLmu>(); });
 }
-
 void BM_TrainWarm_Absl(benchmark::State& state) {
-  CheckBitIdentity();
-  const VwStyleExamples& train = Train();
-  for (auto _ : state) {
-    state.PauseTiming();
-    auto absl = std::make_unique<AbslSgd>(kLr, 0.0);
-    for (size_t i = 0; i < train.size(); ++i) absl->Step(train.example(i), train.y[i]);
-    state.ResumeTiming();
-    for (size_t i = 0; i < train.size(); ++i) {
-      benchmark::DoNotOptimize(absl->Step(train.example(i), train.y[i]));
-    }
-    state.PauseTiming();
-    absl.reset();
-    state.ResumeTiming();
-  }
-  SetCounters(state);
+  TimedPass(state, 1, [] { return std::make_unique<TimedAbsl>(); });
 }
 
 BENCHMARK(BM_TrainCold_Lmu)->Iterations(1)->Unit(benchmark::kMillisecond);

@@ -546,6 +546,25 @@ std::vector<AuditRecord> ActionsOf(const std::string& body) {
   return out;
 }
 
+// The body without its action `name`.
+std::string WithoutAction(const std::string& body, std::string_view name) {
+  std::vector<AuditRecord> kept;
+  for (const AuditRecord& a : ActionsOf(body)) {
+    if (*a.Find("action")->get_if<std::string>() != name) kept.push_back(a);
+  }
+  return WithActions(body, kept);
+}
+
+// The body with one more action.
+std::string WithAction(const std::string& body, std::string_view action, std::string_view cause,
+                       double value) {
+  std::vector<AuditRecord> actions = ActionsOf(body);
+  AuditRecord a;
+  a.Set("action", std::string(action)).Set("cause", std::string(cause)).Set("value", value);
+  actions.push_back(a);
+  return WithActions(body, actions);
+}
+
 size_t FirstRegulation(const Stream& s, std::string_view action) {
   return FirstWhere(s, [action](const AuditRecord& r) {
     for (const auto& [name, value] : Regulations(r)) {
@@ -588,11 +607,7 @@ TEST(VerifierSpecRules, ForgedSelfRegulationIsCaughtAndNamed) {
       {"a widening of the window left out of the record", AuditRule::kRegulation,
        [](const Stream& s, std::vector<std::string>* b) {
          const size_t i = FirstRegulation(s, "raise_gamma");
-         std::vector<AuditRecord> kept;
-         for (const AuditRecord& a : ActionsOf((*b)[i])) {
-           if (*a.Find("action")->get_if<std::string>() != "raise_gamma") kept.push_back(a);
-         }
-         (*b)[i] = WithActions((*b)[i], kept);
+         (*b)[i] = WithoutAction((*b)[i], "raise_gamma");
          return i;
        }},
       {"a widening to another gamma than the next level's", AuditRule::kRegulation,
@@ -615,21 +630,13 @@ TEST(VerifierSpecRules, ForgedSelfRegulationIsCaughtAndNamed) {
            if (Kind(Parse(s.bodies[i]), "sau_event") && ++n == 300) break;
          }
          EXPECT_TRUE(Regulations(Parse((*b)[i])).empty());
-         std::vector<AuditRecord> actions = ActionsOf((*b)[i]);
-         AuditRecord a;
-         a.Set("action", "raise_gamma").Set("cause", "thin_denominators").Set("value", 0.995);
-         actions.push_back(a);
-         (*b)[i] = WithActions((*b)[i], actions);
+         (*b)[i] = WithAction((*b)[i], "raise_gamma", "thin_denominators", 0.995);
          return i;
        }},
       {"a raise of the clip level left out of the record", AuditRule::kRegulation,
        [](const Stream& s, std::vector<std::string>* b) {
          const size_t i = FirstRegulation(s, "raise_c_hi");
-         std::vector<AuditRecord> kept;
-         for (const AuditRecord& a : ActionsOf((*b)[i])) {
-           if (*a.Find("action")->get_if<std::string>() != "raise_c_hi") kept.push_back(a);
-         }
-         (*b)[i] = WithActions((*b)[i], kept);
+         (*b)[i] = WithoutAction((*b)[i], "raise_c_hi");
          return i;
        }},
       {"a raise of the clip level where no epoch ends", AuditRule::kRegulation,
@@ -644,11 +651,7 @@ TEST(VerifierSpecRules, ForgedSelfRegulationIsCaughtAndNamed) {
              break;
            }
          }
-         std::vector<AuditRecord> actions = ActionsOf((*b)[i]);
-         AuditRecord a;
-         a.Set("action", "raise_c_hi").Set("cause", "clip_rate").Set("value", 100.0);
-         actions.push_back(a);
-         (*b)[i] = WithActions((*b)[i], actions);
+         (*b)[i] = WithAction((*b)[i], "raise_c_hi", "clip_rate", 100.0);
          return i;
        }},
       {"more upper clips than clips", AuditRule::kSaturation,
