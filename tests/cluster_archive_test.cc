@@ -148,8 +148,10 @@ class ClusterArchiveTest : public test_util::ClusterProcessTest {
     // kLive records would stay.
     EXPECT_GE(next + kLive + kSegment, records);
     const std::vector<uint64_t> in_stream = StreamMessagesLastIndex();
-    for (uint64_t last : in_stream) {
-      EXPECT_GE(last, next) << "an archive stream message holds only archived records";
+    // The subject's last message stays even when all of it is sealed (the next publish names
+    // it as the last sequence).
+    for (size_t i = 0; i + 1 < in_stream.size(); ++i) {
+      EXPECT_GE(in_stream[i], next) << "an archive stream message holds only archived records";
     }
     *stream_messages = in_stream.size();
     std::cout << records << " records: " << segments.size() << " segment(s) up to " << next

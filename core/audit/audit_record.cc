@@ -25,6 +25,8 @@ AuditRecord& AuditRecord::Set(std::string_view key, AuditValue value) {
   return *this;
 }
 
+void AuditRecord::Reserve(size_t fields) { fields_.reserve(fields); }
+
 AuditRecord& AuditRecord::Add(std::string_view key, AuditValue value) {
   assert(Find(key) == nullptr);
   fields_.push_back(AuditField{std::string(key), std::move(value)});

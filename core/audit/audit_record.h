@@ -65,7 +65,7 @@ class AuditRecord {
   // Appends a field the record does not hold yet: Set without the search, for a builder that
   // knows its keys are distinct. REQUIRES: Find(key) == nullptr (asserted in debug builds).
   AuditRecord& Add(std::string_view key, AuditValue value);
-  void Reserve(size_t fields) { fields_.reserve(fields); }
+  void Reserve(size_t fields);
   // nullptr when absent. The pointer is invalidated by the next Set.
   const AuditValue* Find(std::string_view key) const;
   AuditValue* FindMutable(std::string_view key);

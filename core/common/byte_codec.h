@@ -58,6 +58,7 @@ class ByteWriter {
   // The buffer grows geometrically and `size_` bytes of it are written: a value is one bounds
   // check and one copy (a log entry writes a few thousand of them).
   void Put(const void* p, size_t n) {
+    if (n == 0) return;  // p may be null (an empty view)
     if (out_.size() - size_ < n) Grow(n);
     std::memcpy(out_.data() + size_, p, n);
     size_ += n;

@@ -65,7 +65,8 @@ class WeightArena {
   // REQUIRES: slot < size() (as observed by the caller).
   double* RowOf(uint64_t slot) const { return Row(slot); }
   static double LoadAt(const double* w) {
-    return std::atomic_ref<const double>(*w).load(std::memory_order_relaxed);
+    // atomic_ref of a const type is C++26; a load through the plain type writes nothing.
+    return std::atomic_ref<double>(*const_cast<double*>(w)).load(std::memory_order_relaxed);
   }
   // Writer only.
   static void StoreAt(double* w, double value) {

@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -25,6 +26,7 @@
 #include "core/common/status_macros.h"
 #include "server/storage/encrypted_storage.h"
 #include "server/storage/file_io.h"
+#include "spdlog/spdlog.h"
 
 namespace streamlearn::storage {
 namespace fs = std::filesystem;
@@ -186,7 +188,7 @@ class SegmentSink {
   SegmentSink& operator=(const SegmentSink&) = delete;
 
   absl::Status Open() {
-    fd_ = open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    fd_ = open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
     return fd_ < 0 ? ErrnoError(errno, "create", tmp_) : absl::OkStatus();
   }
   absl::Status Append(std::string_view bytes, bool hashed = true) {
@@ -228,14 +230,23 @@ struct ChainSegments {
   }
 };
 
-// Lists and checks a chain's segment files: each readable, together contiguous from 0.
-absl::StatusOr<std::vector<AuditSegmentInfo>> LoadSegments(const std::string& dir) {
+// Lists and checks a chain's segment files: each readable, together contiguous from 0. The
+// files of `known` (by path) are taken from it instead of being read again.
+absl::StatusOr<std::vector<AuditSegmentInfo>> LoadSegments(
+    const std::string& dir, const std::map<std::string, AuditSegmentInfo>* known = nullptr) {
   std::vector<AuditSegmentInfo> out;
   std::error_code ec;
   if (!fs::exists(dir, ec)) return out;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     if (!e.is_regular_file() || e.path().extension() != kSuffix) continue;
-    ASSIGN_OR_RETURN(AuditSegmentInfo info, ReadAuditSegmentInfo(e.path().string()));
+    const std::string path = e.path().string();
+    if (known != nullptr) {
+      if (auto it = known->find(path); it != known->end()) {
+        out.push_back(it->second);
+        continue;
+      }
+    }
+    ASSIGN_OR_RETURN(AuditSegmentInfo info, ReadAuditSegmentInfo(path));
     out.push_back(std::move(info));
   }
   if (ec) {
@@ -258,18 +269,22 @@ absl::StatusOr<std::vector<AuditSegmentInfo>> LoadSegments(const std::string& di
 }
 
 // Reads a chain's segment list from its directory again: a server sharing the archive
-// directory with others (the cluster mode) sees the segments another one sealed since. The
-// list only grows; an error (a gap, an unreadable file) makes every read fail until a reload
-// succeeds.
-void ReloadSegments(ChainSegments* chain) ABSL_LOCKS_EXCLUDED(chain->mu) {
-  absl::StatusOr<std::vector<AuditSegmentInfo>> loaded = LoadSegments(chain->dir);
-  MutexLock lock(&chain->mu);
-  if (!loaded.ok()) {
-    chain->loaded = loaded.status();
-    return;
+// directory with others (the cluster mode) sees the segments another one sealed since. Files
+// already listed are not read again. The list only grows. On an error (a gap, an unreadable
+// file, a directory the file system cannot list now) the list stays as it was and the error
+// is returned; a success clears an earlier load's error.
+absl::Status ReloadSegments(ChainSegments* chain) ABSL_LOCKS_EXCLUDED(chain->mu) {
+  std::map<std::string, AuditSegmentInfo> known;
+  {
+    MutexLock lock(&chain->mu);
+    for (const AuditSegmentInfo& s : chain->segments) known.emplace(s.path, s);
   }
+  absl::StatusOr<std::vector<AuditSegmentInfo>> loaded = LoadSegments(chain->dir, &known);
+  if (!loaded.ok()) return loaded.status();
+  MutexLock lock(&chain->mu);
   chain->loaded = absl::OkStatus();
   if (loaded->size() >= chain->segments.size()) chain->segments = *std::move(loaded);
+  return absl::OkStatus();
 }
 
 class ArchivedShardStore final : public ShardStore {
@@ -300,7 +315,10 @@ class ArchivedShardStore final : public ShardStore {
     // A second round only when a segment was archived (and its records trimmed from the live
     // store) between reading the segment list and reading the live store.
     for (;;) {
-      ASSIGN_OR_RETURN(std::vector<AuditSegmentInfo> segments, Segments());
+      absl::StatusOr<std::vector<AuditSegmentInfo>> listed = Segments();
+      if (!listed.ok() && Refresh().ok()) listed = Segments();  // an earlier error may be gone
+      if (!listed.ok()) return listed.status();
+      const std::vector<AuditSegmentInfo> segments = *std::move(listed);
       for (const AuditSegmentInfo& s : segments) {
         if (s.end <= next) continue;
         bool stopped = false;
@@ -318,7 +336,7 @@ class ArchivedShardStore final : public ShardStore {
       // by another server: then the records the live store no longer has are in a segment.
       const auto archived_since = [&] {
         if (chain_->archived_below() > archived) return true;
-        ReloadSegments(chain_.get());
+        (void)Refresh();  // an error leaves the list as it was: the gap below is reported
         return chain_->archived_below() > archived;
       };
       bool first = true, gap = false;
@@ -365,7 +383,7 @@ class ArchivedShardStore final : public ShardStore {
     MutexLock serial(&chain_->archive_mu);
     // What the directory holds now: with a directory shared by several servers, a segment
     // another one sealed is not written again (its records may be gone from the live store).
-    ReloadSegments(chain_.get());
+    RETURN_IF_ERROR(Refresh());
     ASSIGN_OR_RETURN(std::vector<AuditSegmentInfo> segments, Segments());
     const uint64_t first = segments.empty() ? 0 : segments.back().end;
     if (below <= first) return absl::OkStatus();
@@ -386,8 +404,11 @@ class ArchivedShardStore final : public ShardStore {
                                        zlib_level_));
     {
       MutexLock lock(&chain_->mu);
-      chain_->segments.push_back(std::move(info));
+      // A reload by a reader since the rename may have listed it already.
+      const uint64_t listed_end = chain_->segments.empty() ? 0 : chain_->segments.back().end;
+      if (listed_end == info.first) chain_->segments.push_back(std::move(info));
     }
+    inner_->NoteArchivedBelow(below);
     // Only now the live copies go; a crash before this leaves them in both places (readers
     // take them from the segment) and the next archive's trim removes them.
     ShardWrite trim;
@@ -396,6 +417,13 @@ class ArchivedShardStore final : public ShardStore {
   }
 
   uint64_t ArchivedBelow() const override { return chain_->archived_below(); }
+
+  // Reads the directory again and tells the wrapped store how far the segments reach.
+  absl::Status Refresh() const {
+    absl::Status s = ReloadSegments(chain_.get());
+    inner_->NoteArchivedBelow(chain_->archived_below());
+    return s;
+  }
 
  private:
   absl::StatusOr<std::vector<AuditSegmentInfo>> Segments() const {
@@ -458,7 +486,13 @@ class ArchivedStorage final : public StorageBackend {
       chain = slot;
     }
     // A shard opened again (the cluster mode: a lease taken back) reads the directory again.
-    if (known) ReloadSegments(chain.get());
+    if (known) {
+      if (absl::Status s = ReloadSegments(chain.get()); !s.ok()) {
+        spdlog::warn("audit archive of model '{}' shard {}: {} (kept the earlier list)",
+                     std::string(model), shard, std::string(s.message()));
+      }
+    }
+    store->NoteArchivedBelow(chain->archived_below());
     return std::make_unique<ArchivedShardStore>(std::move(store), std::move(chain),
                                                 options_.zlib_level);
   }
@@ -500,7 +534,11 @@ absl::StatusOr<AuditSegmentInfo> WriteAuditSegment(
     return absl::InvalidArgumentError(
         absl::StrCat("audit segment '", path, "': empty range [", first, ", ", end, ")"));
   }
-  SegmentSink out(path + ".tmp");
+  // A temporary name of this writer's own: two servers sealing the same segment into a shared
+  // directory (an owner and a fenced former owner) never write into one file; each renames a
+  // whole file, and the two are the same bytes (a segment is a function of the chain's prefix).
+  static std::atomic<uint64_t> writes{0};
+  SegmentSink out(absl::StrCat(path, ".tmp.", getpid(), ".", writes.fetch_add(1)));
   RETURN_IF_ERROR(out.Open());
   RETURN_IF_ERROR(out.Append(std::string_view(kMagic, kMagicBytes)));
   std::vector<std::pair<uint64_t, uint64_t>> index;

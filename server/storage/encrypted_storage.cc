@@ -180,6 +180,7 @@ class EncryptedShardStore final : public ShardStore {
     return inner_->ArchiveAudit(below, seal);
   }
   uint64_t ArchivedBelow() const override { return inner_->ArchivedBelow(); }
+  void NoteArchivedBelow(uint64_t below) override { inner_->NoteArchivedBelow(below); }
 
  private:
   std::string LogPlace(PartKind part, uint64_t seq) const {

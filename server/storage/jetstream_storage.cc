@@ -128,6 +128,10 @@ class JetStreamShardStore final : public ShardStore {
     RETURN_IF_ERROR(EnsureLoaded());
     return last_audit_;
   }
+  void NoteArchivedBelow(uint64_t below) override ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    trimmed_below_ = std::max(trimmed_below_, below);
+  }
 
  private:
   std::string Where() const { return absl::StrCat("model '", model(), "' shard ", shard()); }
@@ -527,6 +531,10 @@ absl::Status JetStreamShardStore::TrimAudit(uint64_t below) {
         return true;
       }));
   RETURN_IF_ERROR(inner);
+  // The subject's last message stays even when all of it is sealed: the next archive publish
+  // expects it as the subject's last sequence (an emptied subject would fail that check and
+  // fence this store).
+  keep = std::min(keep, archive_last_);
   return nats_.PurgeSubject(backend_->archive_stream, archive_subject_, keep);
 }
 
@@ -722,6 +730,14 @@ absl::Status JetStreamShardStore::ScanAudit(uint64_t from, const AuditVisitor& f
     go_on = fn(a.index(), a.line());
     return go_on;
   };
+  if (go_on && archived_through > 1 && from < archived_through && archive_last == 0) {
+    // The records below archived_through went to archive segments before any reached the
+    // archive stream (TrimAudit ahead of the first compaction): not here.
+    return absl::DataLossError(absl::StrCat(
+        Where(), ": audit records 1..", archived_through - 1,
+        " are not in the store (records sealed in archive segment files leave the stream; "
+        "they are read from the archive directory)"));
+  }
   if (go_on && archived_through > 1 && archive_last > 0 && from < archived_through) {
     RETURN_IF_ERROR(nats_.ScanSubject(
         backend_->archive_stream, archive, 1, archive_last, [&](const StoredMsg& m) {

@@ -121,6 +121,10 @@ class ShardStore {
   }
   // The chain's records with index < this are in archive segments (0: none).
   virtual uint64_t ArchivedBelow() const { return 0; }
+  // What an archive (audit_archive.h) tells the store it wraps: the records below `below` are
+  // sealed in segment files, so a store that copies old records elsewhere (the JetStream
+  // store's archive stream) need not copy those. A hint: it changes no stored data.
+  virtual void NoteArchivedBelow(uint64_t below) { (void)below; }
 
  protected:
   ShardStore(std::string model, uint32_t shard) : model_(std::move(model)), shard_(shard) {}

@@ -537,6 +537,73 @@ TEST_F(JetStreamTest, ASegmentSealedBeforeACompactionLeavesTheChainWhole) {
   // A segment that ends inside the stream's message: the message stays.
   ASSERT_TRUE(s->ArchiveAudit(25, "seal 25").ok());
   for (uint64_t from : {0, 20, 25, 27}) whole_from(from);
+  // A server without the directory is told that the records below 20 are elsewhere (the
+  // stream held none of them), and reads the rest.
+  {
+    auto bare = Open({.snapshot_chunk = 300, .compact_after = 8})->OpenShard("m", 0);
+    const absl::Status st = bare->ScanAudit(0, [](uint64_t, std::string_view) { return true; });
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+    EXPECT_THAT(st.message(), HasSubstr("archive segment files"));
+    EXPECT_EQ(AuditIndices(*bare, 20).size(), audit - 20);
+  }
+  // Every record the stream holds sealed: the stream keeps its last message (the next
+  // compaction's publish expects it), and the store goes on writing, compacting and reading.
+  ASSERT_TRUE(s->ArchiveAudit(audit, "seal all").ok());
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(CommitBatch(*s, PartKind::kSau, ++sau, &audit).ok());
+  ShardWrite again;
+  const std::string line2 = absl::StrCat("line ", audit), blob2 = absl::StrCat("snap ", sau);
+  again.audit.push_back({.index = audit, .line = line2});
+  again.snapshot = SnapshotPut{.part = PartKind::kSau, .seq = sau, .blob = blob2,
+                               .manifest = absl::StrCat("manifest ", sau), .dropped = {},
+                               .trim_log_through = sau};
+  ASSERT_TRUE(s->Commit(again).ok()) << "a compaction after the stream was emptied";
+  ++audit;
+  ASSERT_TRUE(CommitBatch(*s, PartKind::kSau, ++sau, &audit).ok());
+  for (uint64_t from : {0, 30, 35}) whole_from(from);
+  std::filesystem::remove_all(dir);
+}
+
+// Every record of the first compacted prefix sealed before the compaction: it copies none to
+// the archive stream, which stays empty. The chain reads whole through the archive; a server without the
+// directory is told where the records went instead of reading past them.
+TEST_F(JetStreamTest, APrefixSealedBeforeItsCompactionReadsWhole) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/sealed_archive_", getpid(), "_",
+                                       prefix_);
+  std::filesystem::remove_all(dir);
+  absl::StatusOr<std::unique_ptr<StorageBackend>> backend =
+      ArchiveAuditTo(Open({.snapshot_chunk = 300, .compact_after = 8}), {.dir = dir});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_TRUE((*backend)->CreateModel("m", "spec", kGenesis).ok());
+  auto s = (*backend)->OpenShard("m", 0);
+  uint64_t audit = 1, sau = 0;
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(CommitBatch(*s, PartKind::kSau, ++sau, &audit).ok());
+  // An LMU batch whose log entry the compaction must keep: the compacted prefix is then the
+  // 30 SAU batches, whose records are all sealed below.
+  ASSERT_TRUE(CommitBatch(*s, PartKind::kLmu, 1, &audit).ok());
+  const uint64_t sealed = audit - 1;
+  ASSERT_TRUE(s->ArchiveAudit(sealed, "seal").ok());
+  ShardWrite w;
+  const std::string line = absl::StrCat("line ", audit), blob = absl::StrCat("snap ", sau);
+  w.audit.push_back({.index = audit, .line = line});
+  w.snapshot = SnapshotPut{.part = PartKind::kSau, .seq = sau, .blob = blob,
+                           .manifest = absl::StrCat("manifest ", sau), .dropped = {},
+                           .trim_log_through = sau};
+  ASSERT_TRUE(s->Commit(w).ok());
+  ++audit;
+  ASSERT_TRUE(CommitBatch(*s, PartKind::kSau, ++sau, &audit).ok());
+  EXPECT_TRUE(ArchiveStreamRecords(*Open(), prefix_, 0).empty())
+      << "the compacted prefix held only sealed records";
+  const std::unique_ptr<ShardStore> reopened = (*backend)->OpenShard("m", 0);
+  for (const ShardStore* r : {s.get(), reopened.get()}) {
+    std::vector<uint64_t> chain = AuditIndices(*r, 0);
+    ASSERT_EQ(chain.size(), audit);
+    for (uint64_t i = 0; i < audit; ++i) ASSERT_EQ(chain[i], i);
+  }
+  auto bare = Open({.snapshot_chunk = 300, .compact_after = 8})->OpenShard("m", 0);
+  const absl::Status st = bare->ScanAudit(0, [](uint64_t, std::string_view) { return true; });
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_THAT(st.message(), HasSubstr("archive segment files"));
+  EXPECT_EQ(AuditIndices(*bare, sealed).size(), audit - sealed);
   std::filesystem::remove_all(dir);
 }
 
