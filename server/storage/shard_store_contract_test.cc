@@ -137,6 +137,20 @@ absl::Status CommitBatch(ShardStore& s, PartKind part, uint64_t seq, uint64_t* a
   return st;
 }
 
+// Commits a snapshot of the SAU part at log entry `seq` that trims the log through it, with
+// audit record `*audit` (and advances it): the write after which a JetStream store compacts.
+absl::Status CommitTrimmingSnapshot(ShardStore& s, uint64_t seq, uint64_t* audit) {
+  const std::string line = absl::StrCat("line ", *audit), blob = absl::StrCat("snap ", seq);
+  ShardWrite w;
+  w.audit.push_back({.index = *audit, .line = line});
+  w.snapshot = SnapshotPut{.part = PartKind::kSau, .seq = seq, .blob = blob,
+                           .manifest = absl::StrCat("manifest ", seq), .dropped = {},
+                           .trim_log_through = seq};
+  absl::Status st = s.Commit(w);
+  if (st.ok()) ++*audit;
+  return st;
+}
+
 const std::vector<std::string> kGenesis = {"line 0", "line 0", "line 0"};
 
 class ContractTest : public ::testing::TestWithParam<std::string> {
@@ -433,14 +447,7 @@ TEST_F(JetStreamTest, ArchiveSegmentsInASharedDirectoryBoundTheArchiveStream) {
     for (int i = 0; i < 30; ++i) {
       ASSERT_TRUE(CommitBatch(s, PartKind::kSau, ++sau, &audit).ok());
     }
-    ShardWrite w;
-    const std::string line = absl::StrCat("line ", audit), blob = absl::StrCat("snap ", sau);
-    w.audit.push_back({.index = audit, .line = line});
-    w.snapshot = SnapshotPut{.part = PartKind::kSau, .seq = sau, .blob = blob,
-                             .manifest = absl::StrCat("manifest ", sau),
-                             .dropped = {}, .trim_log_through = sau};
-    ASSERT_TRUE(s.Commit(w).ok());
-    ++audit;
+    ASSERT_TRUE(CommitTrimmingSnapshot(s, sau, &audit).ok());
   };
   auto whole_chain = [&](const ShardStore& s) {
     std::vector<uint64_t> chain = AuditIndices(s, 0);
@@ -520,14 +527,7 @@ TEST_F(JetStreamTest, ASegmentSealedBeforeACompactionLeavesTheChainWhole) {
   uint64_t audit = 1, sau = 0;
   for (int i = 0; i < 30; ++i) ASSERT_TRUE(CommitBatch(*s, PartKind::kSau, ++sau, &audit).ok());
   ASSERT_TRUE(s->ArchiveAudit(20, "seal 20").ok());
-  ShardWrite w;
-  const std::string line = absl::StrCat("line ", audit), blob = absl::StrCat("snap ", sau);
-  w.audit.push_back({.index = audit, .line = line});
-  w.snapshot = SnapshotPut{.part = PartKind::kSau, .seq = sau, .blob = blob,
-                           .manifest = absl::StrCat("manifest ", sau), .dropped = {},
-                           .trim_log_through = sau};
-  ASSERT_TRUE(s->Commit(w).ok());
-  ++audit;
+  ASSERT_TRUE(CommitTrimmingSnapshot(*s, sau, &audit).ok());
   auto whole_from = [&](uint64_t from) {
     std::vector<uint64_t> chain = AuditIndices(*s, from);
     ASSERT_EQ(chain.size(), audit - from);
@@ -550,14 +550,8 @@ TEST_F(JetStreamTest, ASegmentSealedBeforeACompactionLeavesTheChainWhole) {
   // compaction's publish expects it), and the store goes on writing, compacting and reading.
   ASSERT_TRUE(s->ArchiveAudit(audit, "seal all").ok());
   for (int i = 0; i < 30; ++i) ASSERT_TRUE(CommitBatch(*s, PartKind::kSau, ++sau, &audit).ok());
-  ShardWrite again;
-  const std::string line2 = absl::StrCat("line ", audit), blob2 = absl::StrCat("snap ", sau);
-  again.audit.push_back({.index = audit, .line = line2});
-  again.snapshot = SnapshotPut{.part = PartKind::kSau, .seq = sau, .blob = blob2,
-                               .manifest = absl::StrCat("manifest ", sau), .dropped = {},
-                               .trim_log_through = sau};
-  ASSERT_TRUE(s->Commit(again).ok()) << "a compaction after the stream was emptied";
-  ++audit;
+  ASSERT_TRUE(CommitTrimmingSnapshot(*s, sau, &audit).ok())
+      << "a compaction after the stream was emptied";
   ASSERT_TRUE(CommitBatch(*s, PartKind::kSau, ++sau, &audit).ok());
   for (uint64_t from : {0, 30, 35}) whole_from(from);
   std::filesystem::remove_all(dir);
@@ -582,14 +576,7 @@ TEST_F(JetStreamTest, APrefixSealedBeforeItsCompactionReadsWhole) {
   ASSERT_TRUE(CommitBatch(*s, PartKind::kLmu, 1, &audit).ok());
   const uint64_t sealed = audit - 1;
   ASSERT_TRUE(s->ArchiveAudit(sealed, "seal").ok());
-  ShardWrite w;
-  const std::string line = absl::StrCat("line ", audit), blob = absl::StrCat("snap ", sau);
-  w.audit.push_back({.index = audit, .line = line});
-  w.snapshot = SnapshotPut{.part = PartKind::kSau, .seq = sau, .blob = blob,
-                           .manifest = absl::StrCat("manifest ", sau), .dropped = {},
-                           .trim_log_through = sau};
-  ASSERT_TRUE(s->Commit(w).ok());
-  ++audit;
+  ASSERT_TRUE(CommitTrimmingSnapshot(*s, sau, &audit).ok());
   ASSERT_TRUE(CommitBatch(*s, PartKind::kSau, ++sau, &audit).ok());
   EXPECT_TRUE(ArchiveStreamRecords(*Open(), prefix_, 0).empty())
       << "the compacted prefix held only sealed records";
