@@ -370,6 +370,34 @@ void LmuRequests(SeedWriter& w) {
   update.set_model("acme/f");  // a model without an LMU part
   AppendFrame(0, 3, Bytes(update), &in);
   w.Write("rpc_lmu", "refusals", in);
+
+  // The same kind of batch in columns (lmu.proto SampleColumns): values all 1.0 (none
+  // sent), then with values and a per-sample lr; then columns that do not fit together.
+  v1::UpdateRequest columns;
+  columns.set_model("m");
+  columns.set_routing_key("user-2");
+  v1::SampleColumns* c = columns.mutable_columns();
+  for (int i = 1; i <= 3; ++i) {
+    c->add_t(10 + i);
+    c->add_counts(2);
+    c->add_ids(17 + i), c->add_ids(3);
+    c->add_y(0.25 * i), c->add_y(-0.25 * i);
+  }
+  in.clear();
+  AppendFrame(0, 0, Bytes(columns), &in);
+  for (int i = 0; i < 6; ++i) c->add_vals(0.5 * i);
+  for (int i = 0; i < 3; ++i) c->set_t(i, 20 + i), c->add_lr(i == 1 ? 0.1 : std::nan(""));
+  AppendFrame(0, 0, Bytes(columns), &in);
+  w.Write("rpc_lmu", "columns", in);
+  in.clear();
+  c->add_counts(1);  // a count too many
+  AppendFrame(0, 0, Bytes(columns), &in);
+  c->mutable_counts()->RemoveLast();
+  c->mutable_y()->RemoveLast();  // a target short
+  AppendFrame(0, 0, Bytes(columns), &in);
+  *columns.add_samples() = update.samples(1);  // samples and columns
+  AppendFrame(0, 0, Bytes(columns), &in);
+  w.Write("rpc_lmu", "column-refusals", in);
 }
 
 void FuseRequests(SeedWriter& w) {

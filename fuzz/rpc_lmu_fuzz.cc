@@ -50,7 +50,7 @@ void Update(RpcFixture& fx, server::LmuRequestHandler& handler,
     return;
   }
   FUZZ_CHECK(ack.applied() + static_cast<uint64_t>(ack.duplicate_t_size()) ==
-                 static_cast<uint64_t>((*req)->samples_size()),
+                 static_cast<uint64_t>(server::LmuRequestHandler::Items(**req)),
              "samples lost");
   FUZZ_CHECK(ack.shard() < before.size(), "a shard out of range");
   absl::StatusOr<std::shared_ptr<Model>> m = fx.registry.Find((*req)->model());

@@ -6,9 +6,11 @@
 // Invariants: a refusal points at a column of the line (1..size + 1); an accepted sample has
 // as many ids as values, m finite targets, finite values and a finite positive weight (1 for
 // libsvm). A libsvm line with integer ids is read in one pass; it must give what reading it
-// token by token gives (ReferenceLibsvm): the same ids and values, or a refusal of both.
+// token by token gives (ReferenceLibsvm, its values read by std::from_chars, so the number
+// parser's fast path is checked too): the same ids and values, or a refusal of both.
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -22,8 +24,22 @@
 namespace streamlearn::fuzz {
 namespace {
 
+// A finite double as std::from_chars reads it, optionally after a '+' (ParseFiniteDouble
+// without its fast path, which this checks).
+bool ReferenceDouble(std::string_view s, double* out) {
+  s = TrimBlanks(s);
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (s.empty()) return false;
+  double x = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(x)) return false;
+  *out = x;
+  return true;
+}
+
 // The libsvm features of a line with integer ids, read token by token with the number
-// parsers alone; false where a token is not id:value. Targets are not read.
+// parsers alone (the values by std::from_chars); false where a token is not id:value.
+// Targets are not read.
 bool ReferenceLibsvm(std::string_view line, std::vector<uint64_t>* ids,
                      std::vector<double>* vals) {
   line = line.substr(0, line.find('#'));
@@ -44,7 +60,7 @@ bool ReferenceLibsvm(std::string_view line, std::vector<uint64_t>* ids,
     double val = 0;
     if (colon == std::string_view::npos || colon == 0 || token.front() == '+' ||
         !ParseUint64(token.substr(0, colon), &id) ||
-        !ParseFiniteDouble(token.substr(colon + 1), &val)) {
+        !ReferenceDouble(token.substr(colon + 1), &val)) {
       return false;
     }
     ids->push_back(id);

@@ -48,6 +48,103 @@ void AppendFeatures(const google::protobuf::RepeatedField<uint64_t>& ids,
   for (int j = 0; j < ids.size(); ++j) out->push_back(lmu::Feature{.id = ids[j], .val = vals[j]});
 }
 
+// The views of a batch given as Sample messages, their (id, val) pairs copied into
+// *features; y points into the request.
+absl::Status RowViews(const v1::UpdateRequest& request, std::vector<lmu::Feature>* features,
+                      std::vector<SampleView>* views) {
+  const size_t n = static_cast<size_t>(request.samples_size());
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const v1::Sample& s = request.samples(static_cast<int>(i));
+    const bool nan_override =
+        (s.has_lr() && std::isnan(s.lr())) || (s.has_l2() && std::isnan(s.l2()));
+    if (s.ids_size() != s.vals_size() || nan_override) {  // the message only for a bad sample
+      const std::string what = absl::StrCat("sample ", i, " (t=", s.t(), "): ");
+      RETURN_IF_ERROR(CheckParallel(s.ids_size(), s.vals_size(), what));
+      RETURN_IF_ERROR(CheckOverrides(s, what));
+    }
+    total += static_cast<size_t>(s.ids_size());
+  }
+  features->clear();
+  features->reserve(total);  // the spans below point into it: no reallocation after this
+  views->clear();
+  views->reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const v1::Sample& s = request.samples(static_cast<int>(i));
+    const size_t begin = features->size();
+    AppendFeatures(s.ids(), s.vals(), features);
+    views->push_back(SampleView{
+        .t = s.t(),
+        .x = std::span<const lmu::Feature>(features->data() + begin, features->size() - begin),
+        .y = std::span<const double>(s.y().data(), static_cast<size_t>(s.y_size())),
+        .lr = s.has_lr() ? s.lr() : kAbsent,
+        .l2 = s.has_l2() ? s.l2() : kAbsent,
+    });
+  }
+  return absl::OkStatus();
+}
+
+// The views of a batch given in columns (lmu.proto SampleColumns), once the columns are
+// checked to fit together (INVALID_ARGUMENT naming the column); the (id, val) pairs are
+// copied into *features, y, lr and l2 point into the request. What each sample holds is
+// checked by the shard, as for Sample messages.
+absl::Status ColumnViews(const v1::SampleColumns& c, int m, std::vector<lmu::Feature>* features,
+                         std::vector<SampleView>* views) {
+  const size_t n = static_cast<size_t>(c.t_size());
+  auto bad = [](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat("columns: ", parts...));
+  };
+  if (static_cast<size_t>(c.counts_size()) != n) {
+    return bad("counts has ", c.counts_size(), " values for ", n,
+               " samples (t has ", n, "); give one feature count per sample");
+  }
+  uint64_t total = 0;
+  for (uint32_t k : c.counts()) total += k;
+  const size_t ids = static_cast<size_t>(c.ids_size());
+  if (total != ids) {
+    return bad("the counts add up to ", total, " features but ids has ", ids, " values");
+  }
+  const bool ones = c.vals_size() == 0;
+  if (!ones && static_cast<size_t>(c.vals_size()) != ids) {
+    return bad("vals has ", c.vals_size(), " values but ids has ", ids,
+               "; give one value per id, or none when every value is 1.0");
+  }
+  if (static_cast<size_t>(c.y_size()) != n * static_cast<size_t>(m)) {
+    return bad("y has ", c.y_size(), " values; ", n, " samples of m = ", m, " targets need ",
+               n * static_cast<size_t>(m));
+  }
+  for (const auto& [name, size] : {std::pair<absl::string_view, int>{"lr", c.lr_size()},
+                                   std::pair<absl::string_view, int>{"l2", c.l2_size()}}) {
+    if (size != 0 && static_cast<size_t>(size) != n) {
+      return bad(name, " has ", size, " values; give none, or one per sample (", n, ")");
+    }
+  }
+  features->resize(ids);
+  const uint64_t* id = c.ids().data();
+  lmu::Feature* f = features->data();
+  if (ones) {
+    for (size_t j = 0; j < ids; ++j) f[j] = lmu::Feature{.id = id[j], .val = 1.0};
+  } else {
+    const double* val = c.vals().data();
+    for (size_t j = 0; j < ids; ++j) f[j] = lmu::Feature{.id = id[j], .val = val[j]};
+  }
+  views->resize(n);
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t k = c.counts(static_cast<int>(i));
+    (*views)[i] = SampleView{
+        .t = c.t(static_cast<int>(i)),
+        .x = std::span<const lmu::Feature>(f + at, k),
+        .y = std::span<const double>(c.y().data() + i * static_cast<size_t>(m),
+                                     static_cast<size_t>(m)),
+        .lr = c.lr_size() != 0 ? c.lr(static_cast<int>(i)) : kAbsent,
+        .l2 = c.l2_size() != 0 ? c.l2(static_cast<int>(i)) : kAbsent,
+    };
+    at += k;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 LmuRequestHandler::LmuRequestHandler(ModelRegistry* registry, Metrics* metrics,
@@ -67,37 +164,23 @@ absl::Status LmuRequestHandler::Update(const v1::UpdateRequest& request, UpdateS
 
 absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
                                             UpdateSession* session, v1::UpdateAck* ack) {
+  if (request.has_columns() && request.samples_size() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the batch has ", request.samples_size(), " samples and columns of ",
+        request.columns().t_size(), "; give its samples one way, as samples or as columns"));
+  }
   // Routed and counted before any copy, so that a flood of samples in one message costs
   // nothing.
-  const size_t n = static_cast<size_t>(request.samples_size());
+  const size_t n = Items(request);
   ASSIGN_OR_RETURN(const BatchRoute route,
                    RouteBatch(*registry_, persistence_, request.model(), request.routing_key(),
                               PartKind::kLmu, n, limits_.max_batch, &session->binding, ack));
-  size_t total = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const v1::Sample& s = request.samples(static_cast<int>(i));
-    const std::string what = absl::StrCat("sample ", i, " (t=", s.t(), "): ");
-    RETURN_IF_ERROR(CheckParallel(s.ids_size(), s.vals_size(), what));
-    RETURN_IF_ERROR(CheckOverrides(s, what));
-    total += static_cast<size_t>(s.ids_size());
-  }
-  std::vector<lmu::Feature>& features = session->features;
-  features.clear();
-  features.reserve(total);  // the spans below point into it: no reallocation after this
   std::vector<SampleView>& views = session->views;
-  views.clear();
-  views.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const v1::Sample& s = request.samples(static_cast<int>(i));
-    const size_t begin = features.size();
-    AppendFeatures(s.ids(), s.vals(), &features);
-    views.push_back(SampleView{
-        .t = s.t(),
-        .x = std::span<const lmu::Feature>(features.data() + begin, features.size() - begin),
-        .y = std::span<const double>(s.y().data(), static_cast<size_t>(s.y_size())),
-        .lr = s.has_lr() ? s.lr() : kAbsent,
-        .l2 = s.has_l2() ? s.l2() : kAbsent,
-    });
+  if (request.has_columns()) {
+    RETURN_IF_ERROR(ColumnViews(request.columns(), route.model->spec().lmu.m,
+                                &session->features, &views));
+  } else {
+    RETURN_IF_ERROR(RowViews(request, &session->features, &views));
   }
 
   LmuShard& part = route.model->lmu(route.shard);

@@ -6,10 +6,11 @@
 //
 // Update errors are reported in-band: the ack's status carries the code and a message naming
 // the sample and field, nothing of the batch was applied, and the stream may go on
-// (common.proto, BatchStatus). The wire keeps a sample's x as two parallel arrays; the
-// handler checks their lengths and copies the (id, val) pairs into the stream's scratch
-// buffer (one reserve per batch), which the SampleViews handed to the shard point into. y
-// is not copied: its view points into the request.
+// (common.proto, BatchStatus). The wire keeps a sample's x as two parallel arrays, in a
+// Sample message or in the batch's columns (SampleColumns); the handler checks their lengths
+// and copies the (id, val) pairs into the stream's scratch buffer (one reserve per batch),
+// which the SampleViews handed to the shard point into. y is not copied: its view points
+// into the request.
 //
 //   LmuRequestHandler handler(&registry, &metrics, /*max_batch=*/4096);
 //   LmuRequestHandler::UpdateSession session;   // one per stream
@@ -57,7 +58,8 @@ class LmuRequestHandler {
   // Applies one batch to the LMU of the shard its routing key maps to and fills *ack
   // (cleared first). Returns the status also written to ack->status: NOT_FOUND (unknown
   // model), FAILED_PRECONDITION (the model has no lmu part), INVALID_ARGUMENT (empty batch,
-  // more than max_batch samples, ids/vals lengths differ, empty x, NaN/Inf, wrong y size,
+  // more than max_batch samples, samples and columns both given, columns that do not fit
+  // together, ids/vals lengths differ, empty x, NaN/Inf, wrong y size,
   // lr/l2 override out of range or given as NaN, more than max_features features, a value
   // beyond the bound, t too far ahead), INTERNAL (a rebuild failed).
   absl::Status Update(const v1::UpdateRequest& request, UpdateSession* session,
@@ -69,6 +71,12 @@ class LmuRequestHandler {
   absl::Status Predict(const v1::PredictRequest& request, v1::PredictResponse* response) const;
 
   size_t max_batch() const { return limits_.max_batch; }
+
+  // The samples of a request, given as messages or as columns.
+  static size_t Items(const v1::UpdateRequest& request) {
+    return static_cast<size_t>(request.has_columns() ? request.columns().t_size()
+                                                     : request.samples_size());
+  }
 
   const ModelRegistry& registry() const { return *registry_; }
 

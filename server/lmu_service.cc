@@ -24,7 +24,8 @@ grpc::Status LmuService::Update(
   return ServeBatchStream(stream, draining_, metrics_, "Update",
                           [&](v1::UpdateRequest* r) {
                             absl::Status s = caller->Scope(r->mutable_model());
-                            return s.ok() ? gate_->ChargeEvents(*caller, r->samples_size()) : s;
+                            return s.ok() ? gate_->ChargeEvents(
+                                             *caller, LmuRequestHandler::Items(*r)) : s;
                           },
                           [&](const auto& r) {
                             return ShardOfKey(handler_->registry(), r.model(), r.routing_key());

@@ -3,14 +3,22 @@
 
 #include <unistd.h>
 
+#include <bit>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <iostream>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "client/lib/csv_events.h"
 #include "client/lib/event_file.h"
 #include "client/lib/jsonl_events.h"
+#include "client/lib/line_source.h"
 #include "client/lib/number_parse.h"
 #include "client/lib/sample_file.h"
 #include "gtest/gtest.h"
@@ -40,6 +48,59 @@ TEST(ClientNumberParseTest, AcceptsAndRejects) {
   EXPECT_TRUE(ParseUint64("18446744073709551615", &u));
   EXPECT_FALSE(ParseUint64("18446744073709551616", &u));
   EXPECT_FALSE(ParseUint64("-1", &u));
+}
+
+// STREAMLEARN_TEST_SEED sets the seed of the random decimals below (printed).
+uint64_t Seed() {
+  const char* env = std::getenv("STREAMLEARN_TEST_SEED");
+  const uint64_t seed = env != nullptr ? std::strtoull(env, nullptr, 10) : 20261201;
+  std::cout << "STREAMLEARN_TEST_SEED=" << seed << std::endl;
+  return seed;
+}
+
+// The fast path of the number parser (Clinger's, ParsePlainDecimal) gives exactly what
+// std::from_chars gives, the correctly rounded double, on plain decimals of 1 to 15 digits
+// with the point anywhere, and declines every other form it is shown.
+TEST(ClientNumberParseTest, PlainDecimalFastPathEqualsFromChars) {
+  std::mt19937_64 rng(Seed());
+  for (int n = 0; n < 200000; ++n) {
+    const int digits = 1 + static_cast<int>(rng() % 15);
+    std::string text = (rng() & 1) != 0 ? "-" : "";
+    const int point = static_cast<int>(rng() % (digits + 1));  // digits before the point
+    for (int i = 0; i < digits; ++i) {
+      if (i == point && i > 0) text += '.';
+      text += static_cast<char>('0' + rng() % 10);
+    }
+    SCOPED_TRACE(text);
+    double want = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), want);
+    ASSERT_TRUE(ec == std::errc() && end == text.data() + text.size());
+    double got = 0;
+    ASSERT_TRUE(ParsePlainDecimal(text, &got));
+    ASSERT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want));
+    double full = 0;
+    ASSERT_TRUE(ParseFiniteDouble(text, &full));
+    ASSERT_EQ(std::bit_cast<uint64_t>(full), std::bit_cast<uint64_t>(want));
+  }
+  for (const char* text : {".5", "-.25", "007", "-0.0", "0.00000000000001"}) {
+    SCOPED_TRACE(text);
+    double want = 0, got = 0;
+    std::from_chars(text, text + std::strlen(text), want);
+    ASSERT_TRUE(ParsePlainDecimal(text, &got));
+    EXPECT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want));
+  }
+  // Everything else goes to std::from_chars.
+  for (const char* text : {"", "-", ".", "5.", "1e3", "+1", " 1", "1 ", "1.2.3", "0x10",
+                           "1234567890123456", "0.1234567890123456", "inf", "nan", "--1"}) {
+    SCOPED_TRACE(text);
+    double x = 0;
+    EXPECT_FALSE(ParsePlainDecimal(text, &x));
+  }
+  double x = 0;
+  ASSERT_TRUE(ParseFiniteDouble("0.1234567890123456", &x));  // 16 digits: from_chars
+  EXPECT_EQ(x, 0.1234567890123456);
+  ASSERT_TRUE(ParseFiniteDouble("-0", &x));
+  EXPECT_TRUE(std::signbit(x));
 }
 
 TEST(ClientNumberParseTest, DoubleListNamesTheBadItem) {
@@ -318,6 +379,73 @@ TEST(ClientSampleFileReaderTest, ALeadingUtf8BomIsSkipped) {
   more = (*reader)->Next(&s);
   ASSERT_TRUE(more.ok() && *more) << more.status();
   EXPECT_EQ(s.t, 2u);
+}
+
+// LineSource reads ahead in blocks of 1 MiB: lines that cross a block, a line longer than a
+// block, CRLF, empty lines and a last line without a line end come out as they are in the
+// file, with their numbers and the bytes read.
+TEST(ClientLineSourceTest, LinesAcrossBlocksComeOutWhole) {
+  std::vector<std::string> lines;
+  std::string text;
+  std::mt19937_64 rng(Seed());
+  while (text.size() < (size_t{5} << 20)) {
+    const size_t len = rng() % 3 == 0 ? rng() % 3000 : rng() % 40;
+    std::string line;
+    for (size_t i = 0; i < len; ++i) line += static_cast<char>('a' + rng() % 26);
+    lines.push_back(line);
+    text += line + (rng() % 5 == 0 ? "\r\n" : "\n");
+  }
+  lines.push_back(std::string(size_t{3} << 20, 'x'));  // longer than a block
+  text += lines.back() + "\n";
+  lines.push_back("");
+  text += "\n";
+  lines.push_back("last line, no line end");
+  text += lines.back();
+  const std::string path = WriteTemp("blocks.txt", text);
+  auto source = LineSource::Open(path, "test file");
+  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_EQ((*source)->size_bytes(), text.size());
+  size_t i = 0;
+  while ((*source)->Next()) {
+    ASSERT_LT(i, lines.size());
+    ASSERT_EQ((*source)->text(), lines[i]) << "line " << i + 1;
+    ASSERT_EQ((*source)->line(), i + 1);
+    ++i;
+  }
+  EXPECT_FALSE((*source)->bad());
+  EXPECT_EQ(i, lines.size());
+  EXPECT_EQ((*source)->bytes_read(), text.size());
+}
+
+// From a pipe, a line is handed over as soon as it has arrived: the reader does not wait for
+// a block to fill.
+TEST(ClientLineSourceTest, APipeGivesEachLineAsItArrives) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const int saved_stdin = dup(STDIN_FILENO);
+  ASSERT_EQ(dup2(fds[0], STDIN_FILENO), STDIN_FILENO);
+  close(fds[0]);
+  auto source = LineSource::Open("-", "standard input");
+  ASSERT_TRUE(source.ok()) << source.status();
+  for (const std::string line : {"first", "second"}) {
+    const std::string bytes = line + "\n";
+    ASSERT_EQ(write(fds[1], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    ASSERT_TRUE((*source)->Next());  // the writer keeps the pipe open: no end of input yet
+    EXPECT_EQ((*source)->text(), line);
+  }
+  close(fds[1]);
+  EXPECT_FALSE((*source)->Next());
+  EXPECT_FALSE((*source)->bad());
+  ASSERT_EQ(dup2(saved_stdin, STDIN_FILENO), STDIN_FILENO);
+  close(saved_stdin);
+}
+
+// A directory opens but cannot be read: a read error, not an empty file.
+TEST(ClientLineSourceTest, ADirectoryIsAReadError) {
+  auto source = LineSource::Open(::testing::TempDir(), "test file");
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_FALSE((*source)->Next());
+  EXPECT_TRUE((*source)->bad());
 }
 
 TEST(ClientEventFileReaderTest, MissingFileAndUnknownExtension) {

@@ -3,6 +3,7 @@
 // in-process lmu::LmuLearner fed the same samples.
 #include <grpcpp/grpcpp.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -131,6 +132,28 @@ v1::UpdateRequest MakeBatch(const std::string& model, const std::string& key, ui
   request.set_routing_key(key);
   for (int i = 0; i < n; ++i) *request.add_samples() = source.Next(first_t + i);
   return request;
+}
+
+// The same samples in columns (lmu.proto SampleColumns). ones: leave vals out, which says
+// every value is 1.0. A sample's lr or l2 override becomes its entry of the lr or l2 column,
+// NaN (the model's) for the samples without one.
+v1::UpdateRequest ToColumns(const v1::UpdateRequest& rows, bool ones = false) {
+  v1::UpdateRequest out;
+  out.set_model(rows.model());
+  out.set_routing_key(rows.routing_key());
+  v1::SampleColumns* c = out.mutable_columns();
+  bool lr = false, l2 = false;
+  for (const v1::Sample& s : rows.samples()) lr |= s.has_lr(), l2 |= s.has_l2();
+  for (const v1::Sample& s : rows.samples()) {
+    c->add_t(s.t());
+    c->add_counts(static_cast<uint32_t>(s.ids_size()));
+    c->mutable_ids()->Add(s.ids().begin(), s.ids().end());
+    if (!ones) c->mutable_vals()->Add(s.vals().begin(), s.vals().end());
+    c->mutable_y()->Add(s.y().begin(), s.y().end());
+    if (lr) c->add_lr(s.has_lr() ? s.lr() : kNaN);
+    if (l2) c->add_l2(s.has_l2() ? s.l2() : kNaN);
+  }
+  return out;
 }
 
 Server::Options TestOptions() {
@@ -483,6 +506,123 @@ TEST_F(ServerLmuE2eTest, BadBatchIsRejectedInBandAndTheSameStreamAcceptsTheNextO
   uint64_t next_t = 1;
   test_util::ExpectRejectedInBandThenAccepted<v1::UpdateRequest, v1::UpdateAck>(
       stream, cases, [&](uint64_t first_t) { return MakeBatch(model, key, first_t, 10, source); },
+      10, [&] { return LmuShardInfo(model, shard).state_digest(); }, &next_t);
+  EXPECT_TRUE(stream.Finish().ok());
+  EXPECT_EQ(LmuShardInfo(model, shard).samples(), next_t - 1);
+}
+
+// A batch in columns is the same batch: two models of one spec, one fed Sample messages and
+// the other the same samples in columns, give the same acks (predictions bit for bit) and the
+// same state digest, with values given, with binary features (no vals sent), and with lr and
+// l2 overrides on some samples (NaN in the column: the model's).
+TEST_F(ServerLmuE2eTest, ColumnsGiveTheSameAcksAndStateAsSampleMessages) {
+  constexpr int kBatches = 30, kBatch = 64;
+  const std::string key = "user-3";
+  const uint32_t shard = ShardFor(key, 2);
+  for (const bool ones : {false, true}) {
+    SCOPED_TRACE(ones ? "binary features, no vals sent" : "values given");
+    const std::string rows_model = ones ? "lmu-rows-ones" : "lmu-rows";
+    const std::string columns_model = ones ? "lmu-columns-ones" : "lmu-columns";
+    CreateModel(LmuModelSpec(rows_model, /*inline_rebuild=*/true, /*m=*/2));
+    CreateModel(LmuModelSpec(columns_model, /*inline_rebuild=*/true, /*m=*/2));
+    SampleSource source(11, 2);
+    UpdateStream rows(*lmu_), columns(*lmu_);
+    for (int b = 0; b < kBatches; ++b) {
+      v1::UpdateRequest batch = MakeBatch(rows_model, key, 1 + b * kBatch, kBatch, source);
+      for (int i = 0; i < kBatch; ++i) {
+        v1::Sample* s = batch.mutable_samples(i);
+        if (ones) {
+          for (int j = 0; j < s->vals_size(); ++j) s->set_vals(j, 1.0);
+        }
+        if (i % 7 == 3) s->set_lr(0.005);
+        if (i % 11 == 5) s->set_l2(0.01);
+      }
+      v1::UpdateRequest as_columns = ToColumns(batch, ones);
+      as_columns.set_model(columns_model);
+      const v1::UpdateAck a = rows.Send(batch);
+      const v1::UpdateAck c = columns.Send(as_columns);
+      ASSERT_EQ(a.status().code(), 0) << a.status().message();
+      ASSERT_EQ(c.status().code(), 0) << c.status().message();
+      EXPECT_EQ(c.applied(), static_cast<uint32_t>(kBatch));
+      EXPECT_EQ(c.shard(), a.shard());
+      EXPECT_EQ(c.inserted(), a.inserted());
+      ASSERT_EQ(c.last_prediction_size(), 2);
+      for (int o = 0; o < 2; ++o) {
+        EXPECT_EQ(std::bit_cast<uint64_t>(c.last_prediction(o)),
+                  std::bit_cast<uint64_t>(a.last_prediction(o)))
+            << "batch " << b;
+      }
+    }
+    EXPECT_TRUE(rows.Finish().ok());
+    EXPECT_TRUE(columns.Finish().ok());
+    EXPECT_EQ(LmuShardInfo(columns_model, shard).state_digest(),
+              LmuShardInfo(rows_model, shard).state_digest());
+    EXPECT_EQ(LmuShardInfo(columns_model, shard).samples(),
+              static_cast<uint64_t>(kBatches * kBatch));
+  }
+}
+
+// Columns that do not fit together are refused in band, naming the column, and change
+// nothing; what a sample holds is checked as for Sample messages (the same messages).
+TEST_F(ServerLmuE2eTest, BadColumnsAreRejectedInBandNamingTheColumn) {
+  const std::string model = "lmu-bad-columns";
+  const std::string key = "k";
+  CreateModel(LmuModelSpec(model, true));
+  const uint32_t shard = ShardFor(key, 2);
+  SampleSource source(6, 1);
+  const std::vector<test_util::RejectionCase<v1::UpdateRequest>> cases = {
+      {"a count short",
+       [](v1::UpdateRequest& r) { r.mutable_columns()->mutable_counts()->RemoveLast(); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"columns: counts has 9 values for 10 samples"}},
+      {"counts that do not add up to the ids",
+       [](v1::UpdateRequest& r) { r.mutable_columns()->set_counts(4, 7); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"columns: the counts add up to 61 features but ids has 60 values"}},
+      {"a value short",
+       [](v1::UpdateRequest& r) { r.mutable_columns()->mutable_vals()->RemoveLast(); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"columns: vals has 59 values but ids has 60", "or none when every value is 1.0"}},
+      {"a target short",
+       [](v1::UpdateRequest& r) { r.mutable_columns()->mutable_y()->RemoveLast(); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"columns: y has 9 values; 10 samples of m = 1 targets need 10"}},
+      {"an lr column of the wrong length",
+       [](v1::UpdateRequest& r) { r.mutable_columns()->add_lr(0.1); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"columns: lr has 1 values; give none, or one per sample (10)"}},
+      {"samples and columns both",
+       [&](v1::UpdateRequest& r) { *r.add_samples() = source.Next(1); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"the batch has 1 samples and columns of 10", "as samples or as columns"}},
+      {"a NaN value (the shard's check, the same message as for Sample messages)",
+       [](v1::UpdateRequest& r) { r.mutable_columns()->set_vals(20, kNaN); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"sample 3 (t=", "x[2]", "NaN"}},
+      {"a sample without features",
+       [](v1::UpdateRequest& r) {
+         v1::SampleColumns* c = r.mutable_columns();
+         c->set_counts(1, 0);
+         c->set_counts(2, 12);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"sample 1 (t=", "x is empty"}},
+      {"an lr override out of range",
+       [](v1::UpdateRequest& r) {
+         for (int i = 0; i < 10; ++i) r.mutable_columns()->add_lr(i == 4 ? -1 : kNaN);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"sample 4 (t=", "lr override"}},
+      {"no samples",
+       [](v1::UpdateRequest& r) { r.mutable_columns()->Clear(); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"batch is empty"}},
+  };
+  UpdateStream stream(*lmu_);
+  uint64_t next_t = 1;
+  test_util::ExpectRejectedInBandThenAccepted<v1::UpdateRequest, v1::UpdateAck>(
+      stream, cases,
+      [&](uint64_t first_t) { return ToColumns(MakeBatch(model, key, first_t, 10, source)); },
       10, [&] { return LmuShardInfo(model, shard).state_digest(); }, &next_t);
   EXPECT_TRUE(stream.Finish().ok());
   EXPECT_EQ(LmuShardInfo(model, shard).samples(), next_t - 1);

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <chrono>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <vector>
@@ -156,29 +157,49 @@ int RunTrain(const GlobalOptions& options, std::span<const std::string> args) {
   if (!session.ok()) return ReportError(session.status());
 
   ProgressBar progress(isatty(STDERR_FILENO) != 0, (*reader)->size_bytes(), "samples");
+  // Each batch goes in columns (lmu.proto SampleColumns): no message per sample, and no
+  // values at all while every value of the batch is 1.0 (binary features).
   v1::UpdateRequest request;
-  request.set_routing_key(stream.routing_key.value_or(kDefaultRoutingKey));
+  const std::string routing_key = stream.routing_key.value_or(kDefaultRoutingKey);
+  request.set_routing_key(routing_key);
+  v1::SampleColumns* columns = request.mutable_columns();
+  bool ones = true;        // every value of the batch so far is 1.0: vals stays empty
+  int last_ids = 0;        // the previous batch's ids, to reserve the next one's room
   std::vector<uint64_t> lines;  // of the batch being filled
   uint64_t batches = 0;
   auto send_batch = [&]() -> absl::Status {
-    if (request.samples_size() == 0) return absl::OkStatus();
+    if (columns->t_size() == 0) return absl::OkStatus();
     tally.NoteBatch(batches++, std::move(lines));
     lines.clear();
-    const std::string key = request.routing_key();
+    last_ids = columns->ids_size();
     absl::Status s = (*session)->Send(std::move(request));
     request.Clear();
-    request.set_routing_key(key);
+    request.set_routing_key(routing_key);
+    columns = request.mutable_columns();
+    columns->mutable_ids()->Reserve(last_ids);
+    ones = true;
     return s;
   };
+  const double kModelRate = std::numeric_limits<double>::quiet_NaN();  // lr column: the model's
   auto add = [&](const SampleRecord& record) -> absl::Status {
-    v1::Sample* s = request.add_samples();
-    s->set_t(record.t + t_offset.value_or(0));
-    s->mutable_ids()->Add(record.ids.begin(), record.ids.end());
-    s->mutable_vals()->Add(record.vals.begin(), record.vals.end());
-    s->mutable_y()->Add(record.y.begin(), record.y.end());
-    if (record.weight != 1) s->set_lr(record.weight * model_lr);  // VW importance weight
+    const int before = columns->ids_size();
+    columns->add_t(record.t + t_offset.value_or(0));
+    columns->add_counts(static_cast<uint32_t>(record.ids.size()));
+    columns->mutable_ids()->Add(record.ids.begin(), record.ids.end());
+    if (ones && !std::all_of(record.vals.begin(), record.vals.end(),
+                             [](double v) { return v == 1.0; })) {
+      ones = false;  // the batch's earlier values were all 1.0: write them out
+      columns->mutable_vals()->Reserve(std::max(last_ids, before + 1));
+      for (int j = 0; j < before; ++j) columns->add_vals(1.0);
+    }
+    if (!ones) columns->mutable_vals()->Add(record.vals.begin(), record.vals.end());
+    columns->mutable_y()->Add(record.y.begin(), record.y.end());
+    if (record.weight != 1 || columns->lr_size() != 0) {  // VW importance weight
+      while (columns->lr_size() < columns->t_size() - 1) columns->add_lr(kModelRate);
+      columns->add_lr(record.weight != 1 ? record.weight * model_lr : kModelRate);
+    }
     lines.push_back(record.t);
-    if (static_cast<size_t>(request.samples_size()) < stream.batch_limit()) {
+    if (static_cast<size_t>(columns->t_size()) < stream.batch_limit()) {
       return absl::OkStatus();
     }
     return send_batch();

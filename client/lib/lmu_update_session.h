@@ -13,6 +13,11 @@
 //   if (absl::Status st = (*session)->Send(std::move(req)); !st.ok()) return st;
 //   absl::Status done = (*session)->Finish();   // waits for every ack
 //
+// A batch of many samples is cheaper to build, send and read in columns
+// (lmu.proto SampleColumns; `streamlearn train` sends its batches so):
+//   v1::SampleColumns* c = req.mutable_columns();
+//   c->add_t(1); c->add_counts(2); c->add_ids(17); c->add_ids(18); c->add_y(0.5);  // vals 1.0
+//
 // Ownership and thread safety: as BatchSession.
 #ifndef STREAMLEARN_CLIENT_LIB_LMU_UPDATE_SESSION_H_
 #define STREAMLEARN_CLIENT_LIB_LMU_UPDATE_SESSION_H_
@@ -32,7 +37,10 @@ struct LmuUpdateTraits {
   using Ack = v1::UpdateAck;
   static constexpr char kStream[] = "update";
   static constexpr char kItems[] = "samples";
-  static int Items(const Request& request) { return request.samples_size(); }
+  // Samples, given as messages or as columns (lmu.proto SampleColumns).
+  static int Items(const Request& request) {
+    return request.has_columns() ? request.columns().t_size() : request.samples_size();
+  }
   static std::unique_ptr<grpc::ClientReaderWriter<Request, Ack>> Open(
       Service::Stub& stub, grpc::ClientContext* context) {
     return stub.Update(context);

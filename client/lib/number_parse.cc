@@ -17,6 +17,7 @@ bool ParseFiniteDouble(std::string_view s, double* out) {
   s = TrimBlanks(s);
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);
   if (s.empty()) return false;
+  if (ParsePlainDecimal(s, out)) return true;
   double x = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
   if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(x)) return false;

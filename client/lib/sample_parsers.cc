@@ -1,7 +1,9 @@
 #include "client/lib/sample_parsers.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "client/lib/number_parse.h"
@@ -52,6 +54,45 @@ std::string Quoted(std::string_view s) {
   out.append(s);
   out += '\'';
   return out;
+}
+
+// The number of decimal digits at the start of [p, end), eight bytes at a time where eight
+// are left: a byte is a digit when its high nibble is 3 and its low nibble at most 9 (adding
+// 6 carries into the high nibble otherwise). A carry out of a non-digit byte can only mark a
+// later byte, so the first non-digit found is the first there is.
+size_t LeadingDigits(const char* p, const char* end) {
+  const char* q = p;
+  while (end - q >= 8) {
+    uint64_t v;
+    std::memcpy(&v, q, 8);
+    constexpr uint64_t kHigh = 0xF0F0F0F0F0F0F0F0, kThrees = 0x3030303030303030;
+    const uint64_t bad = ((v & kHigh) ^ kThrees) | (((v + 0x0606060606060606) & kHigh) ^ kThrees);
+    if (bad != 0) return static_cast<size_t>(q - p) + (std::countr_zero(bad) >> 3);
+    q += 8;
+  }
+  while (q < end && *q >= '0' && *q <= '9') ++q;
+  return static_cast<size_t>(q - p);
+}
+
+// The value of the eight decimal digits at p (all digits): pairs, then quads, then the eight,
+// in three multiplies (the byte of p[0] is the lowest, little-endian).
+uint64_t EightDigits(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  v -= 0x3030303030303030;
+  v = v * 10 + (v >> 8);  // byte 2j: digits 2j, 2j+1 as a number below 100
+  constexpr uint64_t kPairs = 0x000000FF000000FF;
+  v = ((v & kPairs) * (100 + (uint64_t{1000000} << 32)) +
+       ((v >> 16) & kPairs) * (1 + (uint64_t{10000} << 32))) >> 32;
+  return v;
+}
+
+// The value of n <= 19 decimal digits at p (all digits; below 10^19, so it fits).
+uint64_t DigitsValue(const char* p, size_t n) {
+  uint64_t x = 0;
+  for (; n >= 8; n -= 8, p += 8) x = x * 100000000 + EightDigits(p);
+  for (; n > 0; --n, ++p) x = x * 10 + static_cast<uint64_t>(*p - '0');
+  return x;
 }
 
 bool IsNumberToken(std::string_view s) {
@@ -128,13 +169,10 @@ bool SampleLineParser::ParseLibsvm(std::string_view line, SampleRecord* out,
     while (i < n && IsBlank(line[i])) ++i;
     if (i == n) return true;
     begin = i;
-    while (i < n && line[i] >= '0' && line[i] <= '9') ++i;
+    const size_t digits = LeadingDigits(line.data() + i, line.data() + n);
+    i += digits;
     // Up to 19 digits always fit in 64 bits; a 20th may not.
-    const size_t digits = i - begin;
-    uint64_t id = 0;
-    for (size_t k = begin; k < begin + std::min<size_t>(digits, 19); ++k) {
-      id = id * 10 + static_cast<uint64_t>(line[k] - '0');
-    }
+    uint64_t id = DigitsValue(line.data() + begin, std::min<size_t>(digits, 19));
     bool fits = digits <= 20;
     if (digits == 20) {
       const uint64_t digit = static_cast<uint64_t>(line[begin + 19] - '0');
@@ -142,12 +180,13 @@ bool SampleLineParser::ParseLibsvm(std::string_view line, SampleRecord* out,
       id = id * 10 + digit;
     }
     const bool numeric_id = !hash_strings_ && fits && i > begin && i < n && line[i] == ':';
+    const size_t colon = i;
     while (i < n && !IsBlank(line[i])) ++i;
     const std::string_view token = line.substr(begin, i - begin);
     if (numeric_id) {
-      const size_t colon = token.find(':');
       double val = 0;
-      if (ParseFiniteDouble(token.substr(colon + 1), &val)) {
+      const std::string_view text = line.substr(colon + 1, i - colon - 1);
+      if (ParsePlainDecimal(text, &val) || ParseFiniteDouble(text, &val)) {
         out->ids.push_back(id);
         out->vals.push_back(val);
         continue;

@@ -34,6 +34,14 @@ namespace streamlearn {
 
 class ByteWriter {
  public:
+  ByteWriter() = default;
+  // Writes into `buffer`'s storage: its contents are dropped, its capacity kept, so a caller
+  // that encodes one entry per batch into the same string (and Takes it back) stops
+  // allocating once the buffer has grown to the largest entry.
+  explicit ByteWriter(std::string&& buffer) : out_(std::move(buffer)) {
+    out_.resize(out_.capacity());
+  }
+
   void U8(uint8_t x) { Put(&x, 1); }
   void U32(uint32_t x) { PutLe(x); }
   void U64(uint64_t x) { PutLe(x); }

@@ -78,7 +78,7 @@ std::span<const T> View(const std::vector<T>& storage, Slice s) {
 }  // namespace
 
 void EncodeSauEntry(std::span<const EventView> batch, std::string* out) {
-  ByteWriter w;
+  ByteWriter w(std::move(*out));  // its capacity is reused
   w.U8(kSauKind);
   w.U32(static_cast<uint32_t>(batch.size()));
   for (const EventView& e : batch) {
@@ -90,7 +90,7 @@ void EncodeSauEntry(std::span<const EventView> batch, std::string* out) {
 }
 
 void EncodeLmuEntry(std::span<const SampleView> batch, std::string* out) {
-  ByteWriter w;
+  ByteWriter w(std::move(*out));  // its capacity is reused
   w.U8(kLmuKind);
   w.U32(static_cast<uint32_t>(batch.size()));
   for (const SampleView& s : batch) {
@@ -104,7 +104,7 @@ void EncodeLmuEntry(std::span<const SampleView> batch, std::string* out) {
 }
 
 void EncodeFuseEntry(std::span<const FuseSampleView> batch, std::string* out) {
-  ByteWriter w;
+  ByteWriter w(std::move(*out));  // its capacity is reused
   w.U8(kFuseKind);
   w.U32(static_cast<uint32_t>(batch.size()));
   for (const FuseSampleView& s : batch) {

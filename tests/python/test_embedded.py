@@ -263,6 +263,42 @@ class EmbeddedServerTest(unittest.TestCase):
         with self.assertRaises(errors.FailedPrecondition):
             self.client.query("py_lmu", [0.0] * D)
 
+    def test_samples_in_columns_learn_what_the_same_samples_as_messages_do(self) -> None:
+        for name in ("py_rows", "py_columns"):
+            self.client.create_model(name, lmu={"lr": 0.05})
+        t, counts, ids, vals, y, samples = [], [], [], [], [], []
+        for i in range(1, 501):
+            x = [(self.rng.randrange(50), 1.0), (1000 + self.rng.randrange(9), 1.0)]
+            target = self.rng.random()
+            t.append(i)
+            counts.append(len(x))
+            ids.extend(f for f, _ in x)
+            vals.extend(v for _, v in x)
+            y.append(target)
+            samples.append({"t": i, "x": x, "y": target})
+        rows = self.client.update("py_rows", samples, batch_size=128)
+        with self.client.update_session("py_columns", batch_size=128) as session:
+            sent = session.send_columns(t, counts, ids, y)  # vals left out: all 1.0
+        self.assertEqual(len(sent), 4)  # 500 samples in batches of 128
+        self.assertEqual((session.stats.applied, rows.applied), (500, 500))
+        probe = [(3, 1.0), (1004, 1.0)]
+        self.assertEqual(self.client.predict("py_columns", probe).y_hat,
+                         self.client.predict("py_rows", probe).y_hat)
+        digests = [self.client.describe(m).lmu_shards[0].state_digest
+                   for m in ("py_rows", "py_columns")]
+        self.assertEqual(digests[0], digests[1])
+        # Columns that do not fit together fail before anything is sent; the server names a
+        # bad value as it does in a message.
+        with self.client.update_session("py_columns") as session:
+            with self.assertRaises(ValueError):
+                session.send_columns([600], [2], [1], [0.5])
+            with self.assertRaises(ValueError):
+                session.send_columns([600], [1], [1], [0.5], vals=[1.0, 2.0])
+            with self.assertRaises(errors.BatchRejected) as rejected:
+                session.send_columns([600], [1], [1], [0.5], vals=[float("nan")])
+                session.flush()
+            self.assertIn("x[0]", str(rejected.exception))
+
     def test_learn_then_fuse_predict(self) -> None:
         info = self.client.create_model(
             "py_fuse", shards=2,
