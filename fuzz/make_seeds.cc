@@ -135,6 +135,8 @@ void LogEntries(SeedWriter& w) {
   LmuBatch lmu(1, 4, 10, 2);
   storage::EncodeLmuEntry(lmu.views, &bytes);
   w.Write("log_entry", "lmu-4-samples", bytes);
+  storage::EncodeLmuEntryLayout1(lmu.views, &bytes);  // what earlier servers wrote
+  w.Write("log_entry", "lmu-4-samples-layout1", bytes);
   FuseBatch fuse(1, 3);
   storage::EncodeFuseEntry(fuse.views, &bytes);
   w.Write("log_entry", "fuse-3-samples", bytes);

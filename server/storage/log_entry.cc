@@ -1,6 +1,10 @@
 #include "server/storage/log_entry.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -11,8 +15,19 @@ namespace streamlearn::storage {
 namespace {
 
 constexpr uint8_t kSauKind = 1;
-constexpr uint8_t kLmuKind = 2;
+constexpr uint8_t kLmuKind = 2;  // the first LMU layout, read (not written) since layout 2
 constexpr uint8_t kFuseKind = 3;
+constexpr uint8_t kLmuCompactKind = 4;  // the LMU layout written now (log_entry.h)
+
+// A sample's flags in the compact LMU layout.
+constexpr uint8_t kValuesAllOne = 1;  // every value is 1.0: none written
+constexpr uint8_t kHasLr = 2;         // an lr override follows y
+constexpr uint8_t kHasL2 = 4;         // an l2 override follows
+constexpr uint8_t kKnownFlags = kValuesAllOne | kHasLr | kHasL2;
+
+bool AllOnes(std::span<const lmu::Feature> x) {
+  return std::all_of(x.begin(), x.end(), [](const lmu::Feature& f) { return f.val == 1.0; });
+}
 
 absl::Status Bad(std::string_view what) {
   return absl::DataLossError(absl::StrFormat("log entry: %s", what));
@@ -91,6 +106,29 @@ void EncodeSauEntry(std::span<const EventView> batch, std::string* out) {
 
 void EncodeLmuEntry(std::span<const SampleView> batch, std::string* out) {
   ByteWriter w(std::move(*out));  // its capacity is reused
+  w.U8(kLmuCompactKind);
+  w.U32(static_cast<uint32_t>(batch.size()));
+  for (const SampleView& s : batch) {
+    const bool ones = AllOnes(s.x);
+    const uint8_t flags = (ones ? kValuesAllOne : 0) | (std::isnan(s.lr) ? 0 : kHasLr) |
+                          (std::isnan(s.l2) ? 0 : kHasL2);
+    w.U64(s.t);
+    w.U8(flags);
+    w.U32(static_cast<uint32_t>(s.x.size()));
+    for (const lmu::Feature& f : s.x) w.U64(f.id);
+    if (!ones) {
+      for (const lmu::Feature& f : s.x) w.F64(f.val);
+    }
+    w.U32(static_cast<uint32_t>(s.y.size()));
+    for (double y : s.y) w.F64(y);
+    if ((flags & kHasLr) != 0) w.F64(s.lr);
+    if ((flags & kHasL2) != 0) w.F64(s.l2);
+  }
+  *out = w.Take();
+}
+
+void EncodeLmuEntryLayout1(std::span<const SampleView> batch, std::string* out) {
+  ByteWriter w(std::move(*out));
   w.U8(kLmuKind);
   w.U32(static_cast<uint32_t>(batch.size()));
   for (const SampleView& s : batch) {
@@ -145,6 +183,71 @@ absl::StatusOr<SauEntry> SauEntry::Decode(std::string_view bytes) {
 }
 
 absl::StatusOr<LmuEntry> LmuEntry::Decode(std::string_view bytes) {
+  if (!bytes.empty() && static_cast<uint8_t>(bytes[0]) == kLmuKind) return DecodeLayout1(bytes);
+  ByteReader r(bytes);
+  uint32_t n = 0;
+  RETURN_IF_ERROR(ReadHeader(r, kLmuCompactKind, "an LMU batch", 17, &n));
+  struct Shape {
+    uint64_t t = 0;
+    Slice x, y;
+    double lr = std::numeric_limits<double>::quiet_NaN();
+    double l2 = std::numeric_limits<double>::quiet_NaN();
+  };
+  std::vector<Shape> shapes(n);
+  LmuEntry entry;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    Shape& sh = shapes[i];
+    uint8_t flags = 0;
+    uint32_t nx = 0, ny = 0;
+    RETURN_IF_ERROR(r.U64(&sh.t));
+    RETURN_IF_ERROR(r.U8(&flags));
+    if ((flags & ~kKnownFlags) != 0) {
+      return Bad(absl::StrFormat("sample %d has unknown flags 0x%02x", i, flags));
+    }
+    const bool ones = (flags & kValuesAllOne) != 0;
+    RETURN_IF_ERROR(r.U32(&nx));
+    if (nx > r.remaining() / (ones ? 8 : 16)) return Bad("feature count runs past the end");
+    sh.x = Slice{.at = entry.features_.size(), .n = nx};
+    for (uint32_t j = 0; j < nx; ++j) {
+      lmu::Feature f{.id = 0, .val = 1.0};
+      RETURN_IF_ERROR(r.U64(&f.id));
+      entry.features_.push_back(f);
+    }
+    if (!ones) {
+      for (uint32_t j = 0; j < nx; ++j) RETURN_IF_ERROR(r.F64(&entry.features_[sh.x.at + j].val));
+      // One encoding per batch (its digest names it): values all 1.0 are written as a flag.
+      if (AllOnes(View(entry.features_, sh.x))) {
+        return Bad(absl::StrFormat("sample %d writes out values that are all 1.0", i));
+      }
+    }
+    RETURN_IF_ERROR(r.U32(&ny));
+    if (ny > r.remaining() / 8) return Bad("target count runs past the end");
+    sh.y = Slice{.at = entry.ys_.size(), .n = ny};
+    for (uint32_t o = 0; o < ny; ++o) {
+      double y = 0;
+      RETURN_IF_ERROR(r.F64(&y));
+      entry.ys_.push_back(y);
+    }
+    for (const auto& [bit, value] : {std::pair<uint8_t, double*>{kHasLr, &sh.lr},
+                                     std::pair<uint8_t, double*>{kHasL2, &sh.l2}}) {
+      if ((flags & bit) == 0) continue;
+      RETURN_IF_ERROR(r.F64(value));
+      if (std::isnan(*value)) return Bad(absl::StrFormat("sample %d has a NaN override", i));
+    }
+  }
+  RETURN_IF_ERROR(r.ExpectDone("LMU log entry"));
+  entry.views_.reserve(n);
+  for (const Shape& sh : shapes) {
+    entry.views_.push_back(SampleView{.t = sh.t,
+                                      .x = View(entry.features_, sh.x),
+                                      .y = View(entry.ys_, sh.y),
+                                      .lr = sh.lr,
+                                      .l2 = sh.l2});
+  }
+  return entry;
+}
+
+absl::StatusOr<LmuEntry> LmuEntry::DecodeLayout1(std::string_view bytes) {
   ByteReader r(bytes);
   uint32_t n = 0;
   RETURN_IF_ERROR(ReadHeader(r, kLmuKind, "an LMU batch", 40, &n));

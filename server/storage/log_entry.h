@@ -5,8 +5,16 @@
 // the shard's own Ingest/Update repeats the same duplicate decisions and the same arithmetic,
 // so recovery is bit-identical. Layout (core/common/byte_codec.h, little-endian):
 //   SAU: u8 1 | u32 n | n x (u64 t | f64s k | f64s v)
-//   LMU: u8 2 | u32 n | n x (u64 t | u64 nx | nx x (u64 id | f64 val) | f64s y | f64 lr | f64 l2)
+//   LMU: u8 4 | u32 n | n x (u64 t | u8 flags | u32 nx | nx x u64 id | [nx x f64 val]
+//                           | u32 ny | ny x f64 y | [f64 lr] | [f64 l2])
+//        flags: 1 every value is 1.0 (none written: binary features), 2 an lr override
+//        follows, 4 an l2 override follows (an override is written only when given)
 //   Fuse: u8 3 | u32 n | n x (u64 t | u64 nx | nx x (u64 id | f64 val) | f64s q | f64s y)
+// and the first LMU layout, which servers before the compact one wrote and which still
+// decodes (the same batch, bit for bit; a server of an earlier version cannot read layout 4):
+//   LMU: u8 2 | u32 n | n x (u64 t | u64 nx | nx x (u64 id | f64 val) | f64s y | f64 lr | f64 l2)
+// Each layout has one encoding per batch: the decoder refuses values all 1.0 written out, an
+// override written as NaN, and any unknown flag.
 // The SHA-256 of the entry bytes is the batch_digest of the batch's audit records, which ties
 // the chain to the log (`streamlearn audit replay` checks it).
 //
@@ -30,6 +38,9 @@ namespace streamlearn::storage {
 
 void EncodeSauEntry(std::span<const EventView> batch, std::string* out);
 void EncodeLmuEntry(std::span<const SampleView> batch, std::string* out);
+// The first LMU layout (u8 2), which earlier servers wrote: for tests and seeds that check such
+// entries still replay.
+void EncodeLmuEntryLayout1(std::span<const SampleView> batch, std::string* out);
 void EncodeFuseEntry(std::span<const FuseSampleView> batch, std::string* out);
 
 // A decoded entry owns its numbers; views() points into them.
@@ -62,6 +73,7 @@ class LmuEntry {
 
  private:
   LmuEntry() = default;
+  static absl::StatusOr<LmuEntry> DecodeLayout1(std::string_view bytes);
   std::vector<lmu::Feature> features_;
   std::vector<double> ys_;
   std::vector<SampleView> views_;

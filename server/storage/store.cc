@@ -444,6 +444,11 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   table.block_cache = cache;
   table.cache_index_and_filter_blocks = true;
   table.pin_l0_filter_and_index_blocks_in_cache = true;
+  // XXH3 block checksums (RocksDB >= 6.27 reads and writes them; files written with CRC32c
+  // keep theirs): Debian's portable RocksDB computes CRC32c without SSE4.2, and under
+  // `streamlearn train` with a data directory those checksums were 7.6% of the server's CPU
+  // by perf (bench/RESULTS.md, "Training on the VW-style stream").
+  table.checksum = rocksdb::kXXH3;
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   // 16 MiB memtables (RocksDB's default is 64 MiB): a flush every few seconds under load, so
@@ -458,6 +463,12 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   // snappy (in flushes and compactions) took about a fifth of the server's CPU by perf, audit
   // records being most of the bytes written, and archiving ran 3-4 times faster without it.
   if (!options.compress_audit) descriptors[kAudit].options.compression = rocksdb::kNoCompression;
+  // The log's entries are numbers written as raw 64-bit words (ids, values, targets), which do
+  // not compress, and the log is cut at every snapshot. Under `streamlearn train` with a data
+  // directory, snappy spent a fifth of the server's CPU on the log's flushes and compactions
+  // (perf), and LZ4 as much, for a data directory of the same size (bench/RESULTS.md,
+  // "Training on the VW-style stream").
+  descriptors[kLog].options.compression = rocksdb::kNoCompression;
   auto store = std::unique_ptr<Store>(new Store());
   store->options_ = options;
   store->cache_ = cache;
