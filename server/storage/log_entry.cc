@@ -90,6 +90,68 @@ std::span<const T> View(const std::vector<T>& storage, Slice s) {
   return {storage.data() + s.at, s.n};
 }
 
+// Where one decoded LMU sample's arrays went, and its overrides (NaN: none).
+struct LmuShape {
+  uint64_t t = 0;
+  Slice x, y;
+  double lr = std::numeric_limits<double>::quiet_NaN();
+  double l2 = std::numeric_limits<double>::quiet_NaN();
+};
+
+// Sample i of the compact layout (log_entry.h), its arrays appended to *features and *ys.
+absl::Status ReadLmuSample(ByteReader& r, size_t i, std::vector<lmu::Feature>* features,
+                           std::vector<double>* ys, LmuShape* sh) {
+  uint8_t flags = 0;
+  uint32_t nx = 0, ny = 0;
+  RETURN_IF_ERROR(r.U64(&sh->t));
+  RETURN_IF_ERROR(r.U8(&flags));
+  if ((flags & ~kKnownFlags) != 0) {
+    return Bad(absl::StrFormat("sample %d has unknown flags 0x%02x", i, flags));
+  }
+  const bool ones = (flags & kValuesAllOne) != 0;
+  RETURN_IF_ERROR(r.U32(&nx));
+  if (nx > r.remaining() / (ones ? 8 : 16)) return Bad("feature count runs past the end");
+  sh->x = Slice{.at = features->size(), .n = nx};
+  for (uint32_t j = 0; j < nx; ++j) {
+    lmu::Feature f{.id = 0, .val = 1.0};
+    RETURN_IF_ERROR(r.U64(&f.id));
+    features->push_back(f);
+  }
+  if (!ones) {
+    for (uint32_t j = 0; j < nx; ++j) RETURN_IF_ERROR(r.F64(&(*features)[sh->x.at + j].val));
+    // One encoding per batch (its digest names it): values all 1.0 are written as a flag.
+    if (AllOnes(View(*features, sh->x))) {
+      return Bad(absl::StrFormat("sample %d writes out values that are all 1.0", i));
+    }
+  }
+  RETURN_IF_ERROR(r.U32(&ny));
+  if (ny > r.remaining() / 8) return Bad("target count runs past the end");
+  sh->y = Slice{.at = ys->size(), .n = ny};
+  for (uint32_t o = 0; o < ny; ++o) {
+    double y = 0;
+    RETURN_IF_ERROR(r.F64(&y));
+    ys->push_back(y);
+  }
+  for (const auto& [bit, value] : {std::pair<uint8_t, double*>{kHasLr, &sh->lr},
+                                   std::pair<uint8_t, double*>{kHasL2, &sh->l2}}) {
+    if ((flags & bit) == 0) continue;
+    RETURN_IF_ERROR(r.F64(value));
+    if (std::isnan(*value)) return Bad(absl::StrFormat("sample %d has a NaN override", i));
+  }
+  return absl::OkStatus();
+}
+
+// One sample of the first LMU layout.
+absl::Status ReadLmuSampleLayout1(ByteReader& r, std::vector<double>* scratch,
+                                  std::vector<lmu::Feature>* features, std::vector<double>* ys,
+                                  LmuShape* sh) {
+  RETURN_IF_ERROR(r.U64(&sh->t));
+  RETURN_IF_ERROR(ReadFeatures(r, features, &sh->x));
+  RETURN_IF_ERROR(ReadNumbers(r, scratch, ys, &sh->y));
+  RETURN_IF_ERROR(r.F64(&sh->lr));
+  return r.F64(&sh->l2);
+}
+
 }  // namespace
 
 void EncodeSauEntry(std::span<const EventView> batch, std::string* out) {
@@ -183,92 +245,22 @@ absl::StatusOr<SauEntry> SauEntry::Decode(std::string_view bytes) {
 }
 
 absl::StatusOr<LmuEntry> LmuEntry::Decode(std::string_view bytes) {
-  if (!bytes.empty() && static_cast<uint8_t>(bytes[0]) == kLmuKind) return DecodeLayout1(bytes);
+  const bool layout1 = !bytes.empty() && static_cast<uint8_t>(bytes[0]) == kLmuKind;
   ByteReader r(bytes);
   uint32_t n = 0;
-  RETURN_IF_ERROR(ReadHeader(r, kLmuCompactKind, "an LMU batch", 17, &n));
-  struct Shape {
-    uint64_t t = 0;
-    Slice x, y;
-    double lr = std::numeric_limits<double>::quiet_NaN();
-    double l2 = std::numeric_limits<double>::quiet_NaN();
-  };
-  std::vector<Shape> shapes(n);
-  LmuEntry entry;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    Shape& sh = shapes[i];
-    uint8_t flags = 0;
-    uint32_t nx = 0, ny = 0;
-    RETURN_IF_ERROR(r.U64(&sh.t));
-    RETURN_IF_ERROR(r.U8(&flags));
-    if ((flags & ~kKnownFlags) != 0) {
-      return Bad(absl::StrFormat("sample %d has unknown flags 0x%02x", i, flags));
-    }
-    const bool ones = (flags & kValuesAllOne) != 0;
-    RETURN_IF_ERROR(r.U32(&nx));
-    if (nx > r.remaining() / (ones ? 8 : 16)) return Bad("feature count runs past the end");
-    sh.x = Slice{.at = entry.features_.size(), .n = nx};
-    for (uint32_t j = 0; j < nx; ++j) {
-      lmu::Feature f{.id = 0, .val = 1.0};
-      RETURN_IF_ERROR(r.U64(&f.id));
-      entry.features_.push_back(f);
-    }
-    if (!ones) {
-      for (uint32_t j = 0; j < nx; ++j) RETURN_IF_ERROR(r.F64(&entry.features_[sh.x.at + j].val));
-      // One encoding per batch (its digest names it): values all 1.0 are written as a flag.
-      if (AllOnes(View(entry.features_, sh.x))) {
-        return Bad(absl::StrFormat("sample %d writes out values that are all 1.0", i));
-      }
-    }
-    RETURN_IF_ERROR(r.U32(&ny));
-    if (ny > r.remaining() / 8) return Bad("target count runs past the end");
-    sh.y = Slice{.at = entry.ys_.size(), .n = ny};
-    for (uint32_t o = 0; o < ny; ++o) {
-      double y = 0;
-      RETURN_IF_ERROR(r.F64(&y));
-      entry.ys_.push_back(y);
-    }
-    for (const auto& [bit, value] : {std::pair<uint8_t, double*>{kHasLr, &sh.lr},
-                                     std::pair<uint8_t, double*>{kHasL2, &sh.l2}}) {
-      if ((flags & bit) == 0) continue;
-      RETURN_IF_ERROR(r.F64(value));
-      if (std::isnan(*value)) return Bad(absl::StrFormat("sample %d has a NaN override", i));
-    }
-  }
-  RETURN_IF_ERROR(r.ExpectDone("LMU log entry"));
-  entry.views_.reserve(n);
-  for (const Shape& sh : shapes) {
-    entry.views_.push_back(SampleView{.t = sh.t,
-                                      .x = View(entry.features_, sh.x),
-                                      .y = View(entry.ys_, sh.y),
-                                      .lr = sh.lr,
-                                      .l2 = sh.l2});
-  }
-  return entry;
-}
-
-absl::StatusOr<LmuEntry> LmuEntry::DecodeLayout1(std::string_view bytes) {
-  ByteReader r(bytes);
-  uint32_t n = 0;
-  RETURN_IF_ERROR(ReadHeader(r, kLmuKind, "an LMU batch", 40, &n));
-  struct Shape {
-    uint64_t t = 0;
-    Slice x, y;
-    double lr = 0, l2 = 0;
-  };
-  std::vector<Shape> shapes(n);
+  RETURN_IF_ERROR(ReadHeader(r, layout1 ? kLmuKind : kLmuCompactKind, "an LMU batch",
+                             layout1 ? 40 : 17, &n));
+  std::vector<LmuShape> shapes(n);
   LmuEntry entry;
   std::vector<double> scratch;
-  for (Shape& sh : shapes) {
-    RETURN_IF_ERROR(r.U64(&sh.t));
-    RETURN_IF_ERROR(ReadFeatures(r, &entry.features_, &sh.x));
-    RETURN_IF_ERROR(ReadNumbers(r, &scratch, &entry.ys_, &sh.y));
-    RETURN_IF_ERROR(r.F64(&sh.lr));
-    RETURN_IF_ERROR(r.F64(&sh.l2));
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    LmuShape& sh = shapes[i];
+    RETURN_IF_ERROR(layout1 ? ReadLmuSampleLayout1(r, &scratch, &entry.features_, &entry.ys_, &sh)
+                            : ReadLmuSample(r, i, &entry.features_, &entry.ys_, &sh));
   }
   RETURN_IF_ERROR(r.ExpectDone("LMU log entry"));
   entry.views_.reserve(n);
-  for (const Shape& sh : shapes) {
+  for (const LmuShape& sh : shapes) {
     entry.views_.push_back(SampleView{.t = sh.t,
                                       .x = View(entry.features_, sh.x),
                                       .y = View(entry.ys_, sh.y),

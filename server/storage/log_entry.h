@@ -73,7 +73,6 @@ class LmuEntry {
 
  private:
   LmuEntry() = default;
-  static absl::StatusOr<LmuEntry> DecodeLayout1(std::string_view bytes);
   std::vector<lmu::Feature> features_;
   std::vector<double> ys_;
   std::vector<SampleView> views_;
