@@ -164,17 +164,17 @@ absl::Status LmuRequestHandler::Update(const v1::UpdateRequest& request, UpdateS
 
 absl::Status LmuRequestHandler::UpdateBatch(const v1::UpdateRequest& request,
                                             UpdateSession* session, v1::UpdateAck* ack) {
-  if (request.has_columns() && request.samples_size() > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the batch has ", request.samples_size(), " samples and columns of ",
-        request.columns().t_size(), "; give its samples one way, as samples or as columns"));
-  }
   // Routed and counted before any copy, so that a flood of samples in one message costs
   // nothing.
   const size_t n = Items(request);
   ASSIGN_OR_RETURN(const BatchRoute route,
                    RouteBatch(*registry_, persistence_, request.model(), request.routing_key(),
                               PartKind::kLmu, n, limits_.max_batch, &session->binding, ack));
+  if (request.has_columns() && request.samples_size() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the batch has ", request.samples_size(), " samples and columns of ",
+        request.columns().t_size(), "; give its samples one way, as samples or as columns"));
+  }
   std::vector<SampleView>& views = session->views;
   if (request.has_columns()) {
     RETURN_IF_ERROR(ColumnViews(request.columns(), route.model->spec().lmu.m,

@@ -72,10 +72,11 @@ class LmuRequestHandler {
 
   size_t max_batch() const { return limits_.max_batch; }
 
-  // The samples of a request, given as messages or as columns.
+  // The samples of a request, given as messages or as columns (both, in a request that is
+  // refused: each counts, for the batch limit and the caller's quota).
   static size_t Items(const v1::UpdateRequest& request) {
-    return static_cast<size_t>(request.has_columns() ? request.columns().t_size()
-                                                     : request.samples_size());
+    return static_cast<size_t>(request.samples_size()) +
+           static_cast<size_t>(request.columns().t_size());
   }
 
   const ModelRegistry& registry() const { return *registry_; }

@@ -422,7 +422,14 @@ TEST(ClientLineSourceTest, LinesAcrossBlocksComeOutWhole) {
 TEST(ClientLineSourceTest, APipeGivesEachLineAsItArrives) {
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
-  const int saved_stdin = dup(STDIN_FILENO);
+  // Standard input is the pipe's read end for this test only.
+  struct RestoreStdin {
+    int saved = dup(STDIN_FILENO);
+    ~RestoreStdin() {
+      dup2(saved, STDIN_FILENO);
+      close(saved);
+    }
+  } restore;
   ASSERT_EQ(dup2(fds[0], STDIN_FILENO), STDIN_FILENO);
   close(fds[0]);
   auto source = LineSource::Open("-", "standard input");
@@ -430,14 +437,16 @@ TEST(ClientLineSourceTest, APipeGivesEachLineAsItArrives) {
   for (const std::string line : {"first", "second"}) {
     const std::string bytes = line + "\n";
     ASSERT_EQ(write(fds[1], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
-    ASSERT_TRUE((*source)->Next());  // the writer keeps the pipe open: no end of input yet
+    // The writer keeps the pipe open, so a reader that waited for a block to fill would wait
+    // for ever: the alarm's default action ends the test instead.
+    alarm(60);
+    ASSERT_TRUE((*source)->Next());
+    alarm(0);
     EXPECT_EQ((*source)->text(), line);
   }
   close(fds[1]);
   EXPECT_FALSE((*source)->Next());
   EXPECT_FALSE((*source)->bad());
-  ASSERT_EQ(dup2(saved_stdin, STDIN_FILENO), STDIN_FILENO);
-  close(saved_stdin);
 }
 
 // A directory opens but cannot be read: a read error, not an empty file.

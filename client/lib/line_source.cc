@@ -42,12 +42,12 @@ LineSource::~LineSource() {
 
 bool LineSource::Refill() {
   if (eof_ || bad_) return false;
-  if (begin_ > 0) {
-    buffer_.erase(0, begin_);  // keeps the unread bytes, at the front
+  if (buffer_.empty()) buffer_.resize(kBufferBytes);
+  if (begin_ > 0) {  // the unread bytes to the front
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
   }
-  if (buffer_.size() < kBufferBytes) buffer_.resize(kBufferBytes);
   if (end_ == buffer_.size()) buffer_.resize(2 * buffer_.size());  // a line longer than it
   while (true) {
     const ssize_t got = ::read(fd_, buffer_.data() + end_, buffer_.size() - end_);
@@ -79,8 +79,10 @@ bool LineSource::Next() {
     }
     const size_t unread = end_ - begin_;
     if (!Refill()) {
-      if (unread == 0) return false;  // the end, or a read error (bad())
-      line_end = end_;                // a last line without a line end
+      // A read error: the bytes after the last line end are not handed over as a line (they
+      // may be a line cut short).
+      if (unread == 0 || bad_) return false;
+      line_end = end_;  // a last line without a line end
       break;
     }
     scanned = unread;  // Refill moved the unread bytes to the front

@@ -39,7 +39,7 @@ struct LmuUpdateTraits {
   static constexpr char kItems[] = "samples";
   // Samples, given as messages or as columns (lmu.proto SampleColumns).
   static int Items(const Request& request) {
-    return request.has_columns() ? request.columns().t_size() : request.samples_size();
+    return request.samples_size() + request.columns().t_size();
   }
   static std::unique_ptr<grpc::ClientReaderWriter<Request, Ack>> Open(
       Service::Stub& stub, grpc::ClientContext* context) {

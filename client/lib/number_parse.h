@@ -41,8 +41,8 @@ inline bool ParsePlainDecimal(std::string_view s, double* out) {
   for (; i < s.size(); ++i) {
     const char c = s[i];
     if (c >= '0' && c <= '9') {
+      if (++digits > 15) return false;
       m = m * 10 + static_cast<uint64_t>(c - '0');
-      ++digits;
       if (fraction >= 0) ++fraction;
     } else if (c == '.' && fraction < 0) {
       fraction = 0;
@@ -50,7 +50,7 @@ inline bool ParsePlainDecimal(std::string_view s, double* out) {
       return false;
     }
   }
-  if (digits == 0 || digits > 15 || fraction == 0) return false;
+  if (digits == 0 || fraction == 0) return false;
   double x = static_cast<double>(m);
   if (fraction > 0) x /= kExactPow10[fraction];  // no division for an integer (most values)
   *out = negative ? -x : x;

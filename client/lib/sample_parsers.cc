@@ -76,6 +76,7 @@ size_t LeadingDigits(const char* p, const char* end) {
 
 // The value of the eight decimal digits at p (all digits): pairs, then quads, then the eight,
 // in three multiplies (the byte of p[0] is the lowest, little-endian).
+static_assert(std::endian::native == std::endian::little, "the SWAR digit reading");
 uint64_t EightDigits(const char* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);

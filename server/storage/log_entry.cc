@@ -15,7 +15,7 @@ namespace streamlearn::storage {
 namespace {
 
 constexpr uint8_t kSauKind = 1;
-constexpr uint8_t kLmuKind = 2;  // the first LMU layout, read (not written) since layout 2
+constexpr uint8_t kLmuKind = 2;  // the first LMU layout, read (not written) since kind 4
 constexpr uint8_t kFuseKind = 3;
 constexpr uint8_t kLmuCompactKind = 4;  // the LMU layout written now (log_entry.h)
 

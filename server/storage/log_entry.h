@@ -13,8 +13,10 @@
 // and the first LMU layout, which servers before the compact one wrote and which still
 // decodes (the same batch, bit for bit; a server of an earlier version cannot read layout 4):
 //   LMU: u8 2 | u32 n | n x (u64 t | u64 nx | nx x (u64 id | f64 val) | f64s y | f64 lr | f64 l2)
-// Each layout has one encoding per batch: the decoder refuses values all 1.0 written out, an
-// override written as NaN, and any unknown flag.
+// The compact layout has one encoding per batch: the decoder refuses values all 1.0 written
+// out, an override written as NaN, and any unknown flag. (The first layout wrote an absent
+// override as a raw NaN, so NaN payloads spell one batch several ways; the digests hash the
+// stored bytes either way.)
 // The SHA-256 of the entry bytes is the batch_digest of the batch's audit records, which ties
 // the chain to the log (`streamlearn audit replay` checks it).
 //

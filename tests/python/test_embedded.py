@@ -289,11 +289,17 @@ class EmbeddedServerTest(unittest.TestCase):
         self.assertEqual(digests[0], digests[1])
         # Columns that do not fit together fail before anything is sent; the server names a
         # bad value as it does in a message.
-        with self.client.update_session("py_columns") as session:
+        with self.client.update_session("py_columns", batch_size=1) as session:
+            self.assertEqual(session.send_columns([], [], [], []), [])
             with self.assertRaises(ValueError):
                 session.send_columns([600], [2], [1], [0.5])
             with self.assertRaises(ValueError):
                 session.send_columns([600], [1], [1], [0.5], vals=[1.0, 2.0])
+            with self.assertRaises(TypeError):  # an id must be an integer, not 1.5
+                session.send_columns([600], [1], [1.5], [0.5])
+            with self.assertRaises(ValueError):  # the second batch's id is out of range...
+                session.send_columns([600, 601], [1, 1], [1, -1], [0.5, 0.5])
+            self.assertEqual(session.stats.batches_sent, 0)  # ... so not even the first went
             with self.assertRaises(errors.BatchRejected) as rejected:
                 session.send_columns([600], [1], [1], [0.5], vals=[float("nan")])
                 session.flush()

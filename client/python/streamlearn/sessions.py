@@ -34,6 +34,7 @@ Thread safety: a session is used by one thread at a time.
 """
 
 import collections
+import operator
 import queue
 import time
 from dataclasses import dataclass, field
@@ -499,9 +500,15 @@ class _BatchSession:
 
 
 def _column(values: Any, kind: Callable[[Any], Any]) -> List[Any]:
-    """A column as a list of Python numbers (from a list, a tuple or a numpy array)."""
+    """A column as a flat list of Python numbers, from a list, a tuple or a numpy array (of
+    any shape: an n x m array of targets is read row by row). An integer column takes
+    integers only (operator.index: 1.5 or 2.0 is a TypeError, not truncated)."""
+    if hasattr(values, "ravel"):
+        values = values.ravel()
     if hasattr(values, "tolist"):
         values = values.tolist()
+    if kind is int:
+        return [operator.index(v) for v in values]
     return [kind(v) for v in values]
 
 
@@ -550,8 +557,12 @@ class UpdateSession(_BatchSession):
         lr = None if lr is None else _column(lr, float)
         l2 = None if l2 is None else _column(l2, float)
         n = len(t)
+        if n == 0 and not (counts or ids or y):
+            return []
         if len(counts) != n:
             raise ValueError(f"counts has {len(counts)} values for {n} samples")
+        if any(c < 0 for c in counts):
+            raise ValueError("counts must be >= 0")
         if sum(counts) != len(ids):
             raise ValueError(f"the counts add up to {sum(counts)} features but ids has "
                              f"{len(ids)} values")
@@ -565,8 +576,9 @@ class UpdateSession(_BatchSession):
                 raise ValueError(f"{name} has {len(column)} values; give None or one per sample")
         key = self._default_key if routing_key is None else key_bytes(routing_key)
         shard = shard_for(key, self.shards)
-        self._flush_buffer(shard)
-        indices = []
+        # Every batch is built before the first is sent: a value out of range (a negative id,
+        # one of 2^64 or more) raises here, with nothing sent.
+        batches = []
         at = 0  # the first id of the batch
         for start in range(0, n, self.batch_size):
             end = min(n, start + self.batch_size)
@@ -580,9 +592,10 @@ class UpdateSession(_BatchSession):
             if l2 is not None:
                 columns.l2.extend(l2[start:end])
             at += features
-            request = lmu_pb2.UpdateRequest(model=self._model, routing_key=key, columns=columns)
-            indices.append(self._submit_request(key, shard, request, end - start))
-        return indices
+            batches.append((lmu_pb2.UpdateRequest(model=self._model, routing_key=key,
+                                                  columns=columns), end - start))
+        self._flush_buffer(shard)
+        return [self._submit_request(key, shard, request, size) for request, size in batches]
 
 
 class LearnSession(_BatchSession):
