@@ -5,6 +5,17 @@
 
 namespace streamlearn::server {
 
+std::string SamplePrefix(size_t i, uint64_t t) {
+  return absl::StrCat("sample ", i, " (t=", t, "): ");
+}
+
+absl::Status CheckParallel(int ids, int vals, absl::FunctionRef<std::string()> what) {
+  if (ids == vals) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what(), "ids has ", ids,
+                                                 " values but vals has ", vals,
+                                                 "; give one value per id"));
+}
+
 absl::StatusOr<BatchRoute> RouteBatch(const ModelRegistry& registry,
                                       storage::Persistence* persistence,
                                       const std::string& model_name,

@@ -25,6 +25,7 @@
 #include <span>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/lmu/keyed_hash.h"
@@ -51,6 +52,15 @@ struct BatchRoute {
   const lmu::HashSecret* secret = nullptr;
   storage::ModelWriters::Use use;                 // cluster mode: the shard, held
 };
+
+// The prefix of a message about item i of a batch: "sample 3 (t=103): ".
+std::string SamplePrefix(size_t i, uint64_t t);
+
+// INVALID_ARGUMENT "<what()>ids has 6 values but vals has 5; give one value per id" unless a
+// sparse x's two parallel arrays have the same length. `what` makes the message's prefix
+// (SamplePrefix, or "" for a lone x), only for a refusal: the check costs nothing per valid
+// sample.
+absl::Status CheckParallel(int ids, int vals, absl::FunctionRef<std::string()> what);
 
 // Holds shard `shard` of the bound model for a request that reads it (a query): NOT-OWNER
 // (Persistence::NotServed) when this server does not serve it. Nothing is held without

@@ -18,12 +18,6 @@ std::span<const double> Span(const google::protobuf::RepeatedField<double>& xs) 
   return {xs.data(), static_cast<size_t>(xs.size())};
 }
 
-absl::Status CheckParallel(int ids, int vals, absl::string_view what) {
-  if (ids == vals) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(what, "ids has ", ids, " values but vals has ",
-                                                 vals, "; give one value per id"));
-}
-
 void AppendFeatures(const google::protobuf::RepeatedField<uint64_t>& ids,
                     const google::protobuf::RepeatedField<double>& vals,
                     std::vector<lmu::Feature>* out) {
@@ -117,11 +111,8 @@ absl::Status FuseRequestHandler::LearnBatch(const v1::LearnRequest& request,
   size_t total = 0;
   for (size_t i = 0; i < n; ++i) {
     const v1::FuseSample& s = request.samples(static_cast<int>(i));
-    if (absl::Status st = CheckParallel(s.ids_size(), s.vals_size(),
-                                        absl::StrCat("sample ", i, " (t=", s.t(), "): "));
-        !st.ok()) {
-      return st;
-    }
+    RETURN_IF_ERROR(
+        CheckParallel(s.ids_size(), s.vals_size(), [&] { return SamplePrefix(i, s.t()); }));
     total += static_cast<size_t>(s.ids_size());
   }
   std::vector<lmu::Feature>& features = session->features;
@@ -183,9 +174,8 @@ absl::Status FuseRequestHandler::Predict(const v1::FusePredictRequest& request,
   absl::StatusOr<std::shared_ptr<Model>> model =
       FindModelWithPart(*registry_, request.model(), PartKind::kFuse);
   if (!model.ok()) return model.status();
-  if (absl::Status s = CheckParallel(request.ids_size(), request.vals_size(), ""); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(
+      CheckParallel(request.ids_size(), request.vals_size(), [] { return std::string(); }));
   std::vector<lmu::Feature> x;
   x.reserve(static_cast<size_t>(request.ids_size()));
   AppendFeatures(request.ids(), request.vals(), &x);

@@ -20,22 +20,16 @@ namespace {
 
 constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
 
-// `what` prefixes the message ("sample 3 (t=103): " or "").
-absl::Status CheckParallel(int ids, int vals, absl::string_view what) {
-  if (ids == vals) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(what, "ids has ", ids, " values but vals has ",
-                                                 vals, "; give one value per id"));
-}
-
 // A given lr or l2 override that is NaN: NaN is how a view says "absent" (SampleView), so the
-// wire's presence bit is the only place it can be told from "not given".
-absl::Status CheckOverrides(const v1::Sample& s, absl::string_view what) {
+// wire's presence bit is the only place it can be told from "not given". `what` makes the
+// message's prefix, only for a refusal.
+absl::Status CheckOverrides(const v1::Sample& s, absl::FunctionRef<std::string()> what) {
   for (const auto& [name, given, value] :
        {std::tuple<absl::string_view, bool, double>{"lr", s.has_lr(), s.lr()},
         std::tuple<absl::string_view, bool, double>{"l2", s.has_l2(), s.l2()}}) {
     if (given && std::isnan(value)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, name, " override is NaN; give a number, or leave ", name,
+          what(), name, " override is NaN; give a number, or leave ", name,
           " unset for the model's"));
     }
   }
@@ -56,13 +50,9 @@ absl::Status RowViews(const v1::UpdateRequest& request, std::vector<lmu::Feature
   size_t total = 0;
   for (size_t i = 0; i < n; ++i) {
     const v1::Sample& s = request.samples(static_cast<int>(i));
-    const bool nan_override =
-        (s.has_lr() && std::isnan(s.lr())) || (s.has_l2() && std::isnan(s.l2()));
-    if (s.ids_size() != s.vals_size() || nan_override) {  // the message only for a bad sample
-      const std::string what = absl::StrCat("sample ", i, " (t=", s.t(), "): ");
-      RETURN_IF_ERROR(CheckParallel(s.ids_size(), s.vals_size(), what));
-      RETURN_IF_ERROR(CheckOverrides(s, what));
-    }
+    const auto what = [&] { return SamplePrefix(i, s.t()); };
+    RETURN_IF_ERROR(CheckParallel(s.ids_size(), s.vals_size(), what));
+    RETURN_IF_ERROR(CheckOverrides(s, what));
     total += static_cast<size_t>(s.ids_size());
   }
   features->clear();
@@ -220,9 +210,8 @@ absl::Status LmuRequestHandler::Predict(const v1::PredictRequest& request,
   absl::StatusOr<std::shared_ptr<Model>> model =
       FindModelWithPart(*registry_, request.model(), PartKind::kLmu);
   if (!model.ok()) return model.status();
-  if (absl::Status s = CheckParallel(request.ids_size(), request.vals_size(), ""); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(
+      CheckParallel(request.ids_size(), request.vals_size(), [] { return std::string(); }));
   std::vector<lmu::Feature> x;
   x.reserve(static_cast<size_t>(request.ids_size()));
   AppendFeatures(request.ids(), request.vals(), &x);

@@ -162,9 +162,9 @@ int RunTrain(const GlobalOptions& options, std::span<const std::string> args) {
   v1::UpdateRequest request;
   const std::string routing_key = stream.routing_key.value_or(kDefaultRoutingKey);
   request.set_routing_key(routing_key);
+  // vals stays empty while every value of the batch so far is 1.0.
   v1::SampleColumns* columns = request.mutable_columns();
-  bool ones = true;        // every value of the batch so far is 1.0: vals stays empty
-  int last_ids = 0;        // the previous batch's ids, to reserve the next one's room
+  int last_ids = 0;  // the previous batch's ids, to reserve the next one's room
   std::vector<uint64_t> lines;  // of the batch being filled
   uint64_t batches = 0;
   auto send_batch = [&]() -> absl::Status {
@@ -177,7 +177,6 @@ int RunTrain(const GlobalOptions& options, std::span<const std::string> args) {
     request.set_routing_key(routing_key);
     columns = request.mutable_columns();
     columns->mutable_ids()->Reserve(last_ids);
-    ones = true;
     return s;
   };
   const double kModelRate = std::numeric_limits<double>::quiet_NaN();  // lr column: the model's
@@ -186,10 +185,11 @@ int RunTrain(const GlobalOptions& options, std::span<const std::string> args) {
     columns->add_t(record.t + t_offset.value_or(0));
     columns->add_counts(static_cast<uint32_t>(record.ids.size()));
     columns->mutable_ids()->Add(record.ids.begin(), record.ids.end());
+    bool ones = columns->vals_size() == 0;  // (a sample has at least one feature)
     if (ones && !std::all_of(record.vals.begin(), record.vals.end(),
                              [](double v) { return v == 1.0; })) {
       ones = false;  // the batch's earlier values were all 1.0: write them out
-      columns->mutable_vals()->Reserve(std::max(last_ids, before + 1));
+      columns->mutable_vals()->Reserve(last_ids);
       for (int j = 0; j < before; ++j) columns->add_vals(1.0);
     }
     if (!ones) columns->mutable_vals()->Add(record.vals.begin(), record.vals.end());
