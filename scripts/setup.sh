@@ -8,7 +8,7 @@ set -euo pipefail
 # What building the server and the CLI needs (tests and benchmarks off): `setup.sh --build`
 # installs only these (deploy/Dockerfile's build stage).
 BUILD_PACKAGES=(
-  build-essential cmake ninja-build pkg-config ca-certificates
+  build-essential cmake ninja-build pkg-config ca-certificates lld
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev librocksdb-dev libssl-dev
   prometheus-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcmph-dev libnats-dev

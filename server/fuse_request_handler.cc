@@ -9,20 +9,11 @@
 #include "core/common/status_macros.h"
 #include "server/batch_step.h"
 #include "server/model_lookup.h"
+#include "server/proto_views.h"
 #include "server/status_conversion.h"
 
 namespace streamlearn::server {
 namespace {
-
-std::span<const double> Span(const google::protobuf::RepeatedField<double>& xs) {
-  return {xs.data(), static_cast<size_t>(xs.size())};
-}
-
-void AppendFeatures(const google::protobuf::RepeatedField<uint64_t>& ids,
-                    const google::protobuf::RepeatedField<double>& vals,
-                    std::vector<lmu::Feature>* out) {
-  for (int j = 0; j < ids.size(); ++j) out->push_back(lmu::Feature{.id = ids[j], .val = vals[j]});
-}
 
 v1::RjLevel RjLevelToProto(int level) {
   return level == 2 ? v1::RJ_LEVEL_RED : level == 1 ? v1::RJ_LEVEL_YELLOW : v1::RJ_LEVEL_GREEN;
@@ -128,8 +119,8 @@ absl::Status FuseRequestHandler::LearnBatch(const v1::LearnRequest& request,
     views.push_back(FuseSampleView{
         .t = s.t(),
         .x = std::span<const lmu::Feature>(features.data() + begin, features.size() - begin),
-        .q = Span(s.q()),
-        .y = Span(s.y()),
+        .q = AsSpan(s.q()),
+        .y = AsSpan(s.y()),
     });
   }
 
@@ -183,7 +174,7 @@ absl::Status FuseRequestHandler::Predict(const v1::FusePredictRequest& request,
   const uint32_t shard = (*model)->ShardOf(request.routing_key());
   ASSIGN_OR_RETURN(const storage::ModelWriters::Use use,
                    UseShard(persistence_, request.model(), shard));
-  absl::StatusOr<fuse::FusePrediction> p = (*model)->fuse(shard).Predict(x, Span(request.q()));
+  absl::StatusOr<fuse::FusePrediction> p = (*model)->fuse(shard).Predict(x, AsSpan(request.q()));
   if (!p.ok()) return p.status();
   response->mutable_y_hat()->Add(p->y_hat.begin(), p->y_hat.end());
   response->mutable_y_hat_sau()->Add(p->y_hat_sau.begin(), p->y_hat_sau.end());

@@ -13,6 +13,7 @@
 #include "spdlog/spdlog.h"
 #include "server/batch_step.h"
 #include "server/model_lookup.h"
+#include "server/proto_views.h"
 #include "server/status_conversion.h"
 
 namespace streamlearn::server {
@@ -34,12 +35,6 @@ absl::Status CheckOverrides(const v1::Sample& s, absl::FunctionRef<std::string()
     }
   }
   return absl::OkStatus();
-}
-
-void AppendFeatures(const google::protobuf::RepeatedField<uint64_t>& ids,
-                    const google::protobuf::RepeatedField<double>& vals,
-                    std::vector<lmu::Feature>* out) {
-  for (int j = 0; j < ids.size(); ++j) out->push_back(lmu::Feature{.id = ids[j], .val = vals[j]});
 }
 
 // The views of a batch given as Sample messages, their (id, val) pairs copied into

@@ -8,6 +8,7 @@
 #include "core/common/status_macros.h"
 #include "server/batch_step.h"
 #include "server/model_lookup.h"
+#include "server/proto_views.h"
 #include "server/status_conversion.h"
 #include "server/storage/spec_conversion.h"
 
@@ -73,10 +74,6 @@ absl::StatusOr<sau::ReadoutPath> ReadoutPathFromProto(v1::ReadoutPath path) {
   }
 }
 
-std::span<const double> Span(const google::protobuf::RepeatedField<double>& xs) {
-  return {xs.data(), static_cast<size_t>(xs.size())};
-}
-
 }  // namespace
 
 SauRequestHandler::SauRequestHandler(ModelRegistry* registry, Metrics* metrics,
@@ -104,7 +101,7 @@ absl::Status SauRequestHandler::IngestBatch(const v1::IngestRequest& request,
   views.clear();
   views.reserve(n);
   for (const v1::Event& e : request.events()) {
-    views.push_back(EventView{.t = e.t(), .k = Span(e.k()), .v = Span(e.v())});
+    views.push_back(EventView{.t = e.t(), .k = AsSpan(e.k()), .v = AsSpan(e.v())});
   }
   ASSIGN_OR_RETURN(const storage::DurableStep<SauShard> step,
                    ApplyBatch(route.model->sau(route.shard), route,
@@ -147,7 +144,7 @@ absl::Status SauRequestHandler::Query(const v1::QueryRequest& request,
   ASSIGN_OR_RETURN(const storage::ModelWriters::Use use,
                    UseShard(persistence_, request.model(), shard));
   absl::StatusOr<QueryOutcome> outcome = (*model)->sau(shard).Query(
-      Span(request.q()), *path, request.low_rank(), request.min_version());
+      AsSpan(request.q()), *path, request.low_rank(), request.min_version());
   if (!outcome.ok()) return outcome.status();
 
   const sau::QueryResult& r = outcome->result;

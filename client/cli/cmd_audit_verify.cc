@@ -21,7 +21,7 @@
 namespace streamlearn::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kAuditVerifyUsage[] =
     "streamlearn audit verify (MODEL [--shard S | --all-shards] |\n"
     "                          --file FILE [--model MODEL --shard S])\n"
     "         [--public-key PEM_FILE] [--checkpoint-every M]";
@@ -185,7 +185,7 @@ absl::StatusOr<Ed25519PublicKey> ReadAuditPublicKey(const std::string& path) {
 }
 
 int RunAuditVerify(const GlobalOptions& options, std::span<const std::string> args) {
-  ArgParser parser(kUsage);
+  ArgParser parser(kAuditVerifyUsage);
   std::optional<uint64_t> shard, checkpoint_every;
   std::optional<std::string> file, public_key, file_model;
   bool all_shards = false;

@@ -12,7 +12,7 @@
 namespace streamlearn::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kCreateUsage[] =
     "streamlearn create --name NAME [--shards S] [--d D --dv DV --r R --gamma G --tau T\n"
     "         --input-scale A --raw-inputs --iid|--srht --[no-]antithetic --seed N --rv RV\n"
     "         --regulate-gamma [--gamma-max G] --regulate-clip [--c-hi-max C]\n"
@@ -280,7 +280,7 @@ absl::Status ApplyFlags(const CreateFlags& f, v1::ModelSpec* spec) {
 }  // namespace
 
 int RunCreate(const GlobalOptions& options, std::span<const std::string> args) {
-  ArgParser parser(kUsage);
+  ArgParser parser(kCreateUsage);
   CreateFlags flags;
   Register(parser, flags);
   if (absl::Status s = parser.Parse(args); !s.ok()) return ReportError(s, kExitUsage);

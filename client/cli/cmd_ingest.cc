@@ -20,7 +20,7 @@
 namespace streamlearn::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kIngestUsage[] =
     "streamlearn ingest MODEL FILE|- [--routing-key K] [--batch 256] [--format csv|jsonl]\n"
     "  CSV: a header row t,k0..k{d-1},v0..v{dv-1}[,key]; JSONL: {\"t\":..,\"k\":[..],\"v\":[..],\"key\":\"..\"}.\n"
     "  t is optional (the line number is used); key is optional (--routing-key is used).";
@@ -125,7 +125,7 @@ void PrintSummary(const std::string& path, uint64_t events_read, const IngestSta
 }  // namespace
 
 int RunIngest(const GlobalOptions& options, std::span<const std::string> args) {
-  ArgParser parser(kUsage);
+  ArgParser parser(kIngestUsage);
   StreamFlags stream;
   AddStreamFlags(parser, "events", "routing key of events without their own", &stream);
   std::optional<std::string> format_name;

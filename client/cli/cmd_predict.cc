@@ -14,7 +14,7 @@
 namespace streamlearn::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kPredictUsage[] =
     "streamlearn predict MODEL --x \"id:val,id:val,...\" [--routing-key K] [--hash-strings]\n"
     "         [--json]";
 constexpr char kFuseUsage[] =
@@ -55,7 +55,7 @@ absl::Status ParseX(std::string_view text, bool hash_strings, std::vector<uint64
   }
 }
 
-std::string Vector(const google::protobuf::RepeatedField<double>& v) {
+std::string ExactVector(const google::protobuf::RepeatedField<double>& v) {
   std::string out = "[";
   for (int i = 0; i < v.size(); ++i) out += fmt::format("{}{:.17g}", i > 0 ? ", " : "", v[i]);
   return out + "]";
@@ -64,7 +64,7 @@ std::string Vector(const google::protobuf::RepeatedField<double>& v) {
 }  // namespace
 
 int RunPredict(const GlobalOptions& options, std::span<const std::string> args) {
-  ArgParser parser(kUsage);
+  ArgParser parser(kPredictUsage);
   std::optional<std::string> x_text, routing_key;
   bool hash_strings = false, json = false;
   parser.AddString("--x", &x_text, "sparse input, comma-separated id:value pairs");
@@ -99,7 +99,7 @@ int RunPredict(const GlobalOptions& options, std::span<const std::string> args) 
     return kExitOk;
   }
   std::cout << fmt::format("model      {}  (shard {})\n", model, r->shard())
-            << fmt::format("y_hat      {}\n", Vector(r->y_hat()))
+            << fmt::format("y_hat      {}\n", ExactVector(r->y_hat()))
             << fmt::format("ver_base   {}\n", r->ver_base())
             << fmt::format("ver_delta  {}\n", r->ver_delta())
             << fmt::format("probes     {} (largest LOCATE over x)\n", r->probes_p100());
@@ -152,9 +152,9 @@ int RunFusePredict(const GlobalOptions& options, std::span<const std::string> ar
     return kExitOk;
   }
   std::cout << fmt::format("model      {}  (shard {})\n", model, r->shard())
-            << fmt::format("y_hat      {}\n", Vector(r->y_hat()))
-            << fmt::format("y_hat_sau  {}\n", Vector(r->y_hat_sau()))
-            << fmt::format("y_hat_lmu  {}\n", Vector(r->y_hat_lmu()))
+            << fmt::format("y_hat      {}\n", ExactVector(r->y_hat()))
+            << fmt::format("y_hat_sau  {}\n", ExactVector(r->y_hat_sau()))
+            << fmt::format("y_hat_lmu  {}\n", ExactVector(r->y_hat_lmu()))
             << fmt::format("gate       {:.17g}\n", r->gate())
             << fmt::format("rj_gap     {:.6g}  margin {:.6g}  den {:.6g}\n", r->rj_gap(),
                            r->margin(), r->den())

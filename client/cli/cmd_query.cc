@@ -13,7 +13,7 @@
 namespace streamlearn::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kQueryUsage[] =
     "streamlearn query MODEL (--q \"0.1,0.2,...\" | --q-json '[0.1, 0.2, ...]')\n"
     "         [--path stabilized|correctness] [--low-rank] [--routing-key K] [--json]";
 
@@ -38,7 +38,7 @@ absl::StatusOr<std::vector<double>> ParseQJson(const std::string& text) {
   return q;
 }
 
-std::string Vector(const google::protobuf::RepeatedField<double>& v) {
+std::string ShortVector(const google::protobuf::RepeatedField<double>& v) {
   std::string out = "[";
   for (int i = 0; i < v.size(); ++i) out += fmt::format("{}{:.6g}", i > 0 ? ", " : "", v[i]);
   return out + "]";
@@ -47,7 +47,7 @@ std::string Vector(const google::protobuf::RepeatedField<double>& v) {
 }  // namespace
 
 int RunQuery(const GlobalOptions& options, std::span<const std::string> args) {
-  ArgParser parser(kUsage);
+  ArgParser parser(kQueryUsage);
   std::optional<std::string> q_text, q_json, path_name, routing_key;
   std::optional<uint64_t> min_version;
   bool low_rank = false, json = false;
@@ -103,7 +103,7 @@ int RunQuery(const GlobalOptions& options, std::span<const std::string> args) {
     std::cout << fmt::format("model    {}  (shard {}, version {}, {} events)\n", model,
                              r->shard(), r->ver_sau(), r->events())
               << fmt::format("engine   {}\n", r->engine() == v1::ENGINE_RIDGE ? "ridge" : "vla")
-              << fmt::format("y_hat    {}\n", Vector(r->y_hat()));
+              << fmt::format("y_hat    {}\n", ShortVector(r->y_hat()));
     if (r->engine() == v1::ENGINE_RIDGE) {
       std::cout << fmt::format("lambda   [{:.6g}, {:.6g}] (condition {:.6g})\n", r->lambda_min(),
                                r->lambda_max(), r->condition())
@@ -120,7 +120,7 @@ int RunQuery(const GlobalOptions& options, std::span<const std::string> args) {
                            r->ver_sau(), r->events())
             << fmt::format("path     {}{}\n", path == v1::READOUT_PATH_CORRECTNESS ? "correctness" : "stabilized",
                            low_rank ? ", low-rank" : "")
-            << fmt::format("y_hat    {}{}\n", Vector(r->y_hat()),
+            << fmt::format("y_hat    {}{}\n", ShortVector(r->y_hat()),
                            r->exact_window() ? "  (exact softmax over the last events: the "
                                                "denominator was thin)"
                                              : "")

@@ -24,7 +24,7 @@
 namespace streamlearn::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kTrainUsage[] =
     "streamlearn train MODEL FILE|- [--format libsvm|vw] [--batch 256] [--routing-key K]\n"
     "         [--hash-strings] [--window 64] [--t-offset N]\n"
     "  libsvm: y id:val id:val ...  (ids unsigned integers; y comma-separated when m > 1)\n"
@@ -111,7 +111,7 @@ class UpdateTally {
 }  // namespace
 
 int RunTrain(const GlobalOptions& options, std::span<const std::string> args) {
-  ArgParser parser(kUsage);
+  ArgParser parser(kTrainUsage);
   StreamFlags stream;
   AddStreamFlags(parser, "samples", "routing key of every sample", &stream);
   std::optional<std::string> format_name;

@@ -16,7 +16,7 @@
 
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kMainUsage[] =
     "usage: streamlearn [--server HOST:PORT] [credentials] COMMAND [ARGS]\n"
     "  --server defaults to localhost:50051 (may also follow the command); several\n"
     "    addresses separated by commas are seeds: any one that answers gives the shard map\n"
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     options.credentials.token = token;
   }
   if (rest.empty() || rest[0] == "help" || rest[0] == "--help" || rest[0] == "-h") {
-    std::cout << kUsage;
+    std::cout << kMainUsage;
     return rest.empty() ? kExitUsage : kExitOk;
   }
   const std::string command = rest[0];
@@ -132,6 +132,6 @@ int main(int argc, char** argv) {
   if (command == "snapshot") return RunSnapshot(options, args);
   if (command == "backup") return RunBackup(options, args);
   if (command == "token") return RunToken(options, args);
-  std::cerr << kUsage;
+  std::cerr << kMainUsage;
   return ReportError(absl::InvalidArgumentError("unknown command '" + command + "'"), kExitUsage);
 }

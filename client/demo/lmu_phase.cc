@@ -14,7 +14,7 @@ namespace streamlearn::demo {
 namespace {
 
 constexpr int kFeatures = 8;   // nonzeros per sample
-constexpr int kBatch = 100;
+constexpr int kLmuBatch = 100;
 constexpr double kIds = 100000;  // distinct ids, roughly Zipf(1) by rank = floor(kIds^u)
 
 // The hidden linear target: a weight per id, drawn from the id itself (reproducible).
@@ -73,7 +73,7 @@ absl::Status RunLmuPhase(Client& client, const LmuPhaseOptions& o, std::ostream&
   out << fmt::format(
       "\nLMU phase: model '{}' learns a hidden sparse linear target over {:.0f} ids ({} "
       "nonzeros per sample, Zipf-like ids), {} samples in batches of {}\n",
-      o.model, kIds, kFeatures, o.samples, kBatch);
+      o.model, kIds, kFeatures, o.samples, kLmuBatch);
   if (!o.quiet) {
     out << fmt::format("{:>8} {:>10} {:>8} {:>8} {:>9} {:>9} {:>7} {:>10} {:>10} {:>9}\n",
                        "samples", "rmse(preq)", "ver_base", "rebuilds", "base_keys", "delta_keys",
@@ -81,7 +81,7 @@ absl::Status RunLmuPhase(Client& client, const LmuPhaseOptions& o, std::ostream&
   }
   sau::CounterRng rng(o.seed, 11);
   v1::UpdateRequest req;
-  const uint64_t every = std::max<uint64_t>(kBatch, o.samples / 8);
+  const uint64_t every = std::max<uint64_t>(kLmuBatch, o.samples / 8);
   for (uint64_t i = 0; i < o.samples; ++i) {
     if (req.samples_size() == 0) req.set_routing_key(o.routing_key);
     v1::Sample* s = req.add_samples();
@@ -96,7 +96,7 @@ absl::Status RunLmuPhase(Client& client, const LmuPhaseOptions& o, std::ostream&
     }
     s->add_y(y);
     const bool last = i + 1 == o.samples;
-    if (req.samples_size() < kBatch && !last) continue;
+    if (req.samples_size() < kLmuBatch && !last) continue;
     {
       MutexLock lock(&w.mu);
       w.last_y.push_back(y);

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/common/absl_view.h"
 
 namespace streamlearn {
 namespace {
@@ -25,16 +26,14 @@ std::string KeyId(std::string_view name, const Ed25519PublicKey& key) {
   return std::string(reinterpret_cast<const char*>(d.data()), 4);
 }
 
-absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
 absl::Status Malformed(std::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("malformed signed tree head: ", A(what)));
+  return absl::InvalidArgumentError(absl::StrCat("malformed signed tree head: ", AbslView(what)));
 }
 
 }  // namespace
 
 std::string TreeHeadOrigin(std::string_view model, uint32_t shard) {
-  return absl::StrCat("streamlearn.audit/", A(model), "/",
+  return absl::StrCat("streamlearn.audit/", AbslView(model), "/",
                       shard);
 }
 
@@ -50,7 +49,7 @@ absl::StatusOr<std::string> SignTreeHead(const Ed25519PrivateKey& key, const Tre
   const std::string body = TreeHeadBody(head);
   absl::StatusOr<std::string> sig = key.Sign(body);
   if (!sig.ok()) return sig.status();
-  return absl::StrCat(body, "\n", A(kDash), A(kTreeHeadKeyName), " ",
+  return absl::StrCat(body, "\n", AbslView(kDash), AbslView(kTreeHeadKeyName), " ",
                       absl::Base64Escape(KeyId(kTreeHeadKeyName, key.PublicKey()) + *sig), "\n");
 }
 

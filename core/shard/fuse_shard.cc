@@ -19,7 +19,7 @@ namespace streamlearn {
 namespace {
 
 constexpr std::string_view kFuseShardKind = "streamlearn.fuse_shard";
-constexpr uint32_t kSectionHeader = 1;
+constexpr uint32_t kSectionFuseHeader = 1;
 constexpr uint32_t kSectionUnit = 2;
 constexpr double kNoOverride = std::numeric_limits<double>::quiet_NaN();
 
@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<FuseShard>> FuseShard::Restore(const fuse::FuseSp
                                                               std::string_view blob) {
   absl::StatusOr<SnapshotContainer> c = SnapshotContainer::Open(blob, kFuseShardKind);
   if (!c.ok()) return c.status();
-  absl::StatusOr<std::string_view> header = c->Section(kSectionHeader);
+  absl::StatusOr<std::string_view> header = c->Section(kSectionFuseHeader);
   if (!header.ok()) return header.status();
   absl::StatusOr<std::string_view> body = c->Section(kSectionUnit);
   if (!body.ok()) return body.status();
@@ -132,7 +132,7 @@ absl::StatusOr<FuseShardSnapshot> FuseShard::Snapshot() const {
   header.U64(log_seq_);
   header.U64(actions_total_);
   SnapshotBuilder b(kFuseShardKind);
-  b.AddSection(kSectionHeader, header.Take());
+  b.AddSection(kSectionFuseHeader, header.Take());
   b.AddSection(kSectionUnit, fuse::SerializeFuse(unit));
   out.blob = b.Finish();
   return out;

@@ -16,7 +16,7 @@ namespace streamlearn {
 namespace {
 
 constexpr std::string_view kLmuShardKind = "streamlearn.lmu_shard";
-constexpr uint32_t kSectionHeader = 1;
+constexpr uint32_t kSectionLmuHeader = 1;
 constexpr uint32_t kSectionLearner = 2;
 
 }  // namespace
@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<LmuShard>> LmuShard::Restore(const lmu::LmuSpec& 
                                                             std::string_view blob) {
   absl::StatusOr<SnapshotContainer> c = SnapshotContainer::Open(blob, kLmuShardKind);
   if (!c.ok()) return c.status();
-  absl::StatusOr<std::string_view> header = c->Section(kSectionHeader);
+  absl::StatusOr<std::string_view> header = c->Section(kSectionLmuHeader);
   if (!header.ok()) return header.status();
   absl::StatusOr<std::string_view> body = c->Section(kSectionLearner);
   if (!body.ok()) return body.status();
@@ -79,7 +79,7 @@ absl::StatusOr<LmuShardSnapshot> LmuShard::Snapshot() const {
   header.U64(log_seq_);
   header.U8(seen_ ? 1 : 0);
   SnapshotBuilder b(kLmuShardKind);
-  b.AddSection(kSectionHeader, header.Take());
+  b.AddSection(kSectionLmuHeader, header.Take());
   b.AddSection(kSectionLearner, lmu::SerializeLmu(*learner()));
   out.blob = b.Finish();
   return out;

@@ -12,7 +12,7 @@ namespace streamlearn {
 namespace {
 
 constexpr std::string_view kSauShardKind = "streamlearn.sau_shard";
-constexpr uint32_t kSectionHeader = 1;
+constexpr uint32_t kSectionSauHeader = 1;
 constexpr uint32_t kSectionEstimator = 2;
 
 }  // namespace
@@ -31,7 +31,7 @@ absl::StatusOr<std::unique_ptr<SauShard>> SauShard::Restore(const sau::SauSpec& 
                                                             std::string_view blob) {
   absl::StatusOr<SnapshotContainer> c = SnapshotContainer::Open(blob, kSauShardKind);
   if (!c.ok()) return c.status();
-  absl::StatusOr<std::string_view> header = c->Section(kSectionHeader);
+  absl::StatusOr<std::string_view> header = c->Section(kSectionSauHeader);
   if (!header.ok()) return header.status();
   absl::StatusOr<std::string_view> body = c->Section(kSectionEstimator);
   if (!body.ok()) return body.status();
@@ -64,7 +64,7 @@ SauShardSnapshot SauShard::Snapshot() const {
   header.U64(pin->last_t);
   header.U64(pin->log_seq);
   SnapshotBuilder b(kSauShardKind);
-  b.AddSection(kSectionHeader, header.Take());
+  b.AddSection(kSectionSauHeader, header.Take());
   b.AddSection(kSectionEstimator, pin->memory.Serialize());
   out.blob = b.Finish();
   return out;

@@ -7,14 +7,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "core/common/absl_view.h"
 #include "core/common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "server/storage/jetstream_storage.h"
 
 namespace streamlearn::cluster {
 namespace {
-
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 bool ValidId(std::string_view id) {
   return !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
@@ -37,7 +36,7 @@ std::string LeaseTable::LeaseSubject(std::string_view model, uint32_t shard) con
 }
 
 std::string LeaseTable::MemberSubject(std::string_view id) const {
-  return absl::StrCat("$KV.", options_.prefix, "_LEASES.member.", Sv(id));
+  return absl::StrCat("$KV.", options_.prefix, "_LEASES.member.", AbslView(id));
 }
 
 absl::Status LeaseTable::Open() {
@@ -152,7 +151,7 @@ absl::StatusOr<Lease> LeaseTable::Acquire(std::string_view model, uint32_t shard
                                           std::string_view owner) {
   if (!ValidId(owner)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("server id '", Sv(owner), "' is not 1..64 of [A-Za-z0-9_-]"));
+        absl::StrCat("server id '", AbslView(owner), "' is not 1..64 of [A-Za-z0-9_-]"));
   }
   ASSIGN_OR_RETURN(std::optional<Lease> have, Get(model, shard));
   if (!have.has_value()) {
@@ -162,7 +161,7 @@ absl::StatusOr<Lease> LeaseTable::Acquire(std::string_view model, uint32_t shard
   }
   if (have->owner == owner) return Renew(*have);
   if (!have->owner.empty() && !Expired(*have)) {
-    return absl::FailedPreconditionError(absl::StrCat("model '", Sv(model), "' shard ", shard,
+    return absl::FailedPreconditionError(absl::StrCat("model '", AbslView(model), "' shard ", shard,
                                                       " is held by '", have->owner,
                                                       "' (epoch ", have->epoch, ")"));
   }

@@ -34,12 +34,6 @@ namespace {
 namespace fs = std::filesystem;
 
 
-Digest Sha(std::string_view bytes) {
-  Sha256 h;
-  h.Update(bytes);
-  return h.Finish();
-}
-
 // The fields of an audit record that replay reads; absent fields stay empty.
 struct RecordFields {
   uint64_t index = 0;
@@ -273,7 +267,7 @@ absl::Status PartReplay::Start() {
              "no blob in the store");
     return absl::OkStatus();
   }
-  const std::string blob_hex = ToHex(Sha(**blob));
+  const std::string blob_hex = ToHex(Sha256Of(**blob));
   if (blob_hex != ToHex(oldest.blob_digest)) {
     Mismatch(oldest.audit_index, oldest.log_seq, snap + " blob SHA-256 (manifest)",
              ToHex(oldest.blob_digest), blob_hex);
@@ -387,7 +381,7 @@ absl::Status PartReplay::OnRecord(const RecordFields& r) {
                "none");
       return absl::OkStatus();
     }
-    const std::string got = ToHex(Sha(**entry));
+    const std::string got = ToHex(Sha256Of(**entry));
     ++report_.batch_digests_checked;
     if (r.batch_digest != got) {
       Mismatch(r.index, seq, "batch_digest", r.batch_digest, got);

@@ -40,12 +40,6 @@ bool HasStoreFiles(const fs::path& db) {
   return false;
 }
 
-absl::Status Errno(absl::string_view what, const std::string& path) {
-  const int err = errno;
-  return absl::Status(absl::ErrnoToStatusCode(err),
-                      absl::StrCat(what, " '", path, "': ", std::strerror(err)));
-}
-
 }  // namespace
 
 absl::Status CheckDataDir(const DataDirFiles& files) {
@@ -133,7 +127,7 @@ absl::StatusOr<std::optional<StoreFloor>> ReadStoreFloor(const std::string& dir)
   std::ifstream in(marker, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
-  if (!in.good() && !in.eof()) return Errno("read", marker.string());
+  if (!in.good() && !in.eof()) return LastErrnoError("read", marker.string());
   absl::StatusOr<StoreFloor> floor = ParseStoreFloor(ss.str());
   if (!floor.ok()) {
     return absl::DataLossError(absl::StrCat("'", marker.string(), "': ", floor.status().message()));

@@ -56,6 +56,13 @@ absl::Status ErrnoError(int err, std::string_view what, const std::string& path)
   return Errno(err, what, path);
 }
 
+absl::Status LastErrnoError(std::string_view what, const std::string& path) {
+  const int err = errno;
+  return absl::Status(absl::ErrnoToStatusCode(err),
+                      absl::StrCat(absl::string_view(what.data(), what.size()), " '", path,
+                                   "': ", std::strerror(err)));
+}
+
 absl::Status RenameDurably(const std::string& tmp, const std::string& path) {
   if (rename(tmp.c_str(), path.c_str()) != 0) return Errno(errno, "rename onto", path);
   // The rename is durable only once the directory is.

@@ -29,6 +29,10 @@ absl::Status WriteAll(int fd, std::string_view bytes, const std::string& path);
 // An errno status naming what failed on which path ("'p': cannot write: No space left").
 absl::Status ErrnoError(int err, std::string_view what, const std::string& path);
 
+// The same for the errno of the moment, worded "open directory 'p': No such file or directory"
+// (the store's and the data directory's messages).
+absl::Status LastErrnoError(std::string_view what, const std::string& path);
+
 // The whole file. Errors carry errno's code and name the path.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 

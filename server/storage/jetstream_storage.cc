@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "core/common/absl_view.h"
 #include "core/common/mutex.h"
 #include "core/common/status_macros.h"
 #include "journal.pb.h"
@@ -17,9 +18,6 @@
 
 namespace streamlearn::storage {
 namespace {
-
-// Debian's Abseil has its own string_view.
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 std::string RandomId() {
   std::random_device rd;
@@ -453,7 +451,7 @@ absl::Status JetStreamShardStore::Commit(const ShardWrite& write) {
   if (write.log.has_value()) {
     const PartIndex& p = parts_[write.log->part];
     if (write.log->seq != p.last_appended + 1) {
-      return absl::InternalError(absl::StrCat(Where(), " part ", Sv(PartName(write.log->part)),
+      return absl::InternalError(absl::StrCat(Where(), " part ", AbslView(PartName(write.log->part)),
                                               ": log seq ", write.log->seq, " after ",
                                               p.last_appended));
     }
@@ -685,7 +683,7 @@ absl::StatusOr<std::optional<std::string>> JetStreamShardStore::GetSnapshot(
                                       return ++chunks < ref.chunks();
                                     }));
   if (chunks != ref.chunks() || blob.size() != ref.size()) {
-    return absl::DataLossError(absl::StrCat(Where(), " part ", Sv(PartName(part)), ": snapshot ",
+    return absl::DataLossError(absl::StrCat(Where(), " part ", AbslView(PartName(part)), ": snapshot ",
                                             seq, " has ", chunks, " of ", ref.chunks(),
                                             " chunks, ", blob.size(), " of ", ref.size(),
                                             " bytes"));
@@ -847,7 +845,7 @@ absl::Status JetStreamStorage::CreateModel(std::string_view name, std::string_vi
   const std::string subject = model_subject(name);
   absl::StatusOr<uint64_t> seq = nats_->Publish(subject, entry.SerializeAsString(), Expect::Empty());
   const absl::Status exists =
-      absl::AlreadyExistsError(absl::StrCat("model '", Sv(name), "' already exists in the cluster"));
+      absl::AlreadyExistsError(absl::StrCat("model '", AbslView(name), "' already exists in the cluster"));
   if (absl::IsAborted(seq.status())) return exists;
   RETURN_IF_ERROR(seq.status());
   // Two creates that reach the stream's leader together can both be stored (nats-server issue

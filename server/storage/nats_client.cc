@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "core/common/absl_view.h"
 #include "core/common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -19,9 +20,6 @@ namespace streamlearn::storage {
 namespace {
 
 constexpr int64_t kConsumersOffSeconds = 30;
-
-// Debian's Abseil has its own string_view.
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 struct MsgDeleter {
   void operator()(natsMsg* m) const { natsMsg_Destroy(m); }
@@ -49,10 +47,10 @@ using MsgPtr = std::unique_ptr<natsMsg, MsgDeleter>;
 // The status for a failed call: `what` names the operation and its subject.
 absl::Status NatsError(natsStatus s, jsErrCode jerr, std::string_view what) {
   const char* text = nats_GetLastError(nullptr);
-  std::string detail = absl::StrCat(Sv(what), ": ", natsStatus_GetText(s));
+  std::string detail = absl::StrCat(AbslView(what), ": ", natsStatus_GetText(s));
   if (text != nullptr && *text != '\0') absl::StrAppend(&detail, " (", text, ")");
   if (jerr == JSStreamWrongLastSequenceErr) {
-    return absl::AbortedError(absl::StrCat(Sv(what),
+    return absl::AbortedError(absl::StrCat(AbslView(what),
                                            ": the subject moved on (another writer)"));
   }
   if (jerr == JSNoMessageFoundErr || s == NATS_NOT_FOUND) return absl::NotFoundError(detail);
@@ -233,7 +231,7 @@ absl::StatusOr<StoredMsg> NatsClient::GetMsg(std::string_view stream, uint64_t s
 absl::StatusOr<std::optional<StoredMsg>> NatsClient::NextMsg(std::string_view stream,
                                                              std::string_view subject,
                                                              uint64_t from) {
-  const std::string api = absl::StrCat("$JS.API.STREAM.MSG.GET.", Sv(stream));
+  const std::string api = absl::StrCat("$JS.API.STREAM.MSG.GET.", AbslView(stream));
   const std::string request =
       nlohmann::json{{"seq", from}, {"next_by_subj", std::string(subject)}}.dump();
   natsMsg* raw = nullptr;
@@ -241,7 +239,7 @@ absl::StatusOr<std::optional<StoredMsg>> NatsClient::NextMsg(std::string_view st
                                         static_cast<int>(request.size()),
                                         absl::ToInt64Milliseconds(options_.timeout));
   MsgPtr reply(raw);
-  const std::string what = absl::StrCat("reading ", Sv(subject), " from ", from);
+  const std::string what = absl::StrCat("reading ", AbslView(subject), " from ", from);
   if (s != NATS_OK) return NatsError(s, jsErrCode(0), what);
   nlohmann::json j = nlohmann::json::parse(
       std::string_view(natsMsg_GetData(reply.get()),

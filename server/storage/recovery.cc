@@ -16,12 +16,6 @@
 namespace streamlearn::storage {
 namespace {
 
-Digest Sha(std::string_view bytes) {
-  Sha256 h;
-  h.Update(bytes);
-  return h.Finish();
-}
-
 // Restores one shard part: the newest verifying snapshot (or a fresh state when the log
 // still starts at 1), then the log after it. Returns the number of replayed batches.
 template <typename ShardT>
@@ -60,7 +54,7 @@ absl::StatusOr<PartRecovery> RecoverTyped(const ShardStore& store, const ModelSp
     absl::Status why;
     if (!blob->has_value()) {
       why = absl::NotFoundError("the blob is missing");
-    } else if (Sha(**blob) != e.blob_digest) {
+    } else if (Sha256Of(**blob) != e.blob_digest) {
       why = absl::DataLossError("its SHA-256 differs from the manifest's");
     } else {
       absl::StatusOr<std::unique_ptr<ShardT>> restored =

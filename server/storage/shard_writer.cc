@@ -11,12 +11,6 @@
 namespace streamlearn::storage {
 namespace {
 
-Digest Sha(std::string_view bytes) {
-  Sha256 h;
-  h.Update(bytes);
-  return h.Finish();
-}
-
 size_t Slot(PartKind p) { return static_cast<size_t>(p) - 1; }
 
 // Whether a state digest is due after a batch took a part from `before` to `after` steps: one
@@ -62,7 +56,7 @@ absl::Status ShardWriter::CommitBatch(PartKind part, uint64_t seq, const std::st
 absl::Status ShardWriter::CommitSau(const SauCommit& c, Receipt* receipt) {
   std::string& entry = entries_[Slot(PartKind::kSau)];
   EncodeSauEntry(c.batch, &entry);
-  const Digest batch_digest = Sha(entry);
+  const Digest batch_digest = Sha256Of(entry);
   const uint64_t after = c.state->events();
   const bool digest_due = DigestDue(after - c.applied.size(), after, options_.sau_digest_every);
   SauStateSummary summary;
@@ -91,7 +85,7 @@ absl::Status ShardWriter::CommitSau(const SauCommit& c, Receipt* receipt) {
 absl::Status ShardWriter::CommitLmu(const LmuCommit& c, Receipt* receipt) {
   std::string& entry = entries_[Slot(PartKind::kLmu)];
   EncodeLmuEntry(c.batch, &entry);
-  const Digest batch_digest = Sha(entry);
+  const Digest batch_digest = Sha256Of(entry);
   const lmu::LmuTableStats ts = c.learner->TableStats();
   const uint64_t after = c.learner->samples();
   const bool digest_due =
@@ -119,7 +113,7 @@ absl::Status ShardWriter::CommitLmu(const LmuCommit& c, Receipt* receipt) {
 absl::Status ShardWriter::CommitFuse(const FuseCommit& c, Receipt* receipt) {
   std::string& entry = entries_[Slot(PartKind::kFuse)];
   EncodeFuseEntry(c.batch, &entry);
-  const Digest batch_digest = Sha(entry);
+  const Digest batch_digest = Sha256Of(entry);
   const std::vector<FuseApplied>& steps = c.outcome->steps;
   const uint64_t after = c.unit->steps();
   const bool digest_due = DigestDue(after - steps.size(), after, options_.fuse_digest_every);

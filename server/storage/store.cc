@@ -18,6 +18,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/common/absl_view.h"
 #include "core/common/status_macros.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
@@ -27,6 +28,7 @@
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_batch.h"
+#include "server/storage/file_io.h"
 #include "spdlog/spdlog.h"
 
 namespace streamlearn::storage {
@@ -51,8 +53,6 @@ constexpr std::string_view kManifestSuffix = "M";
 constexpr size_t kSeqBytes = 8;
 
 // Debian's abseil has its own string_view, distinct from std::string_view.
-absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
 // ---- keys (store.h) ----
 
 void AppendBigEndian(uint64_t v, int bytes, std::string* out) {
@@ -99,11 +99,11 @@ std::string PrefixEnd(std::string prefix) {
 // "log demo/0/sau seq 17", "audit demo/0 index 4", ...: a key in words for error messages;
 // a key that does not decode is shown hex-escaped.
 std::string DescribeKey(Cf cf, std::string_view key) {
-  if (cf == kSpecs) return absl::StrCat("spec '", A(key), "'");
-  const std::string raw = absl::StrCat(kCfNames[cf], " key \"", absl::CHexEscape(A(key)), "\"");
+  if (cf == kSpecs) return absl::StrCat("spec '", AbslView(key), "'");
+  const std::string raw = absl::StrCat(kCfNames[cf], " key \"", absl::CHexEscape(AbslView(key)), "\"");
   const size_t nul = key.find('\0');
   if (nul == std::string_view::npos || key.size() < nul + 5) return raw;
-  const std::string shard = absl::StrCat(A(key.substr(0, nul)), "/",
+  const std::string shard = absl::StrCat(AbslView(key.substr(0, nul)), "/",
                                          ReadBigEndian(key.substr(nul + 1, 4)));
   std::string_view rest = key.substr(nul + 5);
   if (cf == kAudit) {
@@ -113,7 +113,7 @@ std::string DescribeKey(Cf cf, std::string_view key) {
   if (rest.empty()) return raw;
   const auto part = static_cast<PartKind>(rest[0]);
   if (part != PartKind::kSau && part != PartKind::kLmu && part != PartKind::kFuse) return raw;
-  const std::string shard_part = absl::StrCat(shard, "/", A(PartName(part)));
+  const std::string shard_part = absl::StrCat(shard, "/", AbslView(PartName(part)));
   rest.remove_prefix(1);
   if (cf == kSnapshots && rest == kManifestSuffix) return absl::StrCat("manifest ", shard_part);
   if (rest.size() != kSeqBytes) return raw;
@@ -135,12 +135,12 @@ absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
     case rocksdb::Status::kInvalidArgument: code = absl::StatusCode::kInvalidArgument; break;
     default: break;
   }
-  return absl::Status(code, absl::StrCat("store: ", A(what), ": ", s.ToString()));
+  return absl::Status(code, absl::StrCat("store: ", AbslView(what), ": ", s.ToString()));
 }
 
 absl::Status ReadOnlyError(const std::string& path, std::string_view what) {
   return absl::FailedPreconditionError(
-      absl::StrCat("store: ", A(what), ": '", path, "' is open read-only"));
+      absl::StrCat("store: ", AbslView(what), ": '", path, "' is open read-only"));
 }
 
 absl::Status MalformedKey(Cf cf, std::string_view key) {
@@ -237,17 +237,11 @@ absl::Status CheckColumnFamilies(const rocksdb::DBOptions& db, const std::string
 
 // ---- files ----
 
-absl::Status Errno(std::string_view what, const std::string& path) {
-  const int err = errno;
-  return absl::Status(absl::ErrnoToStatusCode(err),
-                      absl::StrCat(A(what), " '", path, "': ", std::strerror(err)));
-}
-
 absl::Status SyncDirectory(const std::string& dir) {
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("open directory", dir);
+  if (fd < 0) return LastErrnoError("open directory", dir);
   const bool ok = fsync(fd) == 0;
-  absl::Status st = ok ? absl::OkStatus() : Errno("fsync directory", dir);
+  absl::Status st = ok ? absl::OkStatus() : LastErrnoError("fsync directory", dir);
   close(fd);
   return st;
 }
@@ -256,17 +250,17 @@ absl::Status SyncDirectory(const std::string& dir) {
 // temporary file, fsync'ed, renamed over it.
 absl::Status CopyFileReplacing(const std::string& path) {
   const int in = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) return Errno("open", path);
+  if (in < 0) return LastErrnoError("open", path);
   struct stat st;
   if (fstat(in, &st) != 0) {
-    absl::Status e = Errno("stat", path);
+    absl::Status e = LastErrnoError("stat", path);
     close(in);
     return e;
   }
   const std::string tmp = path + ".copy";
   const int out = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode & 07777);
   if (out < 0) {
-    absl::Status e = Errno("create", tmp);
+    absl::Status e = LastErrnoError("create", tmp);
     close(in);
     return e;
   }
@@ -275,24 +269,24 @@ absl::Status CopyFileReplacing(const std::string& path) {
   for (;;) {
     const ssize_t n = read(in, buf, sizeof(buf));
     if (n < 0) {
-      result = Errno("read", path);
+      result = LastErrnoError("read", path);
       break;
     }
     if (n == 0) break;
     for (ssize_t off = 0; off < n;) {
       const ssize_t w = write(out, buf + off, static_cast<size_t>(n - off));
       if (w < 0) {
-        result = Errno("write", tmp);
+        result = LastErrnoError("write", tmp);
         break;
       }
       off += w;
     }
     if (!result.ok()) break;
   }
-  if (result.ok() && fsync(out) != 0) result = Errno("fsync", tmp);
+  if (result.ok() && fsync(out) != 0) result = LastErrnoError("fsync", tmp);
   close(out);
   close(in);
-  if (result.ok() && rename(tmp.c_str(), path.c_str()) != 0) result = Errno("rename", tmp);
+  if (result.ok() && rename(tmp.c_str(), path.c_str()) != 0) result = LastErrnoError("rename", tmp);
   if (!result.ok()) unlink(tmp.c_str());
   return result;
 }
@@ -345,7 +339,7 @@ absl::StatusOr<Durability> ParseDurability(std::string_view name) {
   if (name == "process") return Durability::kProcess;
   if (name == "machine") return Durability::kMachine;
   return absl::InvalidArgumentError(
-      absl::StrCat("durability '", A(name), "': expected 'process' or 'machine'"));
+      absl::StrCat("durability '", AbslView(name), "': expected 'process' or 'machine'"));
 }
 
 std::string_view DurabilityName(Durability d) {
@@ -401,7 +395,7 @@ void StoreBatch::DeleteSnapshot(std::string_view model, uint32_t shard, PartKind
 
 void StoreBatch::PutManifest(std::string_view model, uint32_t shard, PartKind part,
                              std::string_view manifest) {
-  Add(Op::kPut, kSnapshots, absl::StrCat(PartPrefix(model, shard, part), A(kManifestSuffix)),
+  Add(Op::kPut, kSnapshots, absl::StrCat(PartPrefix(model, shard, part), AbslView(kManifestSuffix)),
       manifest);
 }
 
@@ -605,7 +599,7 @@ absl::StatusOr<std::optional<std::string>> Store::GetSnapshot(std::string_view m
 absl::StatusOr<std::optional<std::string>> Store::GetManifest(std::string_view model,
                                                               uint32_t shard,
                                                               PartKind part) const {
-  return Get(kSnapshots, absl::StrCat(PartPrefix(model, shard, part), A(kManifestSuffix)));
+  return Get(kSnapshots, absl::StrCat(PartPrefix(model, shard, part), AbslView(kManifestSuffix)));
 }
 
 absl::Status Store::CompactAudit(std::string_view model, uint32_t shard, uint64_t below) {
