@@ -4,7 +4,8 @@
 # asserts something the service does not guarantee (timing, scheduling) or hides a real race.
 #   scripts/flake-hunt.sh [K]        # K runs (default 10) of the Release suite
 #   BUILD_DIR=build scripts/flake-hunt.sh 20
-# It builds the Release tree as scripts/test.sh does, then runs ctest with -j nproc beside
+# It builds the Release tree as scripts/test.sh does, then runs ctest with as many tests at
+# once as scripts/test.sh's Release pass (-j 2*nproc; CTEST_JOBS overrides) beside
 # `stress-ng --cpu nproc`. Exit 0 only when every run passed. Takes about K times the suite's
 # time under load (the suite alone takes a few minutes on 2 cores).
 set -euo pipefail
@@ -32,7 +33,7 @@ for i in $(seq 1 "$runs"); do
   report=$(realpath "$logs")/run-$i.xml
   t0=$SECONDS
   rc=0
-  ctest --test-dir "$build" -j "$jobs" --output-junit "$report" > "$logs/run-$i.log" 2>&1 || rc=$?
+  ctest --test-dir "$build" -j "${CTEST_JOBS:-$((2 * jobs))}" --output-junit "$report" > "$logs/run-$i.log" 2>&1 || rc=$?
   line=$(/usr/bin/python3 scripts/ctest_summary.py "run $i" "$report") || rc=1
   echo "$line  ($((SECONDS - t0)) s)"
   if [ "$rc" -ne 0 ]; then
