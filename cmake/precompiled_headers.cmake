@@ -1,13 +1,12 @@
 # Precompiled headers (STREAMLEARN_PCH): the headers of the standard library, Abseil,
 # protobuf, gRPC, GoogleTest and our generated protocol, parsed once per target instead of
-# once per file. They are used where they pay: the core, the CLI and the tests, whose files are
-# mostly headers and test macros (clang -ftime-trace: 3.6 s of a 4.2 s file were headers). The
-# server, storage and client libraries do without: their time is code generation (persistence.cc
-# under ASan: 8.5 s of 11.5 in the backend), and a precompiled header of their own cost more
-# than it saved (the sanitizer passes build those as unity builds instead, scripts/test.sh).
-# The sources still include what they use: scripts/fuzz.sh builds without precompiled headers
-# (-DSTREAMLEARN_PCH=OFF), so a file that leans on one for an include of its own fails there,
-# and the Release build compiles every library file on its own.
+# once per file. They are used where they pay: the CLI and the tests, whose files are mostly
+# headers and test macros (clang -ftime-trace: 3.6 s of a 4.2 s file were headers). The
+# libraries do without: the files of the server, storage and client libraries spend their time
+# in code generation (persistence.cc under ASan: 8.5 s of 11.5 in the backend), and a
+# precompiled header of their own cost more than it saved; the sanitizer and fuzz builds make
+# them unity builds instead (scripts/test.sh). The sources still include what they use: the
+# Release build compiles every library file on its own, without a precompiled header.
 #
 # The sets, each a superset of the one before, so that a target is given only what its layout
 # allows (docs/DECISIONS.md, "Layout": core/ has no protobuf, storage no gRPC):

@@ -55,12 +55,13 @@ work=${FUZZ_WORK_DIR:-$dir/fuzz-work}
 if [ "$build" = 1 ]; then
   echo "== fuzz build ($dir: clang, libFuzzer + ASan + UBSan)"
   build_start=$SECONDS
-  # Debug keeps the asserts; -O1 and line tables only, as fuzzing builds usually are. No
-  # precompiled headers: this build checks that the sources it compiles include what they use.
+  # Debug keeps the asserts; -O1 and line tables only, as fuzzing builds usually are. The
+  # libraries are unity builds (docs/DECISIONS.md, "Building fast enough to test"), the fuzz
+  # targets' own files not.
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only" \
     -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DSTREAMLEARN_BUILD_FUZZ=ON \
-    -DSTREAMLEARN_BUILD_TESTS=OFF -DSTREAMLEARN_BUILD_BENCH=OFF -DSTREAMLEARN_PCH=OFF \
+    -DSTREAMLEARN_BUILD_TESTS=OFF -DSTREAMLEARN_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=ON \
     > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
   cmake --build "$dir" -j "$(nproc)" --target $(printf 'fuzz_%s ' "${selected[@]}")
   echo "== fuzz build: $((SECONDS - build_start)) s"

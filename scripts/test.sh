@@ -5,10 +5,10 @@
 # tests that run threads of ours under TSan; then builds everything with AddressSanitizer + UBSan
 # (clang) and runs every test again but the deployment checks; then builds the libFuzzer targets
 # (fuzz/) and runs each for a short time (scripts/fuzz.sh; FUZZ_SECONDS, default 3). The two
-# sanitizer builds are unity builds (CMAKE_UNITY_BUILD: a library's files compiled eight to a
-# translation unit, 546 -> 304 s for the ASan build with lld and the precompiled headers of
-# cmake/precompiled_headers.cmake); the Release build compiles every file on its own, as users
-# build it, and the fuzz build without precompiled headers. Every
+# sanitizer builds and the fuzz build are unity builds (CMAKE_UNITY_BUILD: a library's files
+# compiled eight to a translation unit, 546 -> 304 s for the ASan build with lld and the
+# precompiled headers of cmake/precompiled_headers.cmake); the Release build compiles every
+# library file on its own, as users build it (docs/DECISIONS.md). Every
 # pass always runs and reports; the last lines summarise them, and the command fails if any
 # failed.
 #   scripts/test.sh              # all four passes
