@@ -5,6 +5,7 @@
 //   { auto pin = cell.Read(); Use(*pin); }      // any thread, lock-free
 //   T* next = cell.BeginWrite();                 // the writer: a private copy of the current
 //   Mutate(*next); cell.Publish(next);           // one seq_cst store makes it current
+//   T* next = cell.BeginWriteWith(fill);         // or: the writer completes the copy
 //
 // Versions live in slots that are reused, never freed while the cell lives: a slot is handed
 // to the writer only when it is not current and no reader holds it. A reader increments the
@@ -76,6 +77,16 @@ class VersionedCell {
 
   // A private slot holding a copy of the current version. REQUIRES: single writer.
   T* BeginWrite() {
+    return BeginWriteWith([](const T& cur, T* slot) { *slot = cur; });
+  }
+
+  // BeginWrite for a writer that completes the copy itself: a reused slot (it holds an older
+  // version, and its buffers) is handed to `fill(current, slot)`, which copies what the writer
+  // will not overwrite from `current` before it publishes; a new slot gets a whole copy. For a
+  // state whose update reads every byte of the big part and writes it anew, the copy of that
+  // part is then the update itself (SauShard::Ingest). REQUIRES: single writer.
+  template <typename Fill>
+  T* BeginWriteWith(Fill&& fill) {
     Slot* cur = current_.load(std::memory_order_relaxed);
     Slot* free_slot = nullptr;
     for (auto& s : slots_) {
@@ -89,7 +100,7 @@ class VersionedCell {
       free_slot = slots_.back().get();
     }
     if (free_slot->value.has_value()) {
-      *free_slot->value = *cur->value;  // reuses the slot's buffers
+      fill(*cur->value, &*free_slot->value);  // reuses the slot's buffers
     } else {
       free_slot->value.emplace(*cur->value);
     }

@@ -50,6 +50,26 @@ inline void CompensatedDecayAdd(double gamma, double a, const double* x, double*
   }
 }
 
+// CompensatedDecayAdd out of place: (s_out[j], c_out[j]) becomes the update of (s_in[j],
+// c_in[j]), with the same operations in the same order, so the result is the same bit for
+// bit; the inputs are left as they were. This is how a shard writes its next version while
+// it reads the current one, instead of copying the current one first (SauEstimator::
+// IngestFrom). REQUIRES: the outputs overlap neither input.
+inline void CompensatedDecayAddTo(double gamma, double a, const double* x, const double* s_in,
+                                  const double* c_in, double* __restrict s_out,
+                                  double* __restrict c_out, int n) {
+  for (int j = 0; j < n; ++j) {
+    const double p = gamma * s_in[j];
+    const double e_mul = std::fma(gamma, s_in[j], -p);
+    const double inc = a * x[j];
+    const double t = p + inc;
+    const double z = t - p;
+    const double e_add = (p - (t - z)) + (inc - z);
+    s_out[j] = t;
+    c_out[j] = std::fma(gamma, c_in[j], e_mul + e_add);
+  }
+}
+
 // The same update without compensation (the plain sums that the Kahan test compares against).
 inline void PlainDecayAdd(double gamma, double a, const double* x, double* s, int n) {
   for (int j = 0; j < n; ++j) s[j] = gamma * s[j] + a * x[j];

@@ -175,6 +175,18 @@ EventDiagnostics Memory::Ingest(std::span<const double> k, std::span<const doubl
   return d;
 }
 
+EventDiagnostics Memory::IngestFrom(const Memory& src, std::span<const double> k,
+                                    std::span<const double> v) {
+  SauEstimator* dst = std::get_if<SauEstimator>(&impl_);
+  const SauEstimator* from = src.prf();
+  if (dst == nullptr || from == nullptr) {  // the other engines' states are small: copy
+    *this = src;
+    return Ingest(k, v);
+  }
+  spec_ = src.spec_;
+  return dst->IngestFrom(*from, k, v);
+}
+
 QueryResult Memory::Query(std::span<const double> q, ReadoutPath path, bool low_rank) const {
   if (const SauEstimator* e = prf()) return e->Query(q, path, low_rank);
   QueryResult out;

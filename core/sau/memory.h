@@ -72,6 +72,11 @@ class Memory {
 
   // REQUIRES: CheckEvent(k, v).ok().
   EventDiagnostics Ingest(std::span<const double> k, std::span<const double> v);
+  // `*this = src; return Ingest(k, v);`, bit for bit, without copying the prf engine's
+  // decayed sums first (SauEstimator::IngestFrom). REQUIRES: src.CheckEvent(k, v).ok(),
+  // &src != this.
+  EventDiagnostics IngestFrom(const Memory& src, std::span<const double> k,
+                              std::span<const double> v);
   // REQUIRES: CheckQuery(q).ok(); low_rank only for prf with r_v > 0. The ridge and vla
   // engines have one readout: `path` does not change it.
   QueryResult Query(std::span<const double> q, ReadoutPath path, bool low_rank) const;

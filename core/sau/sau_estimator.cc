@@ -145,6 +145,20 @@ absl::Status SauEstimator::CheckQueryBounds(std::span<const double> q) const {
 }
 
 EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const double> v) {
+  return IngestKey(k, v, nullptr);
+}
+
+EventDiagnostics SauEstimator::IngestFrom(const SauEstimator& src, std::span<const double> k,
+                                          std::span<const double> v) {
+  assert(&src != this);
+  if (params_ != src.params_) params_ = src.params_;
+  nudge_ = src.nudge_;
+  state_.AssignAllButSums(src.state_);
+  return IngestKey(k, v, &src.state_);
+}
+
+EventDiagnostics SauEstimator::IngestKey(std::span<const double> k, std::span<const double> v,
+                                         const SauState* from) {
   Scratch& sc = ThreadScratch(params_->spec);
   // phi(k_t), docs/SAU.md (4), with clipping statistics (docs/DECISIONS.md 4), and the
   // whitening of step t-1 (docs/DECISIONS.md 3).
@@ -153,8 +167,7 @@ EventDiagnostics SauEstimator::Ingest(std::span<const double> k, std::span<const
       params_->features.Features(sc.x.data(), sc.phi.data(), state_.regulator.c_hi());
   state_.whitening.Whiten(sc.phi.data(), sc.phiw.data());
   return IngestFeatures(sc.x.data(), sc.phi.data(), sc.phiw.data(), clip, /*readout=*/false,
-                        sc.num1.data(),
-                        sc.num2.data(), 0, 0, v);
+                        sc.num1.data(), sc.num2.data(), 0, 0, v, /*query=*/nullptr, from);
 }
 
 EventDiagnostics SauEstimator::Ingest(PreparedQuery& p, std::span<const double> v) {
@@ -195,10 +208,22 @@ EventDiagnostics SauEstimator::IngestFeatures(const double* x, const double* phi
                                               const FeatureMap::ClipStats& clip, bool readout,
                                               double* num1, double* num2, long double den1,
                                               long double den2, std::span<const double> v,
-                                              QueryResult* query) {
+                                              QueryResult* query, const SauState* from) {
   const SauSpec& spec = params_->spec;
   const int r = spec.r, dv = spec.d_v, rv = spec.r_v;
   SauState& st = state_;
+  // The sums are read from `in` and written to st: the same state, or (IngestFrom) the
+  // current version's, updated out of place by the same operations.
+  const SauState& in = from != nullptr ? *from : st;
+  const auto update = [&](double g, double a, const double* x_row, const std::vector<double>& s_in,
+                          const std::vector<double>& c_in, std::vector<double>& s_out,
+                          std::vector<double>& c_out, size_t at, int n) {
+    if (from != nullptr) {
+      CompensatedDecayAddTo(g, a, x_row, &s_in[at], &c_in[at], &s_out[at], &c_out[at], n);
+    } else {
+      CompensatedDecayAdd(g, a, x_row, &s_out[at], &c_out[at], n);
+    }
+  };
   st.clipped += static_cast<uint64_t>(clip.clipped);
   st.features += static_cast<uint64_t>(r);
   st.max_exponent = std::max(st.max_exponent, clip.max_exponent);
@@ -209,8 +234,8 @@ EventDiagnostics SauEstimator::IngestFeatures(const double* x, const double* phi
   const double gamma = st.regulator.gamma();  // the spec's unless self-regulated
   if (readout) {
     for (int i = 0; i < r; ++i) {
-      const size_t row = static_cast<size_t>(i) * dv;
-      CompensatedDecayAdd(gamma, phi[i], v.data(), &st.R[row], &st.R_c[row], dv);
+      update(gamma, phi[i], v.data(), in.R, in.R_c, st.R, st.R_c, static_cast<size_t>(i) * dv,
+             dv);
     }
   } else {
     std::fill(num1, num1 + dv, 0.0);
@@ -220,22 +245,22 @@ EventDiagnostics SauEstimator::IngestFeatures(const double* x, const double* phi
     const int half = r / 2;
     for (int i = 0; i < r; ++i) {
       const size_t row = static_cast<size_t>(i) * dv;
-      Axpy(phiw[i], &st.R[row], i < half ? num1 : num2, dv);
+      Axpy(phiw[i], &in.R[row], i < half ? num1 : num2, dv);
       const long double term = static_cast<long double>(phiw[i]) *
-                               (static_cast<long double>(st.s[i]) + st.s_c[i]);
+                               (static_cast<long double>(in.s[i]) + in.s_c[i]);
       (i < half ? den1 : den2) += term;
-      CompensatedDecayAdd(gamma, phi[i], v.data(), &st.R[row], &st.R_c[row], dv);
+      update(gamma, phi[i], v.data(), in.R, in.R_c, st.R, st.R_c, row, dv);
     }
   }
   // s_t, docs/SAU.md (7); H_t, (8) with rhat = U^T v.
-  CompensatedDecayAdd(gamma, 1.0, phi, st.s.data(), st.s_c.data(), r);
+  update(gamma, 1.0, phi, in.s, in.s_c, st.s, st.s_c, 0, r);
   if (rv > 0) {
     std::vector<double>& rhat = ThreadScratch(spec).rhat;
     const std::vector<double>& u = params_->u;
     for (int j = 0; j < rv; ++j) rhat[j] = Dot(&u[static_cast<size_t>(j) * dv], v.data(), dv);
     for (int i = 0; i < r; ++i) {
       const size_t row = static_cast<size_t>(i) * rv;
-      CompensatedDecayAdd(gamma, phi[i], rhat.data(), &st.H[row], &st.H_c[row], rv);
+      update(gamma, phi[i], rhat.data(), in.H, in.H_c, st.H, st.H_c, row, rv);
     }
   }
 

@@ -148,6 +148,14 @@ class SauEstimator {
   // REQUIRES: CheckEvent(k, v).ok().
   EventDiagnostics Ingest(std::span<const double> k, std::span<const double> v);
 
+  // `*this = src; return Ingest(k, v);` without the copy of src's decayed sums, which are most
+  // of its bytes: every other member is copied, and the sums are updated out of place, from
+  // src's into this estimator's own buffers, with the same operations (bit-identical; src is
+  // not changed). How a shard writes its next version from the current one (docs/SAU.md,
+  // "Versions without a copy"). REQUIRES: src.CheckEvent(k, v).ok(), &src != this.
+  EventDiagnostics IngestFrom(const SauEstimator& src, std::span<const double> k,
+                              std::span<const double> v);
+
   // REQUIRES: CheckQuery(q).ok(); low_rank only when spec().r_v > 0.
   QueryResult Query(std::span<const double> q, ReadoutPath path, bool low_rank) const;
 
@@ -211,7 +219,11 @@ class SauEstimator {
   EventDiagnostics IngestFeatures(const double* x, const double* phi, const double* phiw,
                                   const FeatureMap::ClipStats& clip, bool readout, double* num1,
                                   double* num2, long double den1, long double den2,
-                                  std::span<const double> v, QueryResult* query = nullptr);
+                                  std::span<const double> v, QueryResult* query = nullptr,
+                                  const SauState* from = nullptr);
+  // Ingest(k, v) with the sums read from `from` (null: this state's own), as IngestFeatures.
+  EventDiagnostics IngestKey(std::span<const double> k, std::span<const double> v,
+                             const SauState* from);
   // The readout's end, shared by both Query forms: y_hat, den, rj_gap, shr and ||f||_1 from
   // the half sums of the feature vector f (phi or the whitened phi). With the conditioned
   // query x (a stabilized full readout), a thin denominator is answered from the exact

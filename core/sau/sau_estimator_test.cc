@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/workloads/dgp.h"
@@ -118,6 +119,57 @@ TEST(SauPreparedQuery, AStalePreparationIsRedone) {
   const EventDiagnostics db = b->Ingest(p, q.v);
   ExpectSame(da, db, 0);
   EXPECT_EQ(a->StateDigest(), b->StateDigest());
+}
+
+// IngestFrom writes the next state from the current one into the buffers of an older one (a
+// shard's reused version slot): the same numbers as copying the current one and ingesting,
+// bit for bit, with every part of the state in use (low-rank sums, the exact window, both
+// self-regulations, a nudged ridge), and the current state unchanged. Any member that
+// SauState::AssignAllButSums missed would keep the older state's value and show here.
+TEST(SauIngestFrom, BitIdenticalToCopyThenIngest) {
+  SauSpec spec;
+  spec.d = 8;
+  spec.d_v = 4;
+  spec.r = 64;
+  spec.r_v = 2;
+  spec.input_scale = 4;
+  spec.exact_window = 16;
+  spec.regulate_gamma = true;
+  spec.regulate_clip = true;
+  spec.seed = 13;
+  absl::StatusOr<SauEstimator> created = SauEstimator::Create(spec);
+  ASSERT_TRUE(created.ok()) << created.status();
+  // Two version slots, as a shard's cell keeps them: `cur` is published, `spare` is older.
+  SauEstimator cur = *created, spare = *created, reference = *created;
+  Dgp dgp({.kind = Dgp::Kind::kC, .d = 8, .d_v = 4, .phase_length = 300}, 7);
+  for (int t = 0; t < 50; ++t) {  // spare stays 50 events behind at first
+    const DgpEvent e = dgp.Next();
+    cur.Ingest(e.k, e.v);
+    reference.Ingest(e.k, e.v);
+  }
+  int alarms = 0;
+  for (int t = 0; t < 2000; ++t) {
+    if (t == 700) {
+      for (SauEstimator* e : {&cur, &spare, &reference}) {
+        e->SetLambdaNudge({.factor = 2.0, .increment = 1e-3});
+      }
+    }
+    const DgpEvent e = dgp.Next();
+    const Digest before = cur.StateDigest();
+    const EventDiagnostics want = reference.Ingest(e.k, e.v);
+    const EventDiagnostics got = spare.IngestFrom(cur, e.k, e.v);
+    ExpectSame(want, got, t);
+    ASSERT_EQ(cur.StateDigest(), before) << t;
+    ASSERT_EQ(spare.StateDigest(), reference.StateDigest()) << t;
+    std::swap(cur, spare);  // published; the old current one is the next spare
+    alarms += want.alarm;
+  }
+  EXPECT_GT(alarms, 0);
+  EXPECT_EQ(cur.StateDigest(), reference.StateDigest());
+  // A query after the last step reads the same state too.
+  const DgpEvent q = dgp.Next();
+  ExpectSame(reference.Query(q.k, ReadoutPath::kStabilized, true),
+             cur.Query(q.k, ReadoutPath::kStabilized, true), 0);
 }
 
 }  // namespace

@@ -15,6 +15,34 @@ SauState::SauState(const SauSpec& spec)
       regulator(spec),
       window(spec.exact_window, spec.d, spec.d_v) {}
 
+void SauState::AssignAllButSums(const SauState& src) {
+  // A member added to SauState is added here too (the size check below is there to say so);
+  // SauShardTest.IngestWithoutCopyMatchesCopyThenIngest fails when one is missed.
+  static_assert(sizeof(void*) != 8 || sizeof(SauState) == kSauStateBytes,
+                "SauState changed: copy the new member in AssignAllButSums, then update "
+                "kSauStateBytes");
+  events = src.events;
+  R.resize(src.R.size());
+  R_c.resize(src.R_c.size());
+  s.resize(src.s.size());
+  s_c.resize(src.s_c.size());
+  H.resize(src.H.size());
+  H_c.resize(src.H_c.size());
+  whitening = src.whitening;
+  eprocess = src.eprocess;
+  rj = src.rj;
+  floor = src.floor;
+  median_den = src.median_den;
+  lambda_star = src.lambda_star;
+  clipped = src.clipped;
+  features = src.features;
+  max_exponent = src.max_exponent;
+  den_below_floor = src.den_below_floor;
+  den_min = src.den_min;
+  regulator = src.regulator;
+  window = src.window;
+}
+
 size_t SauState::Bytes() const {
   return (R.size() + R_c.size() + s.size() + s_c.size() + H.size() + H_c.size()) *
              sizeof(double) +

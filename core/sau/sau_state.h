@@ -7,6 +7,7 @@
 #ifndef STREAMLEARN_CORE_SAU_SAU_STATE_H_
 #define STREAMLEARN_CORE_SAU_SAU_STATE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -22,6 +23,9 @@
 #include "core/sau/whitening_stats.h"
 
 namespace streamlearn::sau {
+
+// sizeof(SauState) on a 64-bit build: SauState::AssignAllButSums checks it.
+inline constexpr size_t kSauStateBytes = 624;
 
 struct SauState {
   explicit SauState(const SauSpec& spec);
@@ -43,6 +47,12 @@ struct SauState {
   double den_min = std::numeric_limits<double>::infinity();
   Regulator regulator;  // gamma and c_hi in force (the spec's unless self-regulated)
   ExactWindow window;   // the last exact_window keys and values (empty when off)
+
+  // Makes this state a copy of `src` in every member except the values of the six decayed
+  // sums (R, R_c, s, s_c, H, H_c), which are only sized: the caller writes every one of them
+  // next, from src's (SauEstimator::IngestFrom). Copying the sums is most of a state's bytes
+  // (docs/SAU.md, "Versions without a copy").
+  void AssignAllButSums(const SauState& src);
 
   double clip_rate() const {
     return features == 0 ? 0.0 : static_cast<double>(clipped) / static_cast<double>(features);

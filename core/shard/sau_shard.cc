@@ -117,10 +117,19 @@ absl::StatusOr<IngestOutcome> SauShard::Ingest(std::span<const EventView> batch,
     out.version = cur.version;
     return out;
   }
-  Version* next = cell_.BeginWrite();
+  // The next version is written from the current one by the batch's first event
+  // (Memory::IngestFrom), so a reused slot gets only the small fields copied here.
+  Version* next = cell_.BeginWriteWith([](const Version& from, Version* to) {
+    to->version = from.version;
+    to->last_t = from.last_t;
+    to->log_seq = from.log_seq;
+    to->has_last = from.has_last;
+    to->last = from.last;
+  });
   diags_.clear();
   for (size_t i : fresh) {
-    next->last = next->memory.Ingest(batch[i].k, batch[i].v);
+    next->last = i == fresh.front() ? next->memory.IngestFrom(cur.memory, batch[i].k, batch[i].v)
+                                    : next->memory.Ingest(batch[i].k, batch[i].v);
     out.alarms += next->last.alarm ? 1 : 0;
     out.red_events += next->last.rj_level == sau::RjLevel::kRed ? 1 : 0;
     out.regulations += (next->last.gamma_change != 0 ? 1 : 0) + (next->last.c_hi_raised ? 1 : 0);

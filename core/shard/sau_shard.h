@@ -148,7 +148,7 @@ class SauShard final : public ShardPart {
   Digest StateDigest() const override;
 
  private:
-  struct Version {
+  struct Version {  // a member added here is copied by Ingest's fill too
     uint64_t version = 0;
     uint64_t last_t = 0;
     uint64_t log_seq = 0;
