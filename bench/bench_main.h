@@ -20,6 +20,7 @@
 
 #include "bench/ratio_reporter.h"
 #include "benchmark/benchmark.h"
+#include "core/common/release_process.h"
 
 namespace streamlearn::bench {
 
@@ -34,6 +35,7 @@ inline benchmark::ConsoleReporter::OutputOptions ConsoleOptions() {
 // null) before Shutdown. Returns main's exit code.
 inline int RunRatioBenchmarks(int argc, char** argv, RatioReporter& reporter,
                               void (*add)(RatioReporter&), void (*teardown)() = nullptr) {
+  ReleaseProcessDefaults();  // as the server and the CLI run
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   add(reporter);

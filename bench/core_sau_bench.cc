@@ -4,7 +4,8 @@
 //      RJ, e-process; also r_v = 16), beside the bare kernel phi = exp(W k), R += phi v^T.
 //   b. Query latency against stream length n, beside exact attention over a cache of n keys.
 //   c. State bytes against r, r_v and n, beside the formula (printed before the benchmarks).
-//   d. Compensated beside plain decayed update; a VersionedCell publish beside one ingest.
+//   d. Compensated beside plain decayed update; a VersionedCell publish beside one ingest; a
+//      version per event, by copy or from the current version, beside one ingest.
 //   e. Drawing W (once per model) with SRHT blocks beside QR blocks, r = d (one block).
 //
 // The claims are ratios of medians, printed after the run (bench/ratio_reporter.h):
@@ -378,6 +379,36 @@ void BM_VersionedCellPublish(benchmark::State& state) {
 }
 BENCHMARK(BM_VersionedCellPublish);
 
+// A version per event, as a shard publishes at batch 1 (r = 256): arg 0 copies the current
+// version into a reused slot and ingests there (BeginWrite, Ingest: the way before commit
+// 632e3b4), arg 1 ingests from the current version into the slot without the copy
+// (BeginWriteWith, IngestFrom: SauShard::Ingest's way). Compare with BM_SauIngest/256/0.
+void BM_VersionedIngest(benchmark::State& state) {
+  const bool from = state.range(0) == 1;
+  const std::vector<DgpEvent>& pool = EventPool();
+  SauEstimator est = MustCreate(DefaultSpec(256, 0));
+  size_t i = 0;
+  for (; i < kWarmupEvents; ++i) est.Ingest(pool[i].k, pool[i].v);
+  VersionedCell<SauEstimator> cell(est);
+  for (auto _ : state) {
+    const DgpEvent& e = pool[i++ & (kPoolSize - 1)];
+    sau::EventDiagnostics diag;
+    if (from) {
+      const SauEstimator& cur = cell.Current();
+      SauEstimator* next = cell.BeginWriteWith([](const SauEstimator&, SauEstimator*) {});
+      diag = next->IngestFrom(cur, e.k, e.v);
+      cell.Publish(next);
+    } else {
+      SauEstimator* next = cell.BeginWrite();
+      diag = next->Ingest(e.k, e.v);
+      cell.Publish(next);
+    }
+    benchmark::DoNotOptimize(diag);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_VersionedIngest)->Arg(0)->Arg(1);
+
 // Drawing W for r = d (one block) with the given feature kind (0 orthogonal, 1 srht).
 void BM_DrawW(benchmark::State& state) {
   SauSpec spec = DefaultSpec(static_cast<int>(state.range(0)), 0);
@@ -443,6 +474,16 @@ void AddRatios(RatioReporter& rep) {
                 Target::kNone});
   rep.AddRatio({"d. VersionedCell publish / one SAU ingest, r=256",
                 {"BM_VersionedCellPublish"},
+                {"BM_SauIngest/256/0"},
+                0,
+                Target::kNone});
+  rep.AddRatio({"d. a version per event, copy then ingest / one SAU ingest, r=256",
+                {"BM_VersionedIngest/0"},
+                {"BM_SauIngest/256/0"},
+                0,
+                Target::kNone});
+  rep.AddRatio({"d. a version per event, ingest from the current / one SAU ingest, r=256",
+                {"BM_VersionedIngest/1"},
                 {"BM_SauIngest/256/0"},
                 0,
                 Target::kNone});

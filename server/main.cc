@@ -36,6 +36,7 @@
 #include "server/storage/audit_key.h"
 #include "server/config.h"
 #include "server/heap.h"
+#include "core/common/release_process.h"
 #include "server/host_port.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
@@ -483,6 +484,7 @@ Server::Options MergeOptions(const ServerConfig& config, const std::string& conf
 }  // namespace
 
 int main(int argc, char** argv) {
+  streamlearn::ReleaseProcessDefaults();
   absl::SetProgramUsageMessage(kUsage);
   if (HelpRequested(argc, argv)) {
     PrintUsage(std::cout);

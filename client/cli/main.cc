@@ -13,6 +13,7 @@
 
 #include "client/cli/cli_common.h"
 #include "client/cli/commands.h"
+#include "core/common/release_process.h"
 
 namespace {
 
@@ -66,6 +67,7 @@ std::optional<std::string> FlagValue(int argc, char** argv, int* i, const std::s
 }  // namespace
 
 int main(int argc, char** argv) {
+  streamlearn::ReleaseProcessDefaults();
   using namespace streamlearn::cli;
   GlobalOptions options;
   std::vector<std::string> rest;

@@ -24,6 +24,7 @@
 #include "client/demo/workload.h"
 #include "client/lib/client.h"
 #include "client/lib/grpc_status.h"
+#include "core/common/release_process.h"
 #include "core/sau/exact_attention.h"
 #include "core/sau/feature_map.h"
 #include "fmt/format.h"
@@ -244,6 +245,7 @@ int Run() {
 }  // namespace streamlearn::demo
 
 int main(int argc, char** argv) {
+  streamlearn::ReleaseProcessDefaults();
   absl::SetProgramUsageMessage(
       "streams DGP-A then DGP-C drift into a model and compares the SAU estimate at a probe "
       "query with exact decayed attention.\n  streamlearn-demo --server HOST:PORT [--model "
