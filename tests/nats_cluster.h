@@ -91,7 +91,15 @@ class NatsTestCluster {
   int size() const { return static_cast<int>(nodes_.size()); }
 
   void Kill(int i) { Signal(i, SIGKILL, /*reap=*/true); }
-  void Pause(int i) { Signal(i, SIGSTOP, false); }
+  // Returns once the node has stopped (see ServerProcess::Pause).
+  void Pause(int i) {
+    Signal(i, SIGSTOP, false);
+    int status = 0;
+    if (nodes_[i].pid > 0 && waitpid(nodes_[i].pid, &status, WUNTRACED) == nodes_[i].pid &&
+        !WIFSTOPPED(status)) {
+      nodes_[i].pid = -1;  // it had exited
+    }
+  }
   void Resume(int i) { Signal(i, SIGCONT, false); }
   // Starts a killed node again, with its data and ports; returns once it accepts connections.
   absl::Status Restart(int i) {

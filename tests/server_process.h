@@ -88,9 +88,14 @@ class ServerProcess {
     return 0;
   }
 
-  // SIGSTOP / SIGCONT: the process freezes (its leases go unrenewed) and goes on.
+  // SIGSTOP / SIGCONT: the process freezes (its leases go unrenewed) and goes on. Pause
+  // returns once the process has stopped: kill() returns when the signal is queued, and the
+  // server serves on until the thread that takes it runs (milliseconds on a loaded machine).
   void Pause() {
-    if (pid_ > 0) kill(pid_, SIGSTOP);
+    if (pid_ <= 0) return;
+    kill(pid_, SIGSTOP);
+    int status = 0;
+    if (waitpid(pid_, &status, WUNTRACED) == pid_ && !WIFSTOPPED(status)) pid_ = -1;  // exited
   }
   void Resume() {
     if (pid_ > 0) kill(pid_, SIGCONT);

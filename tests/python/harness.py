@@ -120,9 +120,28 @@ class Process:
             return ""
 
     def pause(self) -> None:
-        """SIGSTOP: the process freezes until SIGCONT or kill()."""
+        """SIGSTOP: the process freezes until SIGCONT or kill(). Returns once every thread
+        has stopped: kill() returns when the signal is queued, and the process serves on
+        until the thread that takes it runs (milliseconds on a loaded machine)."""
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGSTOP)
+            wait_for(self.stopped, f"pid {self.pid} to stop", 30.0, 0.001)
+
+    def stopped(self) -> bool:
+        """Whether every thread is stopped (state T), or the process is gone."""
+        try:
+            states = []
+            for tid in os.listdir(f"/proc/{self.pid}/task"):
+                with open(f"/proc/{self.pid}/task/{tid}/stat", encoding="ascii") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            return not self.alive()
+        return all(s == "T" for s in states)
+
+    def resume(self) -> None:
+        """SIGCONT: a paused process goes on."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGCONT)
 
     def kill(self) -> None:
         """SIGKILL (and SIGCONT, should it be stopped) and reap; idempotent."""

@@ -8,7 +8,6 @@ STREAMLEARN_TEST_SEED sets the random inputs' seed (printed).
 
 import os
 import shutil
-import signal
 import threading
 import unittest
 
@@ -220,12 +219,12 @@ class EmbeddedServerTest(unittest.TestCase):
         def resume_after_a_stream_failure() -> None:
             harness.wait_for(lambda: session.stats.stream_failures >= 1,
                              "the session to give up on the paused server's stream", 120.0)
-            os.kill(self.server.pid, signal.SIGCONT)
+            self.server.resume()
             resumed.set()
 
         self.client.shard_map("py_paused")   # cached: the map is not asked of a paused server
-        os.kill(self.server.pid, signal.SIGSTOP)
-        self.addCleanup(os.kill, self.server.pid, signal.SIGCONT)
+        self.addCleanup(self.server.resume)
+        self.server.pause()  # returns once the server has stopped, not when it is signalled
         watcher = threading.Thread(target=resume_after_a_stream_failure, daemon=True)
         watcher.start()
         with session:
