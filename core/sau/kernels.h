@@ -36,37 +36,34 @@ inline void Axpy(double a, const double* x, double* acc, int n) {
 // s + c, and becomes gamma * (s + c) + a * x[j] with the rounding error of the decay product
 // (exact, by fma) and of the addition (TwoSum, exact) carried into c; c itself decays by gamma.
 // docs/SAU.md (6)-(8) with the compensation of (40) carried through the decay.
+// One element of it: the pair (s, c) and the increment a * x give (*s_out, *c_out).
+inline void CompensatedDecayStep(double gamma, double a, double x, double s, double c,
+                                 double* s_out, double* c_out) {
+  const double p = gamma * s;
+  const double e_mul = std::fma(gamma, s, -p);  // gamma*s - p, exactly
+  const double inc = a * x;
+  const double t = p + inc;                     // TwoSum(p, inc)
+  const double z = t - p;
+  const double e_add = (p - (t - z)) + (inc - z);
+  *s_out = t;
+  *c_out = std::fma(gamma, c, e_mul + e_add);
+}
+
 inline void CompensatedDecayAdd(double gamma, double a, const double* x, double* s, double* c,
                                 int n) {
-  for (int j = 0; j < n; ++j) {
-    const double p = gamma * s[j];
-    const double e_mul = std::fma(gamma, s[j], -p);  // gamma*s - p, exactly
-    const double inc = a * x[j];
-    const double t = p + inc;                        // TwoSum(p, inc)
-    const double z = t - p;
-    const double e_add = (p - (t - z)) + (inc - z);
-    s[j] = t;
-    c[j] = std::fma(gamma, c[j], e_mul + e_add);
-  }
+  for (int j = 0; j < n; ++j) CompensatedDecayStep(gamma, a, x[j], s[j], c[j], &s[j], &c[j]);
 }
 
 // CompensatedDecayAdd out of place: (s_out[j], c_out[j]) becomes the update of (s_in[j],
-// c_in[j]), with the same operations in the same order, so the result is the same bit for
-// bit; the inputs are left as they were. This is how a shard writes its next version while
+// c_in[j]) by the same CompensatedDecayStep, so the result is the same bit for bit; the
+// inputs are left as they were. This is how a shard writes its next version while
 // it reads the current one, instead of copying the current one first (SauEstimator::
 // IngestFrom). REQUIRES: the outputs overlap neither input.
 inline void CompensatedDecayAddTo(double gamma, double a, const double* x, const double* s_in,
                                   const double* c_in, double* __restrict s_out,
                                   double* __restrict c_out, int n) {
   for (int j = 0; j < n; ++j) {
-    const double p = gamma * s_in[j];
-    const double e_mul = std::fma(gamma, s_in[j], -p);
-    const double inc = a * x[j];
-    const double t = p + inc;
-    const double z = t - p;
-    const double e_add = (p - (t - z)) + (inc - z);
-    s_out[j] = t;
-    c_out[j] = std::fma(gamma, c_in[j], e_mul + e_add);
+    CompensatedDecayStep(gamma, a, x[j], s_in[j], c_in[j], &s_out[j], &c_out[j]);
   }
 }
 

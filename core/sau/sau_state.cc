@@ -17,7 +17,7 @@ SauState::SauState(const SauSpec& spec)
 
 void SauState::AssignAllButSums(const SauState& src) {
   // A member added to SauState is added here too (the size check below is there to say so);
-  // SauShardTest.IngestWithoutCopyMatchesCopyThenIngest fails when one is missed.
+  // SauIngestFrom.BitIdenticalToCopyThenIngest fails when one is missed.
   static_assert(sizeof(void*) != 8 || sizeof(SauState) == kSauStateBytes,
                 "SauState changed: copy the new member in AssignAllButSums, then update "
                 "kSauStateBytes");
