@@ -19,8 +19,9 @@
 //      never reaches tau_low inside the timed loop (the rebuild work is measured in 2.).
 //      Micro (to separate hashing from memory misses): the lookup path alone
 //      (LmuTable::Pin + 8 x Reader::Locate) beside 8 x find, and its parts: SipHash-1-3, the
-//      MPHF evaluation, LmuBase::Locate (MPHF + Keys_base entry), Pin + unpin, the lookups
-//      under one pin, the WeightArena load by slot (the extra indirection: entry -> slot ->
+//      MPHF evaluation, LmuBase::Locate (MPHF + Keys_base entry), both also on a SipHash-1-3
+//      MPHF over the same ids (the base's key hash is FoldHash, docs/LMU_MPHF.md), Pin + unpin,
+//      the lookups under one pin, the WeightArena load by slot (the extra indirection: entry -> slot ->
 //      arena row, where a flat_hash_map's slot holds the weight), absl's hash; each as
 //      throughput (independent lookups) and, "Lat", as latency (a dependent chain). Two
 //      bench-only prototypes of a staged, prefetching Predict (one sample per pin, and 8
@@ -452,6 +453,11 @@ struct TableFixture {
   std::vector<BaseEntry> entries;             // every (id, slot)
   std::shared_ptr<const LmuBase> base;        // built over entries
   lmu::HashKey mphf_key;                      // a SipHash key, for the hash-only benchmark
+  // The same base on the other key hash: an MPHF built on SipHash-1-3 over the same ids and
+  // the entries in its hash order (what LmuBase::Build made before FoldHash, and makes when
+  // both FoldHash salts fail), for the FoldHash / SipHash rows.
+  lmu::Mphf sip_mphf;
+  std::vector<BaseEntry> sip_entries;
   std::vector<uint64_t> slots;                // the slot of every feature of GetFixture(n).x
 };
 
@@ -475,6 +481,17 @@ TableFixture& GetTable(size_t n) {
     if (!base.ok()) Die("base build: " + std::string(base.status().message()));
     t->base = *std::move(base);
     t->mphf_key = lmu::DeriveHashKey(Secret(), lmu::HashPurpose::kMphf, 1000);
+    {
+      std::vector<uint64_t> ids(n);
+      for (size_t i = 0; i < n; ++i) ids[i] = t->entries[i].id;
+      lmu::Mphf::Options sip;
+      sip.key_hash = lmu::Mphf::KeyHash::kSipHash13;
+      absl::StatusOr<lmu::Mphf> f = lmu::Mphf::Build(ids, t->mphf_key, sip);
+      if (!f.ok()) Die("SipHash MPHF build: " + std::string(f.status().message()));
+      t->sip_mphf = *std::move(f);
+      t->sip_entries.resize(n);
+      for (const BaseEntry& e : t->entries) t->sip_entries[t->sip_mphf(e.id)] = e;
+    }
     const Fixture& f = GetFixture(n);
     t->slots.resize(f.x.size());
     auto reader = t->table->Pin();
@@ -535,6 +552,25 @@ void BM_Micro_BaseLocate(benchmark::State& state) {
     uint64_t slot = 0;
     base.Locate(f.x[i].id, &slot);  // the 1% delta ids are in this base too
     return slot;
+  });
+}
+
+// The two rows above on the SipHash-1-3 MPHF over the same ids (LmuBase::Locate's operations).
+void BM_Micro_MphfSipHash(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const Fixture& f = GetFixture(n);
+  const lmu::Mphf& mphf = GetTable(n).sip_mphf;
+  MicroLoop(state, f, [&](size_t i) { return mphf(f.x[i].id); });
+}
+
+void BM_Micro_BaseLocateSipHash(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const Fixture& f = GetFixture(n);
+  const TableFixture& t = GetTable(n);
+  MicroLoop(state, f, [&](size_t i) {
+    const uint64_t id = f.x[i].id;
+    const BaseEntry& e = t.sip_entries[t.sip_mphf(id)];
+    return e.id == id ? e.slot : uint64_t{0};
   });
 }
 
@@ -1037,6 +1073,8 @@ BENCHMARK(BM_Micro_SipHash13)->Apply(MicroArgs);
 BENCHMARK(BM_Micro_AbslHash)->Apply(MicroArgs);
 BENCHMARK(BM_Micro_Mphf)->Apply(MicroArgs);
 BENCHMARK(BM_Micro_BaseLocate)->Apply(MicroArgs);
+BENCHMARK(BM_Micro_MphfSipHash)->Apply(MicroArgs);
+BENCHMARK(BM_Micro_BaseLocateSipHash)->Apply(MicroArgs);
 BENCHMARK(BM_Micro_ArenaLoad)->Apply(MicroArgs);
 BENCHMARK(BM_Lat_SipHash13)->Apply(MicroArgs);
 BENCHMARK(BM_Lat_Mphf)->Apply(MicroArgs);
@@ -1075,6 +1113,11 @@ void AddRatios(RatioReporter& rep) {
                   {"BM_Micro_AbslFind/" + N(n)}, 0, Target::kNone});
     rep.AddRatio({"1m. LmuBase::Locate / absl find, " + Pretty(n),
                   {"BM_Micro_BaseLocate/" + N(n)}, {"BM_Micro_AbslFind/" + N(n)}, 0,
+                  Target::kNone});
+    rep.AddRatio({"1m. MPHF on FoldHash / on SipHash-1-3, " + Pretty(n),
+                  {"BM_Micro_Mphf/" + N(n)}, {"BM_Micro_MphfSipHash/" + N(n)}, 0, Target::kNone});
+    rep.AddRatio({"1m. LmuBase::Locate on FoldHash / on SipHash-1-3, " + Pretty(n),
+                  {"BM_Micro_BaseLocate/" + N(n)}, {"BM_Micro_BaseLocateSipHash/" + N(n)}, 0,
                   Target::kNone});
     rep.AddRatio({"1m. SipHash13 / absl hash, " + Pretty(n), {"BM_Micro_SipHash13/" + N(n)},
                   {"BM_Micro_AbslHash/" + N(n)}, 0, Target::kNone});

@@ -1,4 +1,5 @@
-// Keyed hashing for the LMU (docs/LMU.md, "Hashing"): SipHash-1-3 over 64-bit feature ids.
+// Keyed hashing for the LMU (docs/LMU.md, "Hashing"): SipHash-1-3 over 64-bit feature ids, and
+// FoldHash (below) for the base's MPHF only.
 //
 // SipHash is a pseudorandom function: without the 128-bit key a client cannot predict where
 // an id lands, so it cannot aim ids at one bucket (hash flooding). Exact membership never rests
@@ -35,6 +36,23 @@ uint64_t SipHash13(const HashKey& key, uint64_t x);
 // with AVX2 where the build targets it, the rest one at a time. Every path does the same
 // integer operations, so the values are the scalar function's, bit for bit, on any CPU.
 void SipHash13Many(const HashKey& key, const uint64_t* x, size_t n, uint64_t* out);
+
+// FoldHash: two 64x64->128-bit multiplies, each folded to 64 bits by xoring the halves of the
+// product, keyed by both halves of the key:
+//   FoldHash(k, x) = fold((fold((x ^ k0) * ((k1 ^ C1) | 1)) ^ k1) * C2)
+// with C1, C2 the fractional parts of sqrt(2) and sqrt(3). About 10 instructions against
+// SipHash-1-3's ~90. It is keyed but NOT a PRF: use it only where a structural collision costs
+// time and cannot cost correctness, and where SipHash stays as the fallback (the MPHF of the
+// base, docs/LMU_MPHF.md "Why a weaker hash is safe here").
+inline uint64_t FoldMultiply(uint64_t a, uint64_t b) {
+  const unsigned __int128 p = static_cast<unsigned __int128>(a) * b;
+  return static_cast<uint64_t>(p) ^ static_cast<uint64_t>(p >> 64);
+}
+inline uint64_t FoldHash(const HashKey& key, uint64_t x) {
+  constexpr uint64_t kC1 = 0x6a09e667f3bcc908ULL;
+  constexpr uint64_t kC2 = 0xbb67ae8584caa73bULL;  // odd
+  return FoldMultiply(FoldMultiply(x ^ key.k0, (key.k1 ^ kC1) | 1) ^ key.k1, kC2);
+}
 
 // 32 bytes of secret material.
 using HashSecret = std::array<uint8_t, 32>;

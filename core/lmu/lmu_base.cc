@@ -5,7 +5,12 @@
 namespace streamlearn::lmu {
 
 namespace {
+// Salt attempts per generation; the first kFoldAttempts build on FoldHash, the rest on
+// SipHash-1-3 (docs/LMU_MPHF.md, "Why a weaker hash is safe here"). A FoldHash build fails by
+// chance with probability ~1e-3 or less (the placement's own failure rate), so the fallback is
+// for ids chosen against the FoldHash salts, which takes knowing them.
 constexpr int kSaltAttempts = 8;
+constexpr int kFoldAttempts = 2;
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const LmuBase>> LmuBase::Build(std::span<const BaseEntry> entries,
@@ -18,7 +23,9 @@ absl::StatusOr<std::shared_ptr<const LmuBase>> LmuBase::Build(std::span<const Ba
   for (int attempt = 0; attempt < kSaltAttempts; ++attempt) {
     const HashKey salt =
         DeriveHashKey(secret, HashPurpose::kMphf, generation * kSaltAttempts + attempt);
-    absl::StatusOr<Mphf> mphf = Mphf::Build(ids, salt);
+    Mphf::Options options;
+    options.key_hash = attempt < kFoldAttempts ? Mphf::KeyHash::kFold : Mphf::KeyHash::kSipHash13;
+    absl::StatusOr<Mphf> mphf = Mphf::Build(ids, salt, options);
     if (!mphf.ok()) {
       if (absl::IsInvalidArgument(mphf.status())) return mphf.status();
       last = mphf.status();

@@ -1,6 +1,8 @@
 // Mphf: PTHash-style (Pibiri & Trani, SIGIR 2021) with one-byte pilots placed by eviction.
 //
-// THE FUNCTION. h = SipHash13(salt, key). The B buckets are split PTHash's skewed way: the
+// THE FUNCTION. h = H(salt, key), with H = FoldHash (keyed_hash.h; image version 2) or
+// SipHash13 (image version 1: LmuBase's fallback, docs/LMU_MPHF.md "Why a weaker hash is safe
+// here"). The B buckets are split PTHash's skewed way: the
 // hashes whose top 32 bits fall below 0.6 * 2^32 (60% of the keys) go to the first
 // D = floor(0.3 B) buckets, the others to the remaining B - D; within its group a key takes
 // bucket fastrange(low 32 bits of h, group size). With the bucket's pilot p (one byte),
@@ -8,7 +10,7 @@
 // and f(key) = pos if pos < n, else Remap[pos - n], a position below n that no key took.
 // Sizes: m = max(ceil(n / alpha), n + ceil(sqrt(n))), B = max(2, min(n, 64), ceil(n / lambda));
 // the middle terms matter only for small sets (below ~10^4 and 224 keys).
-// Lookup: SipHash-1-3, one byte load, two multiplies; a fraction (m - n) / m of the keys
+// Lookup: the key hash, one byte load, two multiplies; a fraction (m - n) / m of the keys
 // (1% at alpha = 0.99) loads Remap too (one 32-bit base and one packed delta).
 //
 // THE BUILD. Hash, counting-sort the hashes into buckets (sorted within a bucket, which makes
@@ -31,10 +33,10 @@
 //
 // SPACE. 8 / lambda bits per key of pilots (2.29 at lambda = 3.5) + the remap.
 //
-// THE IMAGE (version 1; all integers little-endian):
+// THE IMAGE (all integers little-endian):
 //   offset  size            field
 //   0       8               magic "SLMPHF\0\0"
-//   8       4               version = 1
+//   8       4               version: 1 (H = SipHash13) or 2 (H = FoldHash); nothing else differs
 //   12      4               w, the remap delta width in bits (0..32)
 //   16      8               n
 //   24      8               m (0 if n = 0, else > n)
@@ -78,7 +80,8 @@ constexpr uint64_t kMaxKeys = uint64_t{1} << 31;
 constexpr size_t kMaxBucketSize = 255;  // beyond any real draw (~30 at 10^9 keys)
 constexpr uint64_t kRecent = 16;
 constexpr char kMagic[8] = {'S', 'L', 'M', 'P', 'H', 'F', 0, 0};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersionSipHash13 = 1;
+constexpr uint32_t kVersionFold = 2;
 constexpr size_t kHeaderBytes = 64;
 constexpr size_t kChecksumBytes = 32;
 
@@ -97,6 +100,7 @@ size_t RemapDeltaBytes(uint64_t entries, uint32_t width) { return (entries * wid
 // The representation; Mphf::Impl is this, under the name the header declares.
 struct MphfRep {
   HashKey salt;
+  Mphf::KeyHash key_hash = Mphf::KeyHash::kSipHash13;
   uint64_t n = 0;
   uint64_t m = 0;
   uint64_t buckets = 0;
@@ -106,6 +110,11 @@ struct MphfRep {
   std::vector<uint8_t> pilots;        // one per bucket
   std::vector<uint32_t> remap_base;   // one per block of kRemapBlock entries
   std::vector<uint8_t> remap_deltas;  // packed, plus 8 bytes of padding for the 64-bit load
+
+  uint64_t Hash(uint64_t key) const {
+    return key_hash == Mphf::KeyHash::kFold ? lmu::FoldHash(salt, key)
+                                             : internal::SipHashWord<1, 3>(salt, key);
+  }
 
   // Branch-free: the dense/sparse test is a coin flip (0.6/0.4), which a branch would mispredict.
   uint64_t Bucket(uint64_t h) const {
@@ -135,7 +144,7 @@ BucketedHashes HashIntoBuckets(std::span<const uint64_t> keys, const MphfRep& f)
   out.offsets.assign(f.buckets + 1, 0);
   std::vector<uint64_t> h(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    h[i] = internal::SipHashWord<1, 3>(f.salt, keys[i]);
+    h[i] = f.Hash(keys[i]);
     ++out.offsets[f.Bucket(h[i]) + 1];
   }
   for (uint64_t b = 0; b < f.buckets; ++b) out.offsets[b + 1] += out.offsets[b];
@@ -149,7 +158,7 @@ BucketedHashes HashIntoBuckets(std::span<const uint64_t> keys, const MphfRep& f)
 }
 
 // Equal hashes in one bucket: duplicate keys (INVALID_ARGUMENT) or, with probability
-// ~n^2 / 2^65, a SipHash collision of distinct keys (INTERNAL: another salt separates them).
+// ~n^2 / 2^65, a hash collision of distinct keys (INTERNAL: another salt separates them).
 absl::Status CheckDistinct(std::span<const uint64_t> keys, const BucketedHashes& bh) {
   if (std::adjacent_find(bh.hashes.begin(), bh.hashes.end()) == bh.hashes.end()) {
     return absl::OkStatus();  // across buckets hashes differ, as the bucket is a function of h
@@ -395,12 +404,16 @@ absl::StatusOr<Mphf> Mphf::Build(std::span<const uint64_t> keys, const HashKey& 
   if (!(options.alpha >= 0.5 && options.alpha <= 0.995)) {
     return absl::InvalidArgumentError("Mphf: alpha must be in [0.5, 0.995]");
   }
+  if (options.key_hash != KeyHash::kSipHash13 && options.key_hash != KeyHash::kFold) {
+    return absl::InvalidArgumentError("Mphf: unknown key hash");
+  }
   const uint64_t n = keys.size();
   if (n == 0) return Mphf();
   if (n > kMaxKeys) return absl::InvalidArgumentError("Mphf: more than 2^31 keys");
 
   auto f = std::make_shared<Impl>();
   f->salt = salt;
+  f->key_hash = options.key_hash;
   f->n = n;
   // Small sets get more room (sqrt(n) spare positions, up to 64 buckets): with 9 keys, 10
   // positions and 3 buckets, 60% of the keys share one bucket that no pilot can place.
@@ -423,7 +436,7 @@ absl::StatusOr<Mphf> Mphf::Build(std::span<const uint64_t> keys, const HashKey& 
 uint64_t Mphf::operator()(uint64_t key) const {
   if (impl_ == nullptr) return 0;
   const Impl& f = *impl_;
-  const uint64_t h = internal::SipHashWord<1, 3>(f.salt, key);
+  const uint64_t h = f.Hash(key);
   const uint64_t pos = Position(h, f.pilots[f.Bucket(h)], f.m);
   if (pos < f.n) return pos;
   return f.RemapEntry(pos - f.n);
@@ -435,7 +448,11 @@ void Mphf::Positions(const uint64_t* keys, size_t n, uint64_t* out) const {
     return;
   }
   const Impl& f = *impl_;
-  SipHash13Many(f.salt, keys, n, out);
+  if (f.key_hash == KeyHash::kFold) {
+    for (size_t i = 0; i < n; ++i) out[i] = FoldHash(f.salt, keys[i]);
+  } else {
+    SipHash13Many(f.salt, keys, n, out);
+  }
   // Every pilot is asked for before any is read, so that their cache misses overlap (the
   // pilots of 10^7 keys are ~3 MB).
   for (size_t i = 0; i < n; ++i) __builtin_prefetch(&f.pilots[f.Bucket(out[i])]);
@@ -448,6 +465,10 @@ void Mphf::Positions(const uint64_t* keys, size_t n, uint64_t* out) const {
 
 size_t Mphf::size() const { return impl_ == nullptr ? 0 : impl_->n; }
 
+Mphf::KeyHash Mphf::key_hash() const {
+  return impl_ == nullptr ? KeyHash::kSipHash13 : impl_->key_hash;
+}
+
 size_t Mphf::bytes() const {
   if (impl_ == nullptr) return 0;
   return sizeof(Impl) + impl_->pilots.size() + impl_->remap_base.size() * sizeof(uint32_t) +
@@ -459,7 +480,7 @@ void Mphf::Serialize(std::string* out) const {
   const Impl& f = impl_ == nullptr ? kEmpty : *impl_;
   out->clear();
   out->append(kMagic, sizeof(kMagic));
-  PutU32(out, kVersion);
+  PutU32(out, f.key_hash == KeyHash::kFold ? kVersionFold : kVersionSipHash13);
   PutU32(out, f.remap_width);
   PutU64(out, f.n);
   PutU64(out, f.m);
@@ -487,9 +508,11 @@ absl::StatusOr<Mphf> Mphf::Deserialize(std::string_view bytes) {
   if (std::memcmp(checksum.data(), bytes.data() + body.size(), kChecksumBytes) != 0) {
     return Corrupt("checksum mismatch");
   }
-  if (GetLe(bytes, 8, 4) != kVersion) return Corrupt("unknown version");
+  const uint64_t version = GetLe(bytes, 8, 4);
+  if (version != kVersionSipHash13 && version != kVersionFold) return Corrupt("unknown version");
 
   auto f = std::make_shared<Impl>();
+  f->key_hash = version == kVersionFold ? KeyHash::kFold : KeyHash::kSipHash13;
   f->remap_width = static_cast<uint32_t>(GetLe(bytes, 12, 4));
   f->n = GetLe(bytes, 16, 8);
   f->m = GetLe(bytes, 24, 8);

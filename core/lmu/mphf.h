@@ -28,6 +28,13 @@ namespace streamlearn::lmu {
 
 class Mphf {
  public:
+  // The hash h = H(salt, key) the function is built on (docs/LMU_MPHF.md, "The key hash").
+  //   kSipHash13: SipHash-1-3, a keyed PRF (image version 1).
+  //   kFold: two 64x64->128 multiplies folded by xor, keyed by the salt (image version 2);
+  //     ~10 instructions against SipHash's ~90. Not a PRF: LmuBase falls back to kSipHash13 when
+  //     a kFold build fails (docs/LMU_MPHF.md, "Why a weaker hash is safe here").
+  enum class KeyHash : uint8_t { kSipHash13 = 1, kFold = 2 };
+
   struct Options {
     // PTHash's lambda, the mean number of keys per bucket. The one-byte pilots cost
     // 8 / keys_per_bucket bits per key; beyond ~3.6 the placement stalls (mphf.cc). [1, 3.75].
@@ -35,6 +42,7 @@ class Mphf {
     // Load factor n / m of the intermediate table; the m - n positions at or past n are
     // remapped below n. Higher: smaller remap table, slower build. [0.5, 0.995].
     double alpha = 0.99;
+    KeyHash key_hash = KeyHash::kFold;
   };
 
   // Deterministic: the same key set (in any order) and salt give the same function and the same
@@ -52,6 +60,7 @@ class Mphf {
   // out[i] = (*this)(keys[i]) for i < n, hashing several keys at once (SipHash13Many).
   void Positions(const uint64_t* keys, size_t n, uint64_t* out) const;
   size_t size() const;
+  KeyHash key_hash() const;  // kSipHash13 for the empty function (its image is version 1)
   size_t bytes() const;  // memory of the function itself (not of any key or value array)
   double bits_per_key() const { return size() == 0 ? 0.0 : 8.0 * bytes() / size(); }
 

@@ -45,25 +45,47 @@ std::string Image(const Mphf& f) {
   return s;
 }
 
-TEST(MphfTest, MinimalPerfectDeterministicAndRoundTripsAcrossSizes) {
+// The tests that hold for either key hash (Mphf::KeyHash) run under both.
+class MphfKeyHashTest : public testing::TestWithParam<Mphf::KeyHash> {
+ protected:
+  static absl::StatusOr<Mphf> Build(const std::vector<uint64_t>& keys, const HashKey& salt) {
+    Mphf::Options options;
+    options.key_hash = GetParam();
+    return Mphf::Build(keys, salt, options);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(KeyHashes, MphfKeyHashTest,
+                         testing::Values(Mphf::KeyHash::kFold, Mphf::KeyHash::kSipHash13),
+                         [](const testing::TestParamInfo<Mphf::KeyHash>& info) {
+                           return info.param == Mphf::KeyHash::kFold ? "Fold" : "SipHash13";
+                         });
+
+TEST_P(MphfKeyHashTest, MinimalPerfectDeterministicAndRoundTripsAcrossSizes) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{100}, size_t{10000}, size_t{1000000}}) {
     SCOPED_TRACE(n);
     const std::vector<uint64_t> keys = RandomDistinctKeys(n, n + 1);
-    absl::StatusOr<Mphf> f = Mphf::Build(keys, kSalt);
+    absl::StatusOr<Mphf> f = Build(keys, kSalt);
     ASSERT_TRUE(f.ok()) << f.status();
     ExpectMinimalPerfect(*f, keys);
     if (n >= 10000) {
       EXPECT_LE(f->bits_per_key(), 3.5);
     }
 
-    absl::StatusOr<Mphf> again = Mphf::Build(keys, kSalt);
+    absl::StatusOr<Mphf> again = Build(keys, kSalt);
     ASSERT_TRUE(again.ok()) << again.status();
     const std::string image = Image(*f);
     EXPECT_EQ(Image(*again), image);
     EXPECT_EQ(again->bytes(), f->bytes());
 
+    // The image says which hash it was built on (version 1: SipHash-1-3, 2: FoldHash; the
+    // empty function keeps version 1), and the loaded function uses it.
+    const Mphf::KeyHash expect_hash = n == 0 ? Mphf::KeyHash::kSipHash13 : GetParam();
+    EXPECT_EQ(f->key_hash(), expect_hash);
+    EXPECT_EQ(static_cast<uint8_t>(image[8]), expect_hash == Mphf::KeyHash::kFold ? 2 : 1);
     absl::StatusOr<Mphf> loaded = Mphf::Deserialize(image);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(loaded->key_hash(), expect_hash);
     EXPECT_EQ(loaded->size(), n);
     EXPECT_EQ(loaded->bytes(), f->bytes());
     EXPECT_EQ(Image(*loaded), image);
@@ -79,20 +101,20 @@ TEST(MphfTest, MinimalPerfectDeterministicAndRoundTripsAcrossSizes) {
   }
 }
 
-TEST(MphfTest, KeyOrderDoesNotChangeTheFunction) {
+TEST_P(MphfKeyHashTest, KeyOrderDoesNotChangeTheFunction) {
   std::vector<uint64_t> keys = RandomDistinctKeys(5000, 7);
-  absl::StatusOr<Mphf> f = Mphf::Build(keys, kSalt);
+  absl::StatusOr<Mphf> f = Build(keys, kSalt);
   ASSERT_TRUE(f.ok());
   std::shuffle(keys.begin(), keys.end(), std::mt19937_64(8));
-  absl::StatusOr<Mphf> g = Mphf::Build(keys, kSalt);
+  absl::StatusOr<Mphf> g = Build(keys, kSalt);
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(Image(*g), Image(*f));
 }
 
-TEST(MphfTest, SaltChangesTheFunctionAndEachSaltWorks) {
+TEST_P(MphfKeyHashTest, SaltChangesTheFunctionAndEachSaltWorks) {
   const std::vector<uint64_t> keys = RandomDistinctKeys(5000, 9);
-  absl::StatusOr<Mphf> f = Mphf::Build(keys, kSalt);
-  absl::StatusOr<Mphf> g = Mphf::Build(keys, HashKey{kSalt.k0, kSalt.k1 + 1});
+  absl::StatusOr<Mphf> f = Build(keys, kSalt);
+  absl::StatusOr<Mphf> g = Build(keys, HashKey{kSalt.k0, kSalt.k1 + 1});
   ASSERT_TRUE(f.ok() && g.ok());
   ExpectMinimalPerfect(*g, keys);
   EXPECT_NE(Image(*f), Image(*g));
@@ -102,12 +124,12 @@ TEST(MphfTest, SaltChangesTheFunctionAndEachSaltWorks) {
 }
 
 // Small sets stress the placement most (few positions to evict into): many salts, no failure.
-TEST(MphfTest, SmallSetsBuildUnderManySalts) {
+TEST_P(MphfKeyHashTest, SmallSetsBuildUnderManySalts) {
   for (size_t n = 1; n <= 64; ++n) {
     const std::vector<uint64_t> keys = RandomDistinctKeys(n, 1000 + n);
     for (uint64_t s = 0; s < 50; ++s) {
       SCOPED_TRACE(testing::Message() << "n=" << n << " salt=" << s);
-      absl::StatusOr<Mphf> f = Mphf::Build(keys, HashKey{s, ~s});
+      absl::StatusOr<Mphf> f = Build(keys, HashKey{s, ~s});
       ASSERT_TRUE(f.ok()) << f.status();
       ExpectMinimalPerfect(*f, keys);
     }
@@ -115,7 +137,7 @@ TEST(MphfTest, SmallSetsBuildUnderManySalts) {
 }
 
 // The keyed hash, not the keys, spreads them: consecutive and strided ids work alike.
-TEST(MphfTest, StructuredKeys) {
+TEST_P(MphfKeyHashTest, StructuredKeys) {
   struct Case {
     const char* name;
     uint64_t first, stride;
@@ -126,7 +148,7 @@ TEST(MphfTest, StructuredKeys) {
     SCOPED_TRACE(c.name);
     std::vector<uint64_t> keys(20000);
     for (size_t i = 0; i < keys.size(); ++i) keys[i] = c.first + i * c.stride;
-    absl::StatusOr<Mphf> f = Mphf::Build(keys, kSalt);
+    absl::StatusOr<Mphf> f = Build(keys, kSalt);
     ASSERT_TRUE(f.ok()) << f.status();
     ExpectMinimalPerfect(*f, keys);
   }
@@ -223,6 +245,8 @@ TEST(MphfTest, ResignedInconsistentImageDataLoss) {
       {"m = n", 24, static_cast<uint8_t>(image[16])},
       {"dense buckets", 40, static_cast<uint8_t>(image[40] + 1)},
       {"width 33", 12, 33},
+      {"version 0", 8, 0},
+      {"version 3", 8, 3},
       {"remap base past n", pilots + buckets + 3, 0x7f},
   };
   for (const Case& c : cases) {
