@@ -33,10 +33,15 @@ LmuLearner::PredictInfo LmuLearner::Predict(std::span<const Feature> x, double* 
   for (size_t j = 0; j < x.size(); ++j) ids[j] = x[j].id;
   const WeightArena& w = table_.weights();
   info.max_locate_probes = reader.LocateMany(w, ids.data(), x.size(), slots.data());
-  for (int o = 0; o < m; ++o) y[o] = LoadRelaxed(bias_[o]);
-  for (size_t j = 0; j < x.size(); ++j) {  // in the order of x
-    if (slots[j] == kAbsent) continue;
-    for (int o = 0; o < m; ++o) y[o] += w.Load(slots[j], o) * x[j].val;
+  // Each output summed in a local, in the order of x: the same operations as accumulating in
+  // y[o] across the features, without a store and reload of y[o] per feature (y may alias the
+  // weights for all the compiler knows).
+  for (int o = 0; o < m; ++o) {
+    double acc = LoadRelaxed(bias_[o]);
+    for (size_t j = 0; j < x.size(); ++j) {
+      if (slots[j] != kAbsent) acc += w.Load(slots[j], o) * x[j].val;
+    }
+    y[o] = acc;
   }
   return info;
 }
@@ -105,10 +110,13 @@ absl::StatusOr<StepResult> LmuLearner::Step(std::span<const Feature> x, std::spa
   for (size_t j = 0; j < x.size(); ++j) {
     rows_[j] = slots_[j] == kAbsent ? nullptr : w.RowOf(slots_[j]);
   }
-  for (int o = 0; o < m; ++o) y_before[o] = bias_[o];
-  for (size_t j = 0; j < x.size(); ++j) {
-    if (rows_[j] == nullptr) continue;
-    for (int o = 0; o < m; ++o) y_before[o] += WeightArena::LoadAt(rows_[j] + o) * x[j].val;
+  // As in Predict: each output summed in a local, in feature order.
+  for (int o = 0; o < m; ++o) {
+    double acc = bias_[o];
+    for (size_t j = 0; j < x.size(); ++j) {
+      if (rows_[j] != nullptr) acc += WeightArena::LoadAt(rows_[j] + o) * x[j].val;
+    }
+    y_before[o] = acc;
   }
   // Update, in feature order.
   ++samples_;
