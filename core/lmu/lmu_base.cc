@@ -6,9 +6,9 @@ namespace streamlearn::lmu {
 
 namespace {
 // Salt attempts per generation; the first kFoldAttempts build on FoldHash, the rest on
-// SipHash-1-3 (docs/LMU_MPHF.md, "Why a weaker hash is safe here"). A FoldHash build fails by
-// chance with probability ~1e-3 or less (the placement's own failure rate), so the fallback is
-// for ids chosen against the FoldHash salts, which takes knowing them.
+// SipHash-1-3 (docs/LMU_MPHF.md, "Why a weaker hash is safe here"). A build fails by chance as
+// rarely on either hash (15 of 120,000 builds of small sets, the placement's own failure rate),
+// so the fallback is for ids chosen against the FoldHash salts, which takes knowing them.
 constexpr int kSaltAttempts = 8;
 constexpr int kFoldAttempts = 2;
 }  // namespace
