@@ -21,9 +21,9 @@
 //      (LmuTable::Pin + 8 x Reader::Locate) beside 8 x find, and its parts: SipHash-1-3, the
 //      MPHF evaluation, LmuBase::Locate (MPHF + Keys_base entry), both also on a SipHash-1-3
 //      MPHF over the same ids (the base's key hash is FoldHash, docs/LMU_MPHF.md), Pin + unpin,
-//      the lookups under one pin, the WeightArena load by slot (the extra indirection: entry -> slot ->
-//      arena row, where a flat_hash_map's slot holds the weight), absl's hash; each as
-//      throughput (independent lookups) and, "Lat", as latency (a dependent chain). Two
+//      the lookups under one pin, the WeightArena load by slot (the extra indirection:
+//      entry -> slot -> arena row, where a flat_hash_map's slot holds the weight), absl's hash;
+//      each as throughput (independent lookups) and, "Lat", as latency (a dependent chain). Two
 //      bench-only prototypes of a staged, prefetching Predict (one sample per pin, and 8
 //      samples per pin) show what would close the gap.
 //   2. LmuBase::Build over n entries (the background part of a rebuild, T_rb minus the delta

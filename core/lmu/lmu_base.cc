@@ -4,15 +4,6 @@
 
 namespace streamlearn::lmu {
 
-namespace {
-// Salt attempts per generation; the first kFoldAttempts build on FoldHash, the rest on
-// SipHash-1-3 (docs/LMU_MPHF.md, "Why a weaker hash is safe here"). A build fails by chance as
-// rarely on either hash (15 of 120,000 builds of small sets, the placement's own failure rate),
-// so the fallback is for ids chosen against the FoldHash salts, which takes knowing them.
-constexpr int kSaltAttempts = 8;
-constexpr int kFoldAttempts = 2;
-}  // namespace
-
 absl::StatusOr<std::shared_ptr<const LmuBase>> LmuBase::Build(std::span<const BaseEntry> entries,
                                                               const HashSecret& secret,
                                                               uint64_t generation) {
@@ -21,11 +12,9 @@ absl::StatusOr<std::shared_ptr<const LmuBase>> LmuBase::Build(std::span<const Ba
   for (const BaseEntry& e : entries) ids.push_back(e.id);
   absl::Status last = absl::OkStatus();
   for (int attempt = 0; attempt < kSaltAttempts; ++attempt) {
-    const HashKey salt =
-        DeriveHashKey(secret, HashPurpose::kMphf, generation * kSaltAttempts + attempt);
     Mphf::Options options;
-    options.key_hash = attempt < kFoldAttempts ? Mphf::KeyHash::kFold : Mphf::KeyHash::kSipHash13;
-    absl::StatusOr<Mphf> mphf = Mphf::Build(ids, salt, options);
+    options.key_hash = KeyHashOf(attempt);
+    absl::StatusOr<Mphf> mphf = Mphf::Build(ids, Salt(secret, generation, attempt), options);
     if (!mphf.ok()) {
       if (absl::IsInvalidArgument(mphf.status())) return mphf.status();
       last = mphf.status();

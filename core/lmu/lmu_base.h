@@ -33,6 +33,20 @@ class LmuBase {
                                                               const HashSecret& secret,
                                                               uint64_t generation);
 
+  // Build's salt schedule: kSaltAttempts attempts per generation, attempt a under
+  // Salt(secret, generation, a) and on KeyHashOf(a): FoldHash for the first kFoldAttempts, then
+  // SipHash-1-3 (docs/LMU_MPHF.md, "Why a weaker hash is safe here"). A build fails by chance as
+  // rarely on either hash (15 of 120,000 builds of small sets), so the fallback is for ids chosen
+  // against the FoldHash salts, which takes knowing them.
+  static constexpr int kSaltAttempts = 8;
+  static constexpr int kFoldAttempts = 2;
+  static HashKey Salt(const HashSecret& secret, uint64_t generation, int attempt) {
+    return DeriveHashKey(secret, HashPurpose::kMphf, generation * kSaltAttempts + attempt);
+  }
+  static Mphf::KeyHash KeyHashOf(int attempt) {
+    return attempt < kFoldAttempts ? Mphf::KeyHash::kFold : Mphf::KeyHash::kSipHash13;
+  }
+
   // The empty base of generation 0.
   LmuBase() = default;
 

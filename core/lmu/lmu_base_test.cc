@@ -49,10 +49,11 @@ TEST(LmuBase, BuildsOnFoldHash) {
 TEST(LmuBase, IdsAimedAtTheFoldHashSaltsFallBackToSipHash) {
   const HashSecret secret = Secret();
   const uint64_t generation = 3;
-  constexpr int kSaltAttempts = 8;  // lmu_base.cc: attempts 0 and 1 use FoldHash
-  const HashKey fold_salts[2] = {
-      DeriveHashKey(secret, HashPurpose::kMphf, generation * kSaltAttempts + 0),
-      DeriveHashKey(secret, HashPurpose::kMphf, generation * kSaltAttempts + 1)};
+  static_assert(LmuBase::kFoldAttempts == 2);
+  ASSERT_EQ(LmuBase::KeyHashOf(1), Mphf::KeyHash::kFold);
+  ASSERT_EQ(LmuBase::KeyHashOf(2), Mphf::KeyHash::kSipHash13);
+  const HashKey fold_salts[2] = {LmuBase::Salt(secret, generation, 0),
+                                 LmuBase::Salt(secret, generation, 1)};
 
   // Bucket 0 of an n-key function (mphf.cc, "THE FUNCTION"): a dense hash (top 32 bits below
   // 0.6 * 2^32) whose low 32 bits scale to 0 among the D dense buckets.
