@@ -190,6 +190,8 @@ class BatchSession {
   void Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // Gives the lane up (its batches are resent by Recover); cancel: cancel its stream too.
   void FailLane(Lane* lane, absl::Status why, bool cancel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes every waiter on cv_ and the supervisor (a lane failed or the state changed).
+  void WakeAll() ABSL_LOCKS_EXCLUDED(mu_);
   // The session fails with `status` (the first failure stays).
   void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
   // Calls on_close unless it was called.
@@ -208,7 +210,11 @@ class BatchSession {
   // and the supervisor); taken before mu_.
   Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable Mutex mu_;
-  CondVar cv_;  // signalled on every final ack, lane failure and state change
+  // Signalled on every final ack, lane failure and state change: Send's window, Flush, EndAll.
+  CondVar cv_;
+  // The supervisor's: signalled on a lane failure and a state change, not on an ack (it wakes
+  // on its tick for timeouts; waking it on each ack was a context switch per batch).
+  CondVar supervisor_cv_;
   std::map<uint64_t, Outstanding> outstanding_ ABSL_GUARDED_BY(mu_);
   // Lanes by address; a lane is erased (and its thread joined) only under write_mu_.
   std::map<std::string, std::unique_ptr<Lane>> lanes_ ABSL_GUARDED_BY(mu_);

@@ -177,8 +177,14 @@ bool BatchSession<Traits>::Write(uint64_t id) {
                /*cancel=*/false);
     }
   }
-  cv_.SignalAll();
+  WakeAll();
   return false;
+}
+
+template <typename Traits>
+void BatchSession<Traits>::WakeAll() {
+  cv_.SignalAll();
+  supervisor_cv_.Signal();
 }
 
 template <typename Traits>
@@ -278,7 +284,7 @@ void BatchSession<Traits>::ReaderLoop(std::string address, Lane* lane) {
     }
     lane->done = true;
   }
-  cv_.SignalAll();
+  WakeAll();
   if (!protocol.ok()) Fail(protocol);
 }
 
@@ -290,7 +296,7 @@ void BatchSession<Traits>::SupervisorLoop() {
     absl::Status stalled;
     {
       MutexLock lock(&mu_);
-      cv_.WaitUntil(&mu_, Clock::now() + kTick);
+      supervisor_cv_.WaitUntil(&mu_, Clock::now() + kTick);
       if (stopping_ || !error_.ok()) return;
       const Clock::time_point now = Clock::now();
       for (auto& [address, lane] : lanes_) {
@@ -415,7 +421,7 @@ void BatchSession<Traits>::Fail(absl::Status status) {
       }
     }
   }
-  cv_.SignalAll();
+  WakeAll();
   CloseOnce();
 }
 
@@ -462,7 +468,7 @@ void BatchSession<Traits>::EndAll(bool graceful) {
       }
     }
   }
-  cv_.SignalAll();
+  WakeAll();
   if (supervisor_.joinable()) supervisor_.join();
   {
     MutexLock write(&write_mu_);
