@@ -4,15 +4,20 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <bit>
+#include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "client/lib/client.h"
 #include "client/lib/lmu_update_session.h"
+#include "client/lib/number_parse.h"
 #include "client/lib/sample_file.h"
 #include "client/lib/sample_parsers.h"
 #include "core/common/routing.h"
@@ -233,6 +238,94 @@ TEST(SampleLineParserTest, BadLinesNameTheColumnAndTheProblem) {
     EXPECT_EQ(error.column, c.column) << error.message;
     EXPECT_THAT(error.message, HasSubstr(c.mention));
   }
+}
+
+// STREAMLEARN_TEST_SEED sets the seed of the random lines below (printed).
+uint64_t Seed() {
+  const char* env = std::getenv("STREAMLEARN_TEST_SEED");
+  const uint64_t seed = env != nullptr ? std::strtoull(env, nullptr, 10) : 20261202;
+  std::cout << "STREAMLEARN_TEST_SEED=" << seed << std::endl;
+  return seed;
+}
+
+// The libsvm parser reads ids and values where they stand, eight digits at a time; it must
+// give what reading the line token by token gives (ParseUint64 for the id, ParseFiniteDouble
+// for the value; the bits of each value), and fail where that fails, at the same column. The
+// lines mix ids of 1 to 22 digits (leading zeros, 2^64 - 1 and 2^64, ending at every distance
+// from the end of the line), plain and other values, and bad tokens.
+TEST(SampleLineParserTest, LibsvmFastReadingEqualsTheTokenReading) {
+  std::mt19937_64 rng(Seed());
+  const std::vector<std::string> special_ids = {"18446744073709551615", "18446744073709551616",
+                                                "99999999999999999999", "0",
+                                                "000000000000000000000000001", "+5", "a1", "-3",
+                                                ""};
+  const std::vector<std::string> values = {"1",    "0.25",  "-2",   "1e-3",   "1.",  ".5",
+                                           "+2",   "nan",   "",     "1:2",    "-",   "0",
+                                           "-0",   "12345678901234567", "3.141592653589793",
+                                           "1x",   "1.2.3", "inf",  "0.000001"};
+  auto digits = [&](int n) {
+    std::string d;
+    for (int i = 0; i < n; ++i) d += static_cast<char>('0' + rng() % 10);
+    return d;
+  };
+  auto blanks = [&](int least) {
+    std::string b(least + static_cast<int>(rng() % 3), ' ');
+    for (char& c : b) c = (rng() % 4 == 0) ? '\t' : ' ';
+    return b;
+  };
+  SampleLineParser parser(SampleFormat::kLibsvm, 1, /*hash_strings=*/false);
+  int parsed = 0, failed = 0;
+  for (int n = 0; n < 40000; ++n) {
+    std::string line = "1";
+    std::vector<uint64_t> ids;
+    std::vector<double> vals;
+    size_t bad_column = 0;  // of the first bad token, as the token reading reports it
+    const int features = 1 + static_cast<int>(rng() % 6);
+    const bool clean = rng() % 2 == 0;  // only good tokens
+    for (int f = 0; f < features; ++f) {
+      line += blanks(1);
+      std::string id = rng() % 8 == 0 ? special_ids[rng() % special_ids.size()]
+                                      : digits(1 + static_cast<int>(rng() % 20));
+      std::string val = rng() % 2 == 0 ? "1" : values[rng() % values.size()];
+      if (clean) {
+        id = digits(1 + static_cast<int>(rng() % 19));
+        val = rng() % 2 == 0 ? "1" : "0.25";
+      }
+      const size_t column = line.size() + 1;
+      line += id + ":" + val;
+      if (bad_column != 0) continue;
+      uint64_t x = 0;
+      double v = 0;
+      if (id.empty() || id.front() == '+' || !ParseUint64(id, &x)) {
+        bad_column = column;
+      } else if (!ParseFiniteDouble(val, &v)) {
+        bad_column = column + id.size() + 1;
+      } else {
+        ids.push_back(x);
+        vals.push_back(v);
+      }
+    }
+    if (rng() % 2 == 0) line += blanks(0);
+    SCOPED_TRACE(line);
+    SampleRecord s;
+    LineError error;
+    const bool ok = parser.Parse(line, &s, &error);
+    ASSERT_EQ(ok, bad_column == 0) << error.column << ": " << error.message;
+    if (ok) {
+      ++parsed;
+      ASSERT_EQ(s.ids, ids);
+      ASSERT_EQ(s.vals.size(), vals.size());
+      for (size_t i = 0; i < vals.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint64_t>(s.vals[i]), std::bit_cast<uint64_t>(vals[i])) << i;
+      }
+    } else {
+      ++failed;
+      ASSERT_EQ(error.column, bad_column) << error.message;
+    }
+  }
+  // Both kinds of line were seen, many times.
+  EXPECT_GT(parsed, 10000);
+  EXPECT_GT(failed, 5000);
 }
 
 TEST(SampleFileReaderTest, TIsTheLineNumberAndErrorsNameFileLineColumn) {

@@ -37,9 +37,14 @@ absl::StatusOr<bool> SampleFileReader::Next(SampleRecord* sample) {
       if (in.bad()) return absl::DataLossError("read error in '" + in.path() + "'");
       return false;
     }
-    std::string_view content = in.text();
-    if (parser_.format() == SampleFormat::kLibsvm) content = content.substr(0, content.find('#'));
-    if (TrimBlanks(content).empty()) continue;
+    // Skipped: a blank line and, in libsvm, one whose first non-blank byte starts a comment
+    // (its part before the '#' is blank). Only the line's head is looked at.
+    const std::string_view text = in.text();
+    const size_t first = text.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos ||
+        (parser_.format() == SampleFormat::kLibsvm && text[first] == '#')) {
+      continue;
+    }
     LineError error;
     if (!parser_.Parse(in.text(), sample, &error)) return in.ErrorAt(error.column, error.message);
     sample->t = in.line();

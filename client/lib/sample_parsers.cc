@@ -56,31 +56,10 @@ std::string Quoted(std::string_view s) {
   return out;
 }
 
-// The number of decimal digits at the start of [p, end), eight bytes at a time where eight
-// are left: a byte is a digit when its high nibble is 3 and its low nibble at most 9 (adding
-// 6 carries into the high nibble otherwise). A carry out of a non-digit byte can only mark a
-// later byte, so the first non-digit found is the first there is.
-size_t LeadingDigits(const char* p, const char* end) {
-  const char* q = p;
-  while (end - q >= 8) {
-    uint64_t v;
-    std::memcpy(&v, q, 8);
-    constexpr uint64_t kHigh = 0xF0F0F0F0F0F0F0F0, kThrees = 0x3030303030303030;
-    const uint64_t bad = ((v & kHigh) ^ kThrees) | (((v + 0x0606060606060606) & kHigh) ^ kThrees);
-    if (bad != 0) return static_cast<size_t>(q - p) + (std::countr_zero(bad) >> 3);
-    q += 8;
-  }
-  while (q < end && *q >= '0' && *q <= '9') ++q;
-  return static_cast<size_t>(q - p);
-}
-
-// The value of the eight decimal digits at p (all digits): pairs, then quads, then the eight,
-// in three multiplies (the byte of p[0] is the lowest, little-endian).
+// The value of the eight decimal digits in v (byte j is digit j, the first one lowest,
+// little-endian; each byte 0-9): pairs, then quads, then the eight, in three multiplies.
 static_assert(std::endian::native == std::endian::little, "the SWAR digit reading");
-uint64_t EightDigits(const char* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  v -= 0x3030303030303030;
+uint64_t EightDigitsValue(uint64_t v) {
   v = v * 10 + (v >> 8);  // byte 2j: digits 2j, 2j+1 as a number below 100
   constexpr uint64_t kPairs = 0x000000FF000000FF;
   v = ((v & kPairs) * (100 + (uint64_t{1000000} << 32)) +
@@ -88,12 +67,47 @@ uint64_t EightDigits(const char* p) {
   return v;
 }
 
-// The value of n <= 19 decimal digits at p (all digits; below 10^19, so it fits).
-uint64_t DigitsValue(const char* p, size_t n) {
-  uint64_t x = 0;
-  for (; n >= 8; n -= 8, p += 8) x = x * 100000000 + EightDigits(p);
-  for (; n > 0; --n, ++p) x = x * 10 + static_cast<uint64_t>(*p - '0');
-  return x;
+// The decimal digits at the start of a libsvm id: how many there are and, when they fit in
+// 64 bits, their value.
+struct IdDigits {
+  size_t digits = 0;
+  bool fits = true;
+  uint64_t value = 0;
+};
+
+// Reads the digits at the start of [p, end) eight bytes at a time where eight are left, in one
+// pass that finds them and sums them (a 20-digit id is three steps). A byte is a digit when its
+// high nibble is 3 and its low nibble at most 9 (adding 6 carries into the high nibble
+// otherwise); a carry out of a non-digit byte can only mark a later byte, so the first
+// non-digit found is the first there is. A step of k < 8 digits shifts them to the top of the
+// word, so the bytes below read as leading zeros. Overflow is caught at each step, so any
+// number of digits is read and `fits` says whether the value is exact.
+IdDigits ReadIdDigits(const char* p, const char* end) {
+  static constexpr uint64_t kPow10[] = {1,      10,      100,      1000,     10000,
+                                        100000, 1000000, 10000000, 100000000};
+  constexpr uint64_t kHigh = 0xF0F0F0F0F0F0F0F0, kThrees = 0x3030303030303030;
+  IdDigits r;
+  while (end - p >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    const uint64_t bad = ((v & kHigh) ^ kThrees) | (((v + 0x0606060606060606) & kHigh) ^ kThrees);
+    const size_t k = bad == 0 ? 8 : static_cast<size_t>(std::countr_zero(bad) >> 3);
+    if (k == 0) return r;
+    const uint64_t digits = (v - kThrees) << (8 * (8 - k) & 63);  // k = 8: no shift
+    uint64_t scaled = 0;
+    r.fits &= !__builtin_mul_overflow(r.value, kPow10[k], &scaled) &&
+              !__builtin_add_overflow(scaled, EightDigitsValue(digits), &r.value);
+    r.digits += k;
+    p += k;
+    if (k < 8) return r;
+  }
+  for (; p < end && *p >= '0' && *p <= '9'; ++p) {
+    uint64_t scaled = 0;
+    r.fits &= !__builtin_mul_overflow(r.value, uint64_t{10}, &scaled) &&
+              !__builtin_add_overflow(scaled, static_cast<uint64_t>(*p - '0'), &r.value);
+    ++r.digits;
+  }
+  return r;
 }
 
 bool IsNumberToken(std::string_view s) {
@@ -170,25 +184,27 @@ bool SampleLineParser::ParseLibsvm(std::string_view line, SampleRecord* out,
     while (i < n && IsBlank(line[i])) ++i;
     if (i == n) return true;
     begin = i;
-    const size_t digits = LeadingDigits(line.data() + i, line.data() + n);
-    i += digits;
-    // Up to 19 digits always fit in 64 bits; a 20th may not.
-    uint64_t id = DigitsValue(line.data() + begin, std::min<size_t>(digits, 19));
-    bool fits = digits <= 20;
-    if (digits == 20) {
-      const uint64_t digit = static_cast<uint64_t>(line[begin + 19] - '0');
-      fits = id <= (UINT64_MAX - digit) / 10;
-      id = id * 10 + digit;
+    const IdDigits id = ReadIdDigits(line.data() + i, line.data() + n);
+    i += id.digits;
+    if (!hash_strings_ && id.fits && id.digits > 0 && i < n && line[i] == ':') {
+      // The common value, a plain decimal ending the token, read where it stands; anything
+      // else goes through the token (ParseFiniteDouble, then ParseLibsvmFeature's errors).
+      double val = 0;
+      const size_t taken = PlainDecimalPrefix(line.data() + i + 1, line.data() + n, &val);
+      if (taken > 0 && (i + 1 + taken == n || IsBlank(line[i + 1 + taken]))) {
+        out->ids.push_back(id.value);
+        out->vals.push_back(val);
+        i += 1 + taken;
+        continue;
+      }
     }
-    const bool numeric_id = !hash_strings_ && fits && i > begin && i < n && line[i] == ':';
     const size_t colon = i;
     while (i < n && !IsBlank(line[i])) ++i;
     const std::string_view token = line.substr(begin, i - begin);
-    if (numeric_id) {
+    if (!hash_strings_ && id.fits && id.digits > 0 && colon < n && line[colon] == ':') {
       double val = 0;
-      const std::string_view text = line.substr(colon + 1, i - colon - 1);
-      if (ParsePlainDecimal(text, &val) || ParseFiniteDouble(text, &val)) {
-        out->ids.push_back(id);
+      if (ParseFiniteDouble(line.substr(colon + 1, i - colon - 1), &val)) {
+        out->ids.push_back(id.value);
         out->vals.push_back(val);
         continue;
       }
