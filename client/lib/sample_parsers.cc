@@ -7,7 +7,7 @@
 #include <string>
 
 #include "client/lib/number_parse.h"
-#include "core/common/digest.h"
+#include "core/common/short_sha256.h"
 
 namespace streamlearn {
 namespace {
@@ -39,6 +39,12 @@ std::vector<Token>& LineTokens() {
 std::vector<Token>& LabelTokens() {
   thread_local std::vector<Token> tokens;
   return tokens;
+}
+
+// Per-thread scratch for the VW features' ns ^ name messages, hashed once the line is read.
+std::vector<ShortMessage>& FeatureNames() {
+  thread_local std::vector<ShortMessage> names;
+  return names;
 }
 
 bool Fail(LineError* error, size_t column, std::string message) {
@@ -118,17 +124,11 @@ bool IsNumberToken(std::string_view s) {
 }  // namespace
 
 uint64_t FeatureHash(std::string_view ns, std::string_view feature) {
-  // RoutingHash(ns + "^" + feature), without building the string, on one SHA-256 context per
-  // thread (making one per feature cost about as much as hashing it).
-  thread_local Sha256 sha;
-  sha.Reset();
-  sha.Update(ns);
-  sha.Update("^");
-  sha.Update(feature);
-  const Digest d = sha.Finish();
-  uint64_t h = 0;
-  for (int i = 0; i < 8; ++i) h = (h << 8) | d[i];
-  return h;
+  // RoutingHash(ns + "^" + feature), without building the string.
+  const ShortMessage m{ns, "^", feature};
+  uint64_t id = 0;
+  Sha256Heads({&m, 1}, &id);
+  return id;
 }
 
 bool SampleLineParser::Parse(std::string_view line, SampleRecord* out, LineError* error) const {
@@ -268,6 +268,8 @@ bool SampleLineParser::ParseVw(std::string_view line, SampleRecord* out, LineErr
                     "y [weight] ['tag])");
   }
   // Namespace sections: |ns[:scale] feat[:val] ...
+  std::vector<ShortMessage>& names = FeatureNames();
+  names.clear();
   size_t pos = bar;
   while (pos < line.size()) {
     const size_t next = line.find('|', pos + 1);
@@ -308,11 +310,14 @@ bool SampleLineParser::ParseVw(std::string_view line, SampleRecord* out, LineErr
                     "feature " + Quoted(name) + ": its value times the namespace scale is not a "
                     "finite number");
       }
-      out->ids.push_back(FeatureHash(ns, name));
+      names.push_back({ns, "^", name});  // its id: FeatureHash(ns, name), below
       out->vals.push_back(scale * val);
     }
     pos = next == std::string_view::npos ? line.size() : next;
   }
+  // Every id of the line at once: the hashes run side by side (short_sha256.h).
+  out->ids.resize(names.size());
+  Sha256Heads(names, out->ids.data());
   return true;
 }
 
