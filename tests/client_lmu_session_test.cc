@@ -328,6 +328,62 @@ TEST(SampleLineParserTest, LibsvmFastReadingEqualsTheTokenReading) {
   EXPECT_GT(failed, 5000);
 }
 
+// The VW parser splits sections eight bytes at a time and hashes a line's names together
+// (four side by side); it must give each feature FeatureHash(namespace, name) and its value, in
+// order, on lines of 1 to 3 sections, 0 to 30 features, names of 1 to 60 bytes (past one
+// SHA-256 block with the namespace) and blanks of spaces and tabs anywhere between tokens.
+TEST(SampleLineParserTest, VwLinesGiveEachNamesHashInOrder) {
+  std::mt19937_64 rng(Seed());
+  const std::string alphabet = "abcdefghijklmnopqrstuvwxyz0123456789_-.^ABC";
+  auto word = [&](size_t n) {
+    std::string w;
+    for (size_t i = 0; i < n; ++i) w += alphabet[rng() % alphabet.size()];
+    return w;
+  };
+  auto blanks = [&](int least) {
+    std::string b(least + static_cast<int>(rng() % 3), ' ');
+    for (char& c : b) c = (rng() % 4 == 0) ? '\t' : ' ';
+    return b;
+  };
+  SampleLineParser parser(SampleFormat::kVw, 1, /*hash_strings=*/false);
+  for (int n = 0; n < 5000; ++n) {
+    std::string line = "0.5" + blanks(0);
+    std::vector<uint64_t> ids;
+    std::vector<double> vals;
+    const int sections = 1 + static_cast<int>(rng() % 3);
+    for (int k = 0; k < sections; ++k) {
+      const std::string ns = rng() % 3 == 0 ? "" : word(1 + rng() % 12);
+      line += "|" + ns;
+      const int features = static_cast<int>(rng() % 31);
+      for (int f = 0; f < features; ++f) {
+        const std::string name = word(1 + rng() % 60);
+        line += blanks(1) + name;
+        double v = 1;
+        if (rng() % 3 == 0) {
+          v = static_cast<double>(rng() % 1000) / 8;
+          line += ":" + std::to_string(v);
+        }
+        ids.push_back(FeatureHash(ns, name));
+        vals.push_back(v);
+      }
+      line += blanks(1);
+    }
+    SCOPED_TRACE(line);
+    SampleRecord s;
+    LineError error;
+    const bool ok = parser.Parse(line, &s, &error);
+    if (ids.empty()) {
+      ASSERT_FALSE(ok);
+      EXPECT_THAT(error.message, HasSubstr("no features"));
+      continue;
+    }
+    ASSERT_TRUE(ok) << error.column << ": " << error.message;
+    ASSERT_EQ(s.ids, ids);
+    ASSERT_EQ(s.vals, vals);
+    ASSERT_EQ(s.y, std::vector<double>{0.5});
+  }
+}
+
 TEST(SampleFileReaderTest, TIsTheLineNumberAndErrorsNameFileLineColumn) {
   // A name of this process's own: other test processes may run at the same time.
   const std::string path =

@@ -16,6 +16,26 @@ using Token = LineToken;
 
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
 
+// The number of bytes at the start of [p, end) before the first blank (' ' or '\t'), eight
+// at a time where eight are left: a byte is a blank when it xors to zero with ' ' or with
+// '\t', and the lowest zero byte a word has is found exactly by the borrow trick (a borrow
+// can only mark bytes above it).
+size_t NonBlankRun(const char* p, const char* end) {
+  constexpr uint64_t kOnes = 0x0101010101010101, kHighs = 0x8080808080808080;
+  constexpr uint64_t kSpaces = 0x2020202020202020, kTabs = 0x0909090909090909;
+  const char* q = p;
+  while (end - q >= 8) {
+    uint64_t v;
+    std::memcpy(&v, q, 8);
+    const uint64_t a = v ^ kSpaces, b = v ^ kTabs;
+    const uint64_t zero = ((a - kOnes) & ~a & kHighs) | ((b - kOnes) & ~b & kHighs);
+    if (zero != 0) return static_cast<size_t>(q - p) + (std::countr_zero(zero) >> 3);
+    q += 8;
+  }
+  while (q < end && !IsBlank(*q)) ++q;
+  return static_cast<size_t>(q - p);
+}
+
 // The blank-separated tokens of `s`, which starts at byte `offset` of its line, into *out
 // (cleared first). The callers pass a scratch vector of their thread's: a line allocates
 // nothing once the scratch has grown to the longest line's token count.
@@ -25,7 +45,7 @@ const std::vector<Token>& Tokens(std::string_view s, size_t offset, std::vector<
   while (i < s.size()) {
     while (i < s.size() && IsBlank(s[i])) ++i;
     const size_t begin = i;
-    while (i < s.size() && !IsBlank(s[i])) ++i;
+    i += NonBlankRun(s.data() + i, s.data() + s.size());
     if (i > begin) out->push_back({s.substr(begin, i - begin), offset + begin + 1});
   }
   return *out;
@@ -298,8 +318,10 @@ bool SampleLineParser::ParseVw(std::string_view line, SampleRecord* out, LineErr
         return Fail(error, tok.column, "feature without a name: " + Quoted(tok.text));
       }
       double val = 1;
-      if (colon != std::string_view::npos &&
-          !ParseFiniteDouble(tok.text.substr(colon + 1), &val)) {
+      const std::string_view val_text =
+          colon != std::string_view::npos ? tok.text.substr(colon + 1) : std::string_view();
+      if (colon != std::string_view::npos && !ParsePlainDecimal(val_text, &val) &&
+          !ParseFiniteDouble(val_text, &val)) {
         return Fail(error, tok.column + colon + 1,
                     "feature " + Quoted(name) + ": expected a finite value, got " +
                         Quoted(tok.text.substr(colon + 1)));
