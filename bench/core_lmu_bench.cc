@@ -25,7 +25,8 @@
 //      entry -> slot -> arena row, where a flat_hash_map's slot holds the weight), absl's hash;
 //      each as throughput (independent lookups) and, "Lat", as latency (a dependent chain). Two
 //      bench-only prototypes of a staged, prefetching Predict (one sample per pin, and 8
-//      samples per pin) show what would close the gap.
+//      samples per pin) show what would close the gap; LmuLearner::PredictMany, the batched
+//      Predict, runs beside absl's predict at 8 and 64 samples per call.
 //   2. LmuBase::Build over n entries (the background part of a rebuild, T_rb minus the delta
 //      copy and the publish) at 10^6 and 10^7 keys, beside building an absl::flat_hash_map
 //      <uint64_t, uint64_t> (reserve + emplace) over the same (id, slot) pairs; Mphf::Build
@@ -376,6 +377,34 @@ void BM_Predict_Absl(benchmark::State& state) {
     ++k;
   }
   SetFeatureCounters(state);
+}
+
+// LmuLearner::PredictMany over Samples consecutive samples per call (one pin, the lookups of
+// all of them staged together); per feature, as the rows above. Its sums are checked against
+// Predict's once, bit for bit, before the loop.
+template <int Samples>
+void BM_PredictMany_Lmu(benchmark::State& state) {
+  Fixture& f = GetFixture(static_cast<size_t>(state.range(0)));
+  if (!f.identical) state.SkipWithError("LMU and absl learners disagree after the fill");
+  const size_t mask = f.samples - 1;  // a power of two, a multiple of Samples
+  std::vector<std::span<const Feature>> xs(Samples);
+  double y[Samples];
+  for (int s = 0; s < Samples; ++s) xs[s] = {&f.x[s * kF], kF};
+  f.lmu->PredictMany(xs, y);
+  for (int s = 0; s < Samples; ++s) {
+    double one = 0;
+    f.lmu->Predict(xs[s], &one);
+    if (one != y[s]) state.SkipWithError("PredictMany disagrees with Predict");
+  }
+  size_t k = 0;
+  for (auto _ : state) {
+    const size_t first = k & mask;
+    for (int s = 0; s < Samples; ++s) xs[s] = {&f.x[(first + s) * kF], kF};
+    f.lmu->PredictMany(xs, y);
+    benchmark::DoNotOptimize(y);
+    k += Samples;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * Samples * kF);
 }
 
 void BM_Update_Lmu(benchmark::State& state) {
@@ -1052,6 +1081,8 @@ void KeyArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Predict_Lmu)->Apply(KeyArgs);
 BENCHMARK(BM_Predict_Absl)->Apply(KeyArgs);
+BENCHMARK(BM_PredictMany_Lmu<8>)->Apply(KeyArgs);
+BENCHMARK(BM_PredictMany_Lmu<64>)->Apply(KeyArgs);
 BENCHMARK(BM_Update_Lmu)->Apply(KeyArgs);
 BENCHMARK(BM_Update_Absl)->Apply(KeyArgs);
 BENCHMARK(BM_UpdateNew_Lmu)->Arg(k1e4)->Iterations(2'000);
@@ -1102,6 +1133,15 @@ void AddRatios(RatioReporter& rep) {
     const bool target = n != k1e4;
     rep.AddRatio({"1. Predict LMU / absl, " + Pretty(n) + " keys", {"BM_Predict_Lmu/" + N(n)},
                   {"BM_Predict_Absl/" + N(n)}, 1.5, target ? Target::kAtMost : Target::kNone});
+    // Per feature: a ratio of items_per_second, absl's over PredictMany's.
+    for (const char* samples : {"8", "64"}) {
+      rep.AddRatio({"1. PredictMany of " + std::string(samples) + " samples LMU / absl, " +
+                        Pretty(n) + " keys",
+                    {"BM_Predict_Absl/" + N(n), "items_per_second"},
+                    {"BM_PredictMany_Lmu<" + std::string(samples) + ">/" + N(n),
+                     "items_per_second"},
+                    0, Target::kNone});
+    }
     rep.AddRatio({"1. Update LMU / absl, " + Pretty(n) + " keys", {"BM_Update_Lmu/" + N(n)},
                   {"BM_Update_Absl/" + N(n)}, 2.0, target ? Target::kAtMost : Target::kNone});
     rep.AddRatio({"1. Update 10% new LMU / absl, " + Pretty(n) + " keys",

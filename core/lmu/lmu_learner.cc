@@ -46,6 +46,47 @@ LmuLearner::PredictInfo LmuLearner::Predict(std::span<const Feature> x, double* 
   return info;
 }
 
+LmuLearner::PredictInfo LmuLearner::PredictMany(std::span<const std::span<const Feature>> xs,
+                                                double* y) const {
+  const int m = spec_.m;
+  PredictInfo info;
+  info.ver_delta = table_.ver_delta();
+  const LmuTable::Reader reader = table_.Pin();
+  info.ver_base = reader.ver_base();
+  size_t total = 0;
+  for (std::span<const Feature> x : xs) total += x.size();
+  thread_local std::vector<uint64_t> ids, slots;
+  ids.resize(total);
+  slots.resize(total);
+  size_t k = 0;
+  for (std::span<const Feature> x : xs) {
+    for (const Feature& f : x) ids[k++] = f.id;
+  }
+  const WeightArena& w = table_.weights();
+  // In chunks: the entries a chunk prefetches must still be in cache when it resolves them.
+  constexpr size_t kChunk = 512;
+  info.max_locate_probes = 1;
+  for (size_t begin = 0; begin < total; begin += kChunk) {
+    const size_t n = std::min(kChunk, total - begin);
+    info.max_locate_probes = std::max(
+        info.max_locate_probes, reader.LocateMany(w, ids.data() + begin, n, slots.data() + begin));
+  }
+  // Each sample as Predict sums it: each output in a local, in the order of x.
+  const uint64_t* slot = slots.data();
+  for (size_t s = 0; s < xs.size(); ++s) {
+    const std::span<const Feature> x = xs[s];
+    for (int o = 0; o < m; ++o) {
+      double acc = LoadRelaxed(bias_[o]);
+      for (size_t j = 0; j < x.size(); ++j) {
+        if (slot[j] != kAbsent) acc += w.Load(slot[j], o) * x[j].val;
+      }
+      y[s * static_cast<size_t>(m) + static_cast<size_t>(o)] = acc;
+    }
+    slot += x.size();
+  }
+  return info;
+}
+
 absl::Status LmuLearner::CheckSample(std::span<const Feature> x, std::span<const double> y,
                                      double lr, double l2) const {
   if (x.empty()) return absl::InvalidArgumentError("x is empty; a sample needs at least one feature");

@@ -50,6 +50,13 @@ class LmuLearner {
   };
   // y has m entries.
   PredictInfo Predict(std::span<const Feature> x, double* y) const;
+  // The predictions of many samples under one pin: y[s*m .. s*m + m) is sample s's, the same
+  // operations in the same order as Predict(xs[s]), so the same bits on a table no one writes
+  // meanwhile. The lookups of all the samples are staged together (LmuTable::LocateMany over
+  // their ids, a few hundred at a time), so the misses of different samples overlap instead of
+  // each sample waiting for its own (docs/LMU.md, "Predicting many samples").
+  // max_locate_probes is over the whole batch. y has m * xs.size() entries.
+  PredictInfo PredictMany(std::span<const std::span<const Feature>> xs, double* y) const;
 
   // Checks a sample before anything is applied: finite values, y of size m, overrides in range.
   // lr/l2 overrides are NaN when absent.

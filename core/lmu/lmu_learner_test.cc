@@ -2,8 +2,12 @@
 // weights are bit-identical to a plain reference learner (docs/LMU.md (L1)-(L2)).
 #include "core/lmu/lmu_learner.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
+#include <span>
+#include <vector>
 
 #include "core/workloads/lmu_reference.h"
 #include "gtest/gtest.h"
@@ -92,6 +96,62 @@ TEST(LmuLearner, BitIdenticalToAReferenceLearnerAcrossRebuilds) {
       ref.Predict(x, want.data());
       ASSERT_EQ(got, want);
     }
+  }
+}
+
+// PredictMany gives each sample Predict's bits: m = 2, ids in the base (after rebuilds), in
+// the delta (inserted since) and never seen, samples of 0 to 40 features, batches of 0 to 60
+// samples (past LocateMany's chunk of 512 ids), and the batch's version is Predict's.
+TEST(LmuLearner, PredictManyGivesEachSamplePredictsBits) {
+  LmuSpec spec;
+  spec.m = 2;
+  spec.lr = 0.05;
+  spec.delta_buckets = 512;  // C = 2048: rebuilds every few thousand ids
+  spec.lambda_max = 0;
+  spec.margin = 0;
+  spec.background_rebuild = false;
+  LmuLearner lmu(spec, TestSecret(3));
+  ZipfIds ids(20000, 11);
+  std::vector<Feature> x;
+  std::vector<double> y(2), before(2);
+  for (int i = 0; i < 30000; ++i) {
+    x.clear();
+    const int nnz = 1 + static_cast<int>(ids.Uniform() * 8);
+    for (int j = 0; j < nnz; ++j) x.push_back({ids.Next(), ids.Uniform() * 2 - 1});
+    y = {ids.Uniform() - 0.5, ids.Uniform() * 2};
+    ASSERT_TRUE(lmu.Step(x, y, NAN, NAN, before.data()).ok());
+  }
+  ASSERT_TRUE(lmu.Poll().ok());
+  ASSERT_GT(lmu.TableStats().rebuilds, 0u);
+  ASSERT_GT(lmu.TableStats().delta_keys, 0u);  // some ids are still in the delta
+  for (int batch = 0; batch < 200; ++batch) {
+    const size_t count = static_cast<size_t>(ids.Uniform() * 61);
+    std::vector<std::vector<Feature>> samples(count);
+    std::vector<std::span<const Feature>> views;
+    for (std::vector<Feature>& sample : samples) {
+      const int nnz = static_cast<int>(ids.Uniform() * 41);
+      for (int j = 0; j < nnz; ++j) {
+        // One id in five was never seen (absent everywhere).
+        const uint64_t id = ids.Uniform() < 0.2 ? (uint64_t{1} << 40) + j : ids.Next();
+        sample.push_back({id, ids.Uniform() * 4 - 2});
+      }
+      views.emplace_back(sample);
+    }
+    std::vector<double> many(2 * count, -1);
+    const LmuLearner::PredictInfo info = lmu.PredictMany(views, many.data());
+    int max_probes = 1;
+    for (size_t s = 0; s < count; ++s) {
+      double one[2] = {-1, -1};
+      const LmuLearner::PredictInfo single = lmu.Predict(samples[s], one);
+      ASSERT_EQ(std::bit_cast<uint64_t>(many[2 * s]), std::bit_cast<uint64_t>(one[0]))
+          << "batch " << batch << " sample " << s;
+      ASSERT_EQ(std::bit_cast<uint64_t>(many[2 * s + 1]), std::bit_cast<uint64_t>(one[1]))
+          << "batch " << batch << " sample " << s;
+      EXPECT_EQ(single.ver_base, info.ver_base);
+      EXPECT_EQ(single.ver_delta, info.ver_delta);
+      max_probes = std::max(max_probes, single.max_locate_probes);
+    }
+    EXPECT_EQ(info.max_locate_probes, max_probes);
   }
 }
 
