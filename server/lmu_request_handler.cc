@@ -207,6 +207,22 @@ absl::Status LmuRequestHandler::Predict(const v1::PredictRequest& request,
   if (!model.ok()) return model.status();
   RETURN_IF_ERROR(
       CheckParallel(request.ids_size(), request.vals_size(), [] { return std::string(); }));
+  // Several samples (counts): checked before anything is copied.
+  const size_t samples = static_cast<size_t>(request.counts_size());
+  if (samples > limits_.max_batch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request has ", samples, " samples; at most ", limits_.max_batch,
+        " (max_batch) per Predict"));
+  }
+  if (samples > 0) {
+    uint64_t total = 0;
+    for (uint32_t c : request.counts()) total += c;
+    if (total != static_cast<uint64_t>(request.ids_size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "counts add up to ", total, " features but ids has ", request.ids_size(),
+          "; sample i is the next counts[i] entries of ids and vals"));
+    }
+  }
   std::vector<lmu::Feature> x;
   x.reserve(static_cast<size_t>(request.ids_size()));
   AppendFeatures(request.ids(), request.vals(), &x);
@@ -214,7 +230,19 @@ absl::Status LmuRequestHandler::Predict(const v1::PredictRequest& request,
   const uint32_t shard = (*model)->ShardOf(request.routing_key());
   ASSIGN_OR_RETURN(const storage::ModelWriters::Use use,
                    UseShard(persistence_, request.model(), shard));
-  absl::StatusOr<PredictOutcome> outcome = (*model)->lmu(shard).Predict(x);
+  absl::StatusOr<PredictOutcome> outcome;
+  if (samples == 0) {
+    outcome = (*model)->lmu(shard).Predict(x);
+  } else {
+    std::vector<std::span<const lmu::Feature>> xs;
+    xs.reserve(samples);
+    size_t begin = 0;
+    for (uint32_t c : request.counts()) {
+      xs.emplace_back(x.data() + begin, c);
+      begin += c;
+    }
+    outcome = (*model)->lmu(shard).PredictMany(xs);
+  }
   if (!outcome.ok()) return outcome.status();
   response->mutable_y_hat()->Add(outcome->y_hat.begin(), outcome->y_hat.end());
   response->set_ver_base(outcome->ver_base);

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/lmu/lmu_learner.h"
+#include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/server.h"
@@ -174,6 +176,57 @@ TEST_F(ClientLmuCliTest, CreateTrainPredictDescribeOnAnLmuOnlyModel) {
   ASSERT_EQ(list.exit_code, 0) << Describe(list);
   EXPECT_TRUE(Contains(list.out, "cli_lmu")) << list.out;
   EXPECT_TRUE(Contains(list.out, "parts")) << list.out;
+}
+
+// predict --file: one line per sample, each the prediction an in-process learner fed the same
+// lines gives (bit for bit: printed with 17 digits), in batches that end on a partial one; the
+// mean squared error on stderr; more samples per request than the server takes is refused.
+TEST_F(ClientLmuCliTest, PredictFilePrintsEverySamplesPredictionAndTheError) {
+  CreateLmuModel("cli_lmu_pf");
+  const std::string svm = WriteLibsvm(2500);
+  CommandResult trained = Cli("train cli_lmu_pf " + svm + " --routing-key k");
+  ASSERT_EQ(trained.exit_code, 0) << Describe(trained);
+  absl::StatusOr<std::shared_ptr<Model>> model = server_->registry().Find("cli_lmu_pf");
+  ASSERT_TRUE(model.ok());
+  lmu::LmuLearner reference((*model)->spec().lmu, Secret());
+  std::vector<double> y_before(1);
+  for (int i = 1; i <= 2500; ++i) {
+    const LibsvmLine l = Line(i);
+    std::vector<lmu::Feature> x;
+    for (const auto& [id, val] : l.x) x.push_back({id, val});
+    ASSERT_TRUE(reference.Step(x, {&l.y, 1}, NAN, NAN, y_before.data()).ok());
+  }
+
+  CommandResult predicted = Cli("predict cli_lmu_pf --file " + svm + " --batch 700 --routing-key k");
+  ASSERT_EQ(predicted.exit_code, 0) << Describe(predicted);
+  std::istringstream lines(predicted.out);
+  std::string text;
+  double squared_error = 0;
+  int i = 0;
+  while (std::getline(lines, text)) {
+    ++i;
+    ASSERT_LE(i, 2500);
+    const LibsvmLine l = Line(i);
+    std::vector<lmu::Feature> x;
+    for (const auto& [id, val] : l.x) x.push_back({id, val});
+    double expected = 0;
+    reference.Predict(x, &expected);
+    ASSERT_EQ(std::stod(text), expected) << "line " << i << ": " << text;
+    squared_error += (expected - l.y) * (expected - l.y);
+  }
+  EXPECT_EQ(i, 2500);
+  EXPECT_TRUE(Contains(predicted.err, "predicted 2500 samples of " + svm)) << predicted.err;
+  EXPECT_TRUE(Contains(predicted.err, fmt::format("mean squared error {:.6g}",
+                                                  squared_error / 2500)))
+      << predicted.err;
+
+  CommandResult too_big = Cli("predict cli_lmu_pf --file " + svm + " --batch 1001");
+  EXPECT_EQ(too_big.exit_code, 1) << Describe(too_big);
+  EXPECT_TRUE(Contains(too_big.err, "1001 samples; at most 1000 (max_batch)")) << too_big.err;
+  EXPECT_TRUE(Contains(too_big.err, "the batch of lines 1-1001")) << too_big.err;
+  CommandResult both = Cli("predict cli_lmu_pf --file " + svm + " --x 1:1");
+  EXPECT_EQ(both.exit_code, 2) << Describe(both);
+  EXPECT_TRUE(Contains(both.err, "--file takes neither --x nor --json")) << both.err;
 }
 
 TEST_F(ClientLmuCliTest, TrainVwFileOnAnSauPlusLmuModelAndStopAtABadLine) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,91 @@ TEST_F(ClientLmuSessionTest, PipelinedUpdatesAreAcknowledgedInOrderAndPredictRea
   EXPECT_EQ(p->ver_delta(), last_ver_delta);
   ASSERT_EQ(p->y_hat_size(), 1);
   EXPECT_NE(p->y_hat(0), 0.0);
+}
+
+// Several samples in one Predict (counts): each gets what a Predict of it alone gets, bit for
+// bit, m values per sample; a bad request names its problem and predicts nothing.
+TEST_F(ClientLmuSessionTest, PredictManyGivesEachSampleItsOwnPredictionAndRefusesBadInput) {
+  ASSERT_TRUE(client_->CreateModel(LmuSpec("sess_lmu_many", 2, /*m=*/2)).ok());
+  auto session = client_->OpenLmuUpdate("sess_lmu_many", {});
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int b = 0; b < 10; ++b) {
+    v1::UpdateRequest r = Batch("u", 1 + 20 * b, 20);
+    for (v1::Sample& s : *r.mutable_samples()) s.add_y(0.5);  // m = 2
+    ASSERT_TRUE((*session)->Send(std::move(r)).ok());
+  }
+  ASSERT_TRUE((*session)->Finish().ok());
+
+  // 40 samples of 1 to 7 features: known ids (1..55) and unknown ones (1000+).
+  std::vector<uint64_t> ids;
+  std::vector<double> vals;
+  std::vector<uint32_t> counts;
+  for (uint32_t s = 0; s < 40; ++s) {
+    const uint32_t n = 1 + s % 7;
+    for (uint32_t j = 0; j < n; ++j) {
+      ids.push_back(j % 3 == 2 ? 1000 + s : 1 + (s * 7 + j) % 55);
+      vals.push_back(0.25 * static_cast<double>(j) - 0.5);
+    }
+    counts.push_back(n);
+  }
+  absl::StatusOr<v1::PredictResponse> many =
+      client_->PredictMany("sess_lmu_many", "u", ids, vals, counts);
+  ASSERT_TRUE(many.ok()) << many.status();
+  ASSERT_EQ(many->y_hat_size(), 80);
+  EXPECT_EQ(many->shard(), ShardFor("u", 2));
+  size_t begin = 0;
+  for (size_t s = 0; s < counts.size(); ++s) {
+    const std::span<const uint64_t> x_ids(ids.data() + begin, counts[s]);
+    const std::span<const double> x_vals(vals.data() + begin, counts[s]);
+    absl::StatusOr<v1::PredictResponse> one = client_->Predict("sess_lmu_many", "u", x_ids, x_vals);
+    ASSERT_TRUE(one.ok()) << one.status();
+    ASSERT_EQ(one->y_hat_size(), 2);
+    for (int o = 0; o < 2; ++o) {
+      EXPECT_EQ(std::bit_cast<uint64_t>(many->y_hat(static_cast<int>(2 * s) + o)),
+                std::bit_cast<uint64_t>(one->y_hat(o)))
+          << "sample " << s << " output " << o;
+    }
+    EXPECT_EQ(one->ver_base(), many->ver_base());
+    EXPECT_EQ(one->ver_delta(), many->ver_delta());
+    begin += counts[s];
+  }
+
+  struct Bad {
+    std::string scenario;
+    std::vector<uint64_t> ids;
+    std::vector<double> vals;
+    std::vector<uint32_t> counts;
+    std::string mention;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<Bad> bad = {
+      {"counts short of ids", {1, 2, 3}, {1, 1, 1}, {1, 1}, "counts add up to 2 features but ids has 3"},
+      {"counts past ids", {1, 2}, {1, 1}, {1, 5}, "counts add up to 6 features but ids has 2"},
+      {"an empty sample", {1, 2}, {1, 1}, {1, 0, 1}, "sample 1: x is empty"},
+      {"a NaN value", {1, 2, 3}, {1, 1, nan}, {2, 1}, "sample 1: x[0] (id 3) has value NaN"},
+      {"vals short", {1, 2}, {1}, {1, 1}, "ids has 2 values but vals has 1"},
+  };
+  Bad too_many{"more than max_batch samples", {}, {}, {}, "4097 samples; at most 4096"};
+  for (uint32_t s = 0; s < 4097; ++s) {
+    too_many.ids.push_back(s);
+    too_many.vals.push_back(1);
+    too_many.counts.push_back(1);
+  }
+  bad.push_back(too_many);
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.scenario);
+    absl::StatusOr<v1::PredictResponse> r =
+        client_->PredictMany("sess_lmu_many", "u", b.ids, b.vals, b.counts);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr(b.mention));
+  }
+  // Reads only: the model is where the updates left it.
+  absl::StatusOr<v1::PredictResponse> again =
+      client_->PredictMany("sess_lmu_many", "u", ids, vals, counts);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->ver_delta(), many->ver_delta());
+  EXPECT_EQ(again->y_hat_size(), 80);
 }
 
 TEST_F(ClientLmuSessionTest, RejectedBatchComesBackInItsAckAndTheSessionGoesOn) {

@@ -214,11 +214,20 @@ absl::StatusOr<v1::PredictResponse> Client::Predict(std::string_view model,
                                                     std::string_view routing_key,
                                                     std::span<const uint64_t> ids,
                                                     std::span<const double> vals) {
+  return PredictMany(model, routing_key, ids, vals, {});  // no counts: one sample
+}
+
+absl::StatusOr<v1::PredictResponse> Client::PredictMany(std::string_view model,
+                                                        std::string_view routing_key,
+                                                        std::span<const uint64_t> ids,
+                                                        std::span<const double> vals,
+                                                        std::span<const uint32_t> counts) {
   v1::PredictRequest request;
   request.set_model(std::string(model));
   request.set_routing_key(std::string(routing_key));
   request.mutable_ids()->Add(ids.begin(), ids.end());
   request.mutable_vals()->Add(vals.begin(), vals.end());
+  request.mutable_counts()->Add(counts.begin(), counts.end());
   v1::PredictResponse response;
   if (absl::Status s =
           Call(model, routing_key,

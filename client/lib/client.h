@@ -117,6 +117,16 @@ class Client {
                                               std::string_view routing_key,
                                               std::span<const uint64_t> ids,
                                               std::span<const double> vals);
+  // The predictions of several samples in one call, read together under one pin of the
+  // shard's table (docs/LMU.md, "Predicting many samples"): sample i is the next counts[i]
+  // entries of ids and vals; the response's y_hat holds m values per sample, sample after
+  // sample. At most the server's max_batch samples (4096 by default). Errors: Predict's,
+  // naming the sample, and INVALID_ARGUMENT when the counts do not add up to ids.
+  absl::StatusOr<v1::PredictResponse> PredictMany(std::string_view model,
+                                                  std::string_view routing_key,
+                                                  std::span<const uint64_t> ids,
+                                                  std::span<const double> vals,
+                                                  std::span<const uint32_t> counts);
 
   // The fused prediction at (x, q) from the shard of `routing_key`; read-only: what the next
   // Fuse.Learn with that (x, q) would predict. Errors from the server: INVALID_ARGUMENT

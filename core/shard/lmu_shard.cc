@@ -204,7 +204,10 @@ absl::StatusOr<UpdateOutcome> LmuShard::Update(std::span<const SampleView> batch
   return out;
 }
 
-absl::StatusOr<PredictOutcome> LmuShard::Predict(std::span<const lmu::Feature> x) const {
+namespace {
+
+// What Predict refuses in x: empty, a NaN/Inf value, one outside the input bound.
+absl::Status CheckPredictInput(std::span<const lmu::Feature> x) {
   if (x.empty()) return absl::InvalidArgumentError("x is empty; give at least one feature");
   for (size_t j = 0; j < x.size(); ++j) {
     if (!std::isfinite(x[j].val)) {
@@ -213,7 +216,29 @@ absl::StatusOr<PredictOutcome> LmuShard::Predict(std::span<const lmu::Feature> x
           std::isnan(x[j].val) ? "NaN" : "Inf"));
     }
   }
-  RETURN_IF_ERROR(lmu::LmuLearner::CheckFeatureBounds(x));
+  return lmu::LmuLearner::CheckFeatureBounds(x);
+}
+
+}  // namespace
+
+absl::StatusOr<PredictOutcome> LmuShard::PredictMany(
+    std::span<const std::span<const lmu::Feature>> xs) const {
+  for (size_t s = 0; s < xs.size(); ++s) {
+    if (absl::Status st = CheckPredictInput(xs[s]); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("sample ", s, ": ", st.message()));
+    }
+  }
+  PredictOutcome out;
+  out.y_hat.resize(xs.size() * static_cast<size_t>(learner()->m()));
+  const lmu::LmuLearner::PredictInfo info = learner()->PredictMany(xs, out.y_hat.data());
+  out.probes_p100 = info.max_locate_probes;
+  out.ver_base = info.ver_base;
+  out.ver_delta = info.ver_delta;
+  return out;
+}
+
+absl::StatusOr<PredictOutcome> LmuShard::Predict(std::span<const lmu::Feature> x) const {
+  RETURN_IF_ERROR(CheckPredictInput(x));
   PredictOutcome out;
   out.y_hat.resize(learner()->m());
   const lmu::LmuLearner::PredictInfo info = learner()->Predict(x, out.y_hat.data());

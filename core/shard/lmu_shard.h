@@ -117,6 +117,10 @@ class LmuShard final : public ShardPart {
 
   // Errors: INVALID_ARGUMENT for an empty x, a NaN/Inf value or one outside the bound.
   absl::StatusOr<PredictOutcome> Predict(std::span<const lmu::Feature> x) const;
+  // Many samples under one pin (LmuLearner::PredictMany): y_hat holds m values per sample,
+  // each Predict's. Errors: Predict's, naming the sample ("sample 3: x is empty ..."); nothing
+  // is predicted unless every sample is valid.
+  absl::StatusOr<PredictOutcome> PredictMany(std::span<const std::span<const lmu::Feature>> xs) const;
 
   // Takes the writer lock (the digest walks every id: O(n log n)).
   LmuShardStats Stats() const ABSL_LOCKS_EXCLUDED(write_mu_);

@@ -257,6 +257,15 @@ class EmbeddedServerTest(unittest.TestCase):
         self.assertEqual(list(same.y_hat), list(answer.y_hat))
         with self.assertRaises(errors.InvalidArgument):
             self.client.predict("py_lmu", {}, routing_key="u")
+        # Several samples in one call: each gets what predict gives it alone.
+        xs = [{3: 1.0, 101: 0.5}, [(7, -2.0)], {3: 0.25, 9999: 1.0, 5: 1.5}]
+        many = self.client.predict_many("py_lmu", xs, routing_key="u")
+        self.assertEqual(many, [list(self.client.predict("py_lmu", x, routing_key="u").y_hat)
+                                for x in xs])
+        self.assertEqual(self.client.predict_many("py_lmu", [], routing_key="u"), [])
+        with self.assertRaises(errors.InvalidArgument) as e:
+            self.client.predict_many("py_lmu", [{3: 1.0}, {}], routing_key="u")
+        self.assertIn("sample 1: x is empty", str(e.exception))
         with self.assertRaises(ValueError):
             self.client.predict("py_lmu", {-1: 1.0})
         with self.assertRaises(errors.FailedPrecondition):

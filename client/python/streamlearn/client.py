@@ -325,6 +325,32 @@ class Client:
         return self._call("LMU.Predict", lmu_pb2_grpc.LMUStub, "Predict", request, model=name,
                           shard=self._routed_shard(name, key))
 
+    def predict_many(self, model: Union[str, bytes], xs: Iterable[Any], *,
+                     routing_key: Union[str, bytes] = "default") -> List[List[float]]:
+        """The LMU's predictions of several samples in one call, read together from the
+        shard of `routing_key` (each x as predict takes it: a dict {id: value} or (id,
+        value) pairs); read-only. At most the server's max_batch samples (4096 by default).
+        Returns one list of m predictions per sample, in order: each what predict(x) gives.
+        """
+        name, key = key_bytes(model), key_bytes(routing_key)
+        ids: List[int] = []
+        vals: List[float] = []
+        counts: List[int] = []
+        for x in xs:
+            x_ids, x_vals = _convert.sparse(x, None, None)
+            ids.extend(x_ids)
+            vals.extend(x_vals)
+            counts.append(len(x_ids))
+        if not counts:
+            return []
+        request = lmu_pb2.PredictRequest(model=name, routing_key=key, ids=ids, vals=vals,
+                                         counts=counts)
+        response = self._call("LMU.Predict", lmu_pb2_grpc.LMUStub, "Predict", request,
+                              model=name, shard=self._routed_shard(name, key))
+        y = list(response.y_hat)
+        m = len(y) // len(counts)
+        return [y[i * m:(i + 1) * m] for i in range(len(counts))]
+
     def fuse_predict(self, model: Union[str, bytes], x: Any = None, q: Any = None, *,
                      ids: Any = None, vals: Any = None,
                      routing_key: Union[str, bytes] = "default"
