@@ -50,6 +50,22 @@ LibsvmLine Line(int i) {
   return l;
 }
 
+// Line i's x as LMU features.
+std::vector<lmu::Feature> FeaturesOf(const LibsvmLine& l) {
+  std::vector<lmu::Feature> x;
+  for (const auto& [id, val] : l.x) x.push_back({id, val});
+  return x;
+}
+
+// Steps an in-process learner through lines 1..lines, as the server trains them.
+void TrainOnLines(int lines, lmu::LmuLearner* learner) {
+  std::vector<double> y_before(1);
+  for (int i = 1; i <= lines; ++i) {
+    const LibsvmLine l = Line(i);
+    ASSERT_TRUE(learner->Step(FeaturesOf(l), {&l.y, 1}, NAN, NAN, y_before.data()).ok());
+  }
+}
+
 std::string WriteLibsvm(int lines) {
   const std::string path = TempPath("train.svm");
   std::ofstream f(path);
@@ -125,14 +141,7 @@ TEST_F(ClientLmuCliTest, CreateTrainPredictDescribeOnAnLmuOnlyModel) {
   absl::StatusOr<std::shared_ptr<Model>> model = server_->registry().Find("cli_lmu");
   ASSERT_TRUE(model.ok());
   lmu::LmuLearner reference((*model)->spec().lmu, Secret());
-  std::vector<double> y_before(1);
-  for (int i = 1; i <= 3000; ++i) {
-    const LibsvmLine l = Line(i);
-    std::vector<lmu::Feature> x;
-    for (const auto& [id, val] : l.x) x.push_back({id, val});
-    const double y = l.y;
-    ASSERT_TRUE(reference.Step(x, {&y, 1}, NAN, NAN, y_before.data()).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(TrainOnLines(3000, &reference));
   const std::vector<lmu::Feature> probe = {{7, 0.5}, {1999, -1.25}, {123456, 3}};
   double expected = 0;
   reference.Predict(probe, &expected);
@@ -189,13 +198,7 @@ TEST_F(ClientLmuCliTest, PredictFilePrintsEverySamplesPredictionAndTheError) {
   absl::StatusOr<std::shared_ptr<Model>> model = server_->registry().Find("cli_lmu_pf");
   ASSERT_TRUE(model.ok());
   lmu::LmuLearner reference((*model)->spec().lmu, Secret());
-  std::vector<double> y_before(1);
-  for (int i = 1; i <= 2500; ++i) {
-    const LibsvmLine l = Line(i);
-    std::vector<lmu::Feature> x;
-    for (const auto& [id, val] : l.x) x.push_back({id, val});
-    ASSERT_TRUE(reference.Step(x, {&l.y, 1}, NAN, NAN, y_before.data()).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(TrainOnLines(2500, &reference));
 
   CommandResult predicted = Cli("predict cli_lmu_pf --file " + svm + " --batch 700 --routing-key k");
   ASSERT_EQ(predicted.exit_code, 0) << Describe(predicted);
@@ -207,10 +210,8 @@ TEST_F(ClientLmuCliTest, PredictFilePrintsEverySamplesPredictionAndTheError) {
     ++i;
     ASSERT_LE(i, 2500);
     const LibsvmLine l = Line(i);
-    std::vector<lmu::Feature> x;
-    for (const auto& [id, val] : l.x) x.push_back({id, val});
     double expected = 0;
-    reference.Predict(x, &expected);
+    reference.Predict(FeaturesOf(l), &expected);
     ASSERT_EQ(std::stod(text), expected) << "line " << i << ": " << text;
     squared_error += (expected - l.y) * (expected - l.y);
   }
