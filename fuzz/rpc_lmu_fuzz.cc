@@ -8,7 +8,8 @@
 // ack carries the handler's status; a refused batch (INVALID_ARGUMENT, NOT_FOUND,
 // FAILED_PRECONDITION) applies nothing and leaves every shard's state as it was; an accepted
 // one accounts for every sample and, when it applied one, reports its m predictions; an
-// accepted Predict reads m values.
+// accepted Predict reads m values per sample (one sample, or one per count).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -71,7 +72,10 @@ void Predict(RpcFixture& fx, const server::LmuRequestHandler& handler,
   if (!s.ok()) return;
   absl::StatusOr<std::shared_ptr<Model>> m = fx.registry.Find((*req)->model());
   FUZZ_CHECK(m.ok(), "answered for an unknown model");
-  FUZZ_CHECK(response.y_hat_size() == (*m)->spec().lmu.m, "y_hat of another size");
+  // m values per sample: one sample without counts, counts_size() with them.
+  const int samples = std::max(1, (*req)->counts_size());
+  FUZZ_CHECK(response.y_hat_size() == samples * static_cast<int>((*m)->spec().lmu.m),
+             "y_hat of another size");
   FUZZ_CHECK(response.shard() < (*m)->num_shards(), "a shard out of range");
 }
 
